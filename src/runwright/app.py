@@ -1,0 +1,261 @@
+"""App: the registry of tasks, and the operations any process may do on runs."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, overload
+
+from .errors import ConfigError, InvalidInput, InvalidTime, RunNotFound, UnknownTask
+from .retry import Backoff, RetryPolicy
+from .runs import NORMAL, Run, RunHandle
+from .serde import DEFAULT_MAX_PAYLOAD_BYTES, encode, finite
+from .store import Store, store_from_url
+from .store.base import RunInsertParams, now_s
+from .store.hub import done_topic
+from .tasks import TaskSpec, takes_context
+
+if TYPE_CHECKING:
+    from .engine.worker import Worker
+
+__all__ = ["App", "Call"]
+
+# Fallback re-read while waiting for a result: covers a notification lost while the
+# listener reconnected. Short while the hub says it cannot deliver notifications.
+RESULT_FALLBACK_S = 2.0
+RESULT_DEGRADED_S = 0.1
+
+
+@dataclass(slots=True)
+class Call:
+    """One item of `submit_many` with options of its own."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    priority: int | None = None
+    delay_s: float | None = None
+    run_at: float | dt.datetime | None = None
+
+
+class App:
+    """Registry of tasks and the face of one store.
+
+    `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
+    first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
+    `runwright migrate`). A newer schema than this code knows is refused either way.
+    """
+
+    def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+        self.store: Store = store_from_url(url)
+        self.url = self.store.url
+        self.auto_migrate = auto_migrate
+        self.max_payload_bytes = max_payload_bytes
+        self.tasks: dict[str, TaskSpec] = {}
+        self._opened: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<App {self.url} tasks={sorted(self.tasks)}>"
+
+    # -- registry -------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[..., Any], /) -> TaskSpec: ...
+
+    @overload
+    def task(self, *, name: str | None = ..., queue: str = ..., priority: int = ...,
+             retries: int = ..., backoff: Backoff | None = ...,
+             retry_on: Sequence[type[BaseException]] | None = ...,
+             give_up_on: Sequence[type[BaseException]] = ...,
+             timeout_s: float | None = ...) -> Callable[[Callable[..., Any]], TaskSpec]: ...
+
+    def task(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+             queue: str = "default", priority: int = NORMAL, retries: int = 3,
+             backoff: Backoff | None = None,
+             retry_on: Sequence[type[BaseException]] | None = None,
+             give_up_on: Sequence[type[BaseException]] = (),
+             timeout_s: float | None = None) -> Any:
+        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`."""
+        policy = RetryPolicy(retries, backoff or Backoff(),
+                             tuple(retry_on) if retry_on is not None else None, tuple(give_up_on))
+        if timeout_s is not None:
+            finite(timeout_s, "timeout_s")
+
+        def register(f: Callable[..., Any]) -> TaskSpec:
+            spec = TaskSpec(name or f.__name__, f, queue, priority, policy, timeout_s,
+                            takes_context(f))
+            if spec.name in self.tasks:
+                raise ConfigError(f"task {spec.name!r} is registered twice; give one a name=")
+            self.tasks[spec.name] = spec
+            return spec
+
+        return register(fn) if fn is not None else register
+
+    def task_spec(self, task: TaskSpec | str) -> TaskSpec:
+        name = task.name if isinstance(task, TaskSpec) else task
+        spec = self.tasks.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise UnknownTask(f"unknown task {name!r}; registered tasks: {known}")
+        return spec
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def open(self) -> App:
+        """Connect and check the schema (idempotent; every operation calls it)."""
+        if self._opened is None:
+            self._opened = asyncio.get_running_loop().create_future()
+            try:
+                await self.store.open()
+                if self.auto_migrate:
+                    await self.store.migrate()
+                else:
+                    await self.store.require_schema()
+            except BaseException as exc:
+                self._opened.set_exception(exc)
+                self._opened.exception()  # retrieved: the caller gets it raised
+                raise
+            self._opened.set_result(None)
+        await self._opened
+        return self
+
+    async def close(self) -> None:
+        if self._opened is not None:
+            self._opened = None
+            await self.store.close()
+
+    async def __aenter__(self) -> App:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- submission -----------------------------------------------------------------
+
+    async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
+                     priority: int | None = None, delay_s: float | None = None,
+                     run_at: float | dt.datetime | None = None, queue: str | None = None,
+                     **kwargs: Any) -> RunHandle:
+        """Submit one run. The same `key` always names the same run: submitting it again
+        returns the existing run (`handle.existed` is True), whatever its state."""
+        spec = self.task_spec(task)
+        params = self._insert_params(spec, spec.bind(args, kwargs), key, priority, delay_s,
+                                     run_at, queue, now_s())
+        await self.open()
+        (run,) = await self.store.run_insert_many([params])
+        return RunHandle(self, run)
+
+    async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
+                          /, *, priority: int | None = None, delay_s: float | None = None,
+                          queue: str | None = None) -> list[RunHandle]:
+        """Submit many runs of one task in one round trip. Each item is the task's keyword
+        arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
+        is checked before anything is written: one bad item refuses the whole batch."""
+        spec = self.task_spec(task)
+        now = now_s()
+        params = []
+        for index, item in enumerate(items):
+            call = item if isinstance(item, Call) else Call(kwargs=item)
+            try:
+                params.append(self._insert_params(
+                    spec, spec.bind((), dict(call.kwargs)), call.key,
+                    call.priority if call.priority is not None else priority,
+                    call.delay_s if call.delay_s is not None else delay_s,
+                    call.run_at, queue, now))
+            except InvalidInput as exc:
+                raise type(exc)(f"item {index}: {exc}") from exc
+        await self.open()
+        runs = await self.store.run_insert_many(params)
+        return [RunHandle(self, run) for run in runs]
+
+    def _insert_params(self, spec: TaskSpec, kwargs: dict[str, Any], key: str | None,
+                       priority: int | None, delay_s: float | None,
+                       run_at: float | dt.datetime | None, queue: str | None,
+                       now: float) -> RunInsertParams:
+        priority = spec.priority if priority is None else priority
+        if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 32767:
+            raise InvalidInput(f"priority must be an int in 0..32767 (0 = most urgent), got {priority!r}")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
+            raise InvalidInput(f"key must be a non-empty string of at most 512 characters, got {key!r}")
+        return RunInsertParams(
+            key=key or uuid.uuid4().hex,
+            task=spec.name,
+            args=encode(kwargs, f"arguments of task {spec.name!r}", self.max_payload_bytes),
+            queue=queue or spec.queue,
+            priority=priority,
+            max_attempts=spec.retry.max_attempts,
+            timeout_s=spec.timeout_s,
+            run_at=_due_at(now, delay_s, run_at),
+            now=now,
+        )
+
+    # -- observing and changing runs ------------------------------------------------
+
+    async def get(self, run_id: int) -> RunHandle:
+        """A handle on an existing run (RunNotFound if there is none)."""
+        await self.open()
+        run = await self.store.run_get(_run_id(run_id))
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return RunHandle(self, run)
+
+    async def cancel(self, run_id: int) -> Run:
+        """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
+        second; an ended run raises RunEnded."""
+        await self.open()
+        return await self.store.run_cancel(_run_id(run_id))
+
+    async def retry(self, run_id: int) -> RunHandle:
+        """Re-queue a dead (or failed) run with fresh attempts."""
+        await self.open()
+        return RunHandle(self, await self.store.run_retry(_run_id(run_id)))
+
+    async def wait_done(self, run_id: int) -> Run:
+        """The run once it has ended, woken by the store's notifications."""
+        await self.open()
+        hub = self.store.hub
+        with hub.watch(done_topic(run_id)) as changed:
+            await self.store.listen()
+            while True:
+                changed.clear()
+                run = await self.store.run_get(run_id)
+                if run is None:
+                    raise RunNotFound(f"run {run_id} not found")
+                if run.done:
+                    return run
+                fallback_s = RESULT_DEGRADED_S if hub.degraded else RESULT_FALLBACK_S
+                try:
+                    await asyncio.wait_for(changed.wait(), fallback_s)
+                except TimeoutError:
+                    pass
+
+    def worker(self, **options: Any) -> Worker:
+        """A Worker executing this app's tasks; see `runwright.engine.worker.WorkerConfig`."""
+        from .engine.worker import Worker, WorkerConfig
+
+        return Worker(self, WorkerConfig(**options))
+
+
+def _run_id(run_id: Any) -> int:
+    try:
+        return int(run_id)
+    except (TypeError, ValueError):
+        raise RunNotFound(f"run {run_id!r} not found: run ids are integers") from None
+
+
+def _due_at(now: float, delay_s: float | None, run_at: float | dt.datetime | None) -> float:
+    if delay_s is not None and run_at is not None:
+        raise InvalidTime("give delay_s or run_at, not both")
+    if delay_s is not None:
+        if finite(delay_s, "delay_s") < 0:
+            raise InvalidTime(f"delay_s must be >= 0, got {delay_s}")
+        return now + delay_s
+    if run_at is None:
+        return now
+    if isinstance(run_at, dt.datetime):
+        if run_at.tzinfo is None:
+            raise InvalidTime(f"run_at {run_at} has no time zone; give an aware datetime")
+        return run_at.timestamp()
+    return finite(run_at, "run_at")

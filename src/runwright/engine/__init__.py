@@ -1,0 +1,1 @@
+"""The engine: worker (slots, claim loop), completer, supervisor of processes."""

@@ -1,0 +1,70 @@
+"""The completer: fenced finishes, batched.
+
+Every run's end goes through here. Finishes that arrive while a batch is being written
+are written together in the next one, so at low load a finish costs one round trip and
+at high load one round trip serves hundreds of runs. A store that blinks is retried
+with backoff: a run is never failed because the database was briefly away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+
+from ..errors import StoreError
+from ..logs import event
+from ..store import Store
+from ..store.base import RunFinishParams
+
+__all__ = ["Completer"]
+
+MAX_BATCH = 1000
+
+
+class Completer:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._pending: list[tuple[RunFinishParams, asyncio.Future[bool]]] = []
+        self._wake = asyncio.Event()
+
+    async def finish(self, params: RunFinishParams) -> bool:
+        """Write this finish; True once durable, False if its fence was refused."""
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((params, future))
+        self._wake.set()
+        return await asyncio.shield(future)
+
+    def idle(self) -> bool:
+        return not self._pending
+
+    async def run(self) -> None:
+        """The side task: flush batches until cancelled (pending finishes are flushed first)."""
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                while self._pending:
+                    await self._flush()
+        except asyncio.CancelledError:
+            while self._pending:
+                await self._flush()
+            raise
+
+    async def _flush(self) -> None:
+        batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        refused = set(await self._write([params for params, _ in batch]))
+        for params, future in batch:
+            if not future.done():
+                future.set_result(params.run_id not in refused)
+
+    async def _write(self, batch: list[RunFinishParams]) -> list[int]:
+        delay_s = 0.05
+        while True:
+            try:
+                return await self._store.run_finish_many(batch)
+            except StoreError as exc:
+                event(logging.WARNING, "store unavailable while finishing runs; retrying",
+                      runs=len(batch), error=str(exc), retry_in_s=round(delay_s, 2))
+                await asyncio.sleep(delay_s * random.uniform(0.8, 1.2))
+                delay_s = min(5.0, delay_s * 2)

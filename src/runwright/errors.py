@@ -1,0 +1,138 @@
+"""The exception tree of runwright.
+
+    RunwrightError
+    ├── ConfigError                 a setting that cannot work (bad URL, shape that cannot converge)
+    ├── StoreError                  the store failed
+    │   ├── StoreUnreachable        the store cannot be reached (at start: a clear exit)
+    │   └── SchemaError             the schema is missing or newer than this code knows
+    ├── InvalidInput                a bad input, refused before anything is written
+    │   ├── UnknownTask             a task name that is not registered
+    │   ├── BadArguments            arguments that do not fit the task's signature
+    │   ├── SerializationError      a value that does not serialize to JSON
+    │   ├── PayloadTooLarge         an encoded payload over the size limit
+    │   └── InvalidTime             a malformed run_at, delay or duration
+    ├── RunNotFound                 an unknown run id
+    ├── InvalidTransition           a state change the transition table does not allow
+    │   └── RunEnded                e.g. cancel of a run that already ended
+    ├── LeaseLost                   a fenced write refused: another owner superseded this one
+    ├── RunFailed                   raised by result(): the run ended failed or dead
+    │   └── RunCancelled            raised by result(): the run was cancelled
+    └── FinalError                  raised by a task to end its run `failed`, without retry
+
+`TaskTimeout` (a subclass of `TimeoutError`) is raised inside a run that passed its timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BadArguments",
+    "ConfigError",
+    "FinalError",
+    "InvalidInput",
+    "InvalidTime",
+    "InvalidTransition",
+    "LeaseLost",
+    "PayloadTooLarge",
+    "RunCancelled",
+    "RunEnded",
+    "RunFailed",
+    "RunNotFound",
+    "RunwrightError",
+    "SchemaError",
+    "SerializationError",
+    "StoreError",
+    "StoreUnreachable",
+    "TaskTimeout",
+    "UnknownTask",
+]
+
+
+class RunwrightError(Exception):
+    """Base of every error runwright raises on purpose."""
+
+
+class ConfigError(RunwrightError):
+    """A setting that cannot work; the message names the setting to fix."""
+
+
+class StoreError(RunwrightError):
+    """The store failed to do what was asked."""
+
+
+class StoreUnreachable(StoreError):
+    """The store cannot be reached."""
+
+
+class SchemaError(StoreError):
+    """The schema is missing, or newer than this code knows."""
+
+
+class InvalidInput(RunwrightError, ValueError):
+    """A bad input, refused before anything was written."""
+
+
+class UnknownTask(InvalidInput, LookupError):
+    """A task name that no `@app.task` registered."""
+
+
+class BadArguments(InvalidInput, TypeError):
+    """Arguments that do not fit the task's signature."""
+
+
+class SerializationError(InvalidInput, TypeError):
+    """A value that does not serialize to JSON."""
+
+
+class PayloadTooLarge(InvalidInput):
+    """An encoded payload larger than the configured limit."""
+
+
+class InvalidTime(InvalidInput):
+    """A malformed time, delay or duration."""
+
+
+class RunNotFound(RunwrightError, LookupError):
+    """No run has this id (or key)."""
+
+
+class InvalidTransition(RunwrightError):
+    """A state change that the transition table does not allow."""
+
+
+class RunEnded(InvalidTransition):
+    """The run has already ended, so it cannot be changed this way."""
+
+
+class LeaseLost(RunwrightError):
+    """A fenced write was refused: the run was taken over by a newer claim."""
+
+    def __init__(self, run_id: int, fence: int) -> None:
+        super().__init__(f"run {run_id}: lease lost (fence {fence} superseded)")
+        self.run_id = run_id
+        self.fence = fence
+
+
+class RunFailed(RunwrightError):
+    """The run ended without success; `state` and `error` say how."""
+
+    def __init__(self, run_id: int, state: str, error: dict[str, Any] | None) -> None:
+        error = error or {}
+        reason = f"{error.get('type', 'Error')}: {error.get('message', '')}".rstrip(": ")
+        super().__init__(f"run {run_id} ended {state}: {reason}")
+        self.run_id = run_id
+        self.state = state
+        self.error = error
+
+
+class RunCancelled(RunFailed):
+    """The run was cancelled."""
+
+
+class FinalError(RunwrightError):
+    """Raise from a task to end the run `failed` at once: no retry can help."""
+
+
+class TaskTimeout(TimeoutError):
+    """The attempt ran past its task's `timeout_s`."""

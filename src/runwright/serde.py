@@ -1,0 +1,66 @@
+"""Encoding of arguments and results as JSON, with size limits and signature checks."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import traceback
+from typing import Any, Callable
+
+from .errors import BadArguments, InvalidTime, PayloadTooLarge, SerializationError
+
+__all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "encode", "encode_error", "finite"]
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20  # 1 MiB: a job queue is not a blob store
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def encode(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+    """JSON text of `value`, or a clear error naming `what` was refused."""
+    try:
+        text = _encoder.encode(value)
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"{what} does not serialize to JSON: {exc}") from exc
+    size = len(text.encode()) if len(text) * 4 > max_bytes else len(text)
+    if size > max_bytes:
+        raise PayloadTooLarge(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
+    return text
+
+
+def bind_arguments(task_name: str, fn: Callable[..., Any], takes_context: bool,
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Check the arguments against the task's signature; return them all by keyword."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())[1 if takes_context else 0:]
+    try:
+        bound = signature.replace(parameters=params).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise BadArguments(f"task {task_name!r}: {exc}; signature is {signature}") from None
+    positional_only = [p.name for p in params if p.kind is p.POSITIONAL_ONLY]
+    if positional_only or any(p.kind is p.VAR_POSITIONAL for p in params):
+        raise BadArguments(f"task {task_name!r}: positional-only or *args parameters cannot "
+                           f"be stored by name; use keyword parameters")
+    out = dict(bound.arguments)
+    for p in params:
+        if p.kind is p.VAR_KEYWORD and p.name in out:
+            out.update(out.pop(p.name))
+    return out
+
+
+def encode_error(error: BaseException, limit_chars: int = 8000) -> str:
+    """A JSON object describing an error: type, message, traceback (trimmed)."""
+    trace = "".join(traceback.format_exception(error))
+    return _encoder.encode({
+        "type": type(error).__name__,
+        "message": str(error)[:limit_chars],
+        "traceback": trace[-limit_chars:],
+    })
+
+
+def finite(value: float, what: str) -> float:
+    """Reject NaN and infinities where a time or duration is expected."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise InvalidTime(f"{what} must be a finite number of seconds, got {value!r}")
+    return float(value)

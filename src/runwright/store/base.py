@@ -1,0 +1,203 @@
+"""The Store interface: what the engine and the App may ask of a backend.
+
+Operations are named noun-verb-qualifier (`run_claim`, `run_finish_many`) and take one
+params object each, with an injectable `now` so tests can drive time even inside SQL.
+Every write after a claim carries `(run_id, fence)` and changes nothing if the fence is
+no longer current; the caller turns "refused" into `LeaseLost`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from ..runs import Run, RunState
+from .hub import Hub
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "RunClaimParams",
+    "RunExtendParams",
+    "RunExtendResult",
+    "RunFinishParams",
+    "RunInsertParams",
+    "RunListParams",
+    "RunRescueParams",
+    "Store",
+    "WorkerInfo",
+    "WorkerRegisterParams",
+    "now_s",
+]
+
+DEFAULT_SCHEMA = "runwright"
+
+
+def now_s() -> float:
+    """The clock every store uses unless a params object brings its own `now`."""
+    return time.time()
+
+
+@dataclass(slots=True)
+class RunInsertParams:
+    """One run to submit. `key` names it: a second insert of the same key returns the first."""
+
+    key: str
+    task: str
+    args: str
+    queue: str = "default"
+    priority: int = 2
+    max_attempts: int = 4
+    timeout_s: float | None = None
+    run_at: float | None = None  # defaults to now
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunListParams:
+    """Filter for listing runs, newest first; `before_id` pages backwards."""
+
+    states: Sequence[RunState] = ()
+    task: str | None = None
+    queue: str | None = None
+    limit: int = 100
+    before_id: int | None = None
+
+
+@dataclass(slots=True)
+class RunClaimParams:
+    """Claim up to `limit` due runs of `queues` whose task is one of `tasks`."""
+
+    worker_id: int
+    queues: Sequence[str]
+    tasks: Sequence[str]
+    limit: int
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunExtendParams:
+    """Renew the leases of runs this worker still believes it owns."""
+
+    worker_id: int
+    runs: Sequence[tuple[int, int]]  # (run_id, fence)
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunExtendResult:
+    lost: list[int] = field(default_factory=list)  # fence superseded: abandon these
+    cancel_requested: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RunFinishParams:
+    """A fenced end of an attempt.
+
+    `state` is the target: succeeded/failed/dead/cancelled end the run; queued re-queues
+    it at `run_at` (a retry after backoff). `release=True` with queued gives the run back
+    untouched (graceful stop): the attempt does not count.
+    """
+
+    run_id: int
+    fence: int
+    state: RunState
+    result: str | None = None
+    error: str | None = None
+    run_at: float | None = None
+    release: bool = False
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunRescueParams:
+    """Take back runs whose owner is dead (backend-specific test) or whose lease expired.
+
+    A rescued run goes back to queued without using an attempt; after `max_recoveries`
+    takeovers it goes `dead` instead, so a run that kills every worker stops circulating.
+    `worker_stale_s` is how old a heartbeat may be before its worker counts as dead on
+    stores without a session-bound liveness mark.
+    """
+
+    max_recoveries: int = 20
+    worker_stale_s: float = 10.0
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class WorkerRegisterParams:
+    host: str
+    pid: int
+    queues: Sequence[str]
+    tasks: Sequence[str]
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class WorkerInfo:
+    id: int
+    host: str
+    pid: int
+    queues: list[str]
+    tasks: list[str]
+    started_at: float
+    heartbeat_at: float
+
+
+class Store(Protocol):
+    """What every backend provides. See the conformance scenarios for the behaviour."""
+
+    url: str
+    hub: Hub
+    schema_version_known: int
+
+    async def open(self) -> None:
+        """Connect and check the schema: refuse (SchemaError) a newer one or a missing one."""
+
+    async def close(self) -> None: ...
+
+    async def migrate(self) -> list[int]:
+        """Apply pending numbered migrations; return the versions applied."""
+
+    async def schema_version(self) -> int: ...
+
+    async def listen(self) -> None:
+        """Start delivering change notifications into `hub` (idempotent)."""
+
+    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]: ...
+
+    async def run_get(self, run_id: int) -> Run | None: ...
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]: ...
+
+    async def run_list(self, params: RunListParams) -> list[Run]: ...
+
+    async def run_count_by_state(self) -> dict[str, int]: ...
+
+    async def run_claim(self, params: RunClaimParams) -> list[Run]: ...
+
+    async def run_extend(self, params: RunExtendParams) -> RunExtendResult: ...
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        """Apply fenced finishes; return the ids whose fence was refused."""
+
+    async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
+        """queued -> cancelled at once; running -> cancel requested (the owner stops it)."""
+
+    async def run_retry(self, run_id: int, now: float | None = None) -> Run:
+        """dead/failed -> queued with fresh attempts."""
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]: ...
+
+    async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None: ...
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int: ...
+
+    async def worker_heartbeat(self, worker_id: int, now: float | None = None) -> bool:
+        """Refresh liveness; False if the worker's registration is gone (it was declared dead)."""
+
+    async def worker_deregister(self, worker_id: int) -> None: ...
+
+    async def worker_list(self) -> list[WorkerInfo]: ...

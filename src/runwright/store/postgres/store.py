@@ -1,0 +1,419 @@
+"""The PostgreSQL store (asyncpg).
+
+Each store lives in its own schema (`?schema=` in the URL, default `runwright`), which also
+namespaces its notification channels and its advisory-lock key, so several deployments or
+test runs share one database without seeing each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import zlib
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Sequence
+
+import asyncpg
+
+from ...errors import RunNotFound, SchemaError, StoreError, StoreUnreachable
+from ...runs import Run, RunState, check_transition, sources_of
+from ..base import (
+    DEFAULT_SCHEMA,
+    RunClaimParams,
+    RunExtendParams,
+    RunExtendResult,
+    RunFinishParams,
+    RunInsertParams,
+    RunListParams,
+    RunRescueParams,
+    WorkerInfo,
+    WorkerRegisterParams,
+    now_s,
+)
+from ..hub import CANCEL, QUEUED, Hub, done_topic
+from ..migrations import load_migrations
+from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
+from . import sql
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger("runwright.store.postgres")
+MIGRATIONS = load_migrations("runwright.store.postgres")
+S = RunState
+# Errors that mean "the connection or server went away": transient, worth a retry.
+TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+             asyncpg.CannotConnectNowError, ConnectionError)
+
+
+class PostgresStore:
+    """Store on a PostgreSQL schema. See `runwright.store.base.Store`."""
+
+    schema_version_known = MIGRATIONS[-1].version
+
+    def __init__(self, url: str, dsn: str, schema: str = DEFAULT_SCHEMA, *,
+                 pool_size: int = 10) -> None:
+        if not schema.replace("_", "").isalnum():
+            raise ValueError(f"schema name must be alphanumeric/underscore, got {schema!r}")
+        self.url = url
+        self.dsn = dsn
+        self.schema = schema
+        self.hub = Hub()
+        self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
+        self.channels = {name: f"runwright.{schema}.{name}" for name in ("queued", "done", "cancel")}
+        self._pool_size = pool_size
+        self._pool: asyncpg.Pool | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._worker_conns: dict[int, asyncpg.Connection] = {}
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _connect(self) -> asyncpg.Connection:
+        return await asyncpg.connect(self.dsn, timeout=10,
+                                     server_settings={"search_path": self.schema})
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
+                server_settings={"search_path": self.schema})
+        except (*TRANSIENT, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
+        version = await self.schema_version()
+        if version > self.schema_version_known:
+            await self.close()
+            raise SchemaError(
+                f"schema {self.schema!r} has version {version}, newer than this runwright knows "
+                f"({self.schema_version_known}); upgrade runwright. Nothing was written.")
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+            self._listener = None
+        for conn in list(self._worker_conns.values()):
+            await _close_quietly(conn)
+        self._worker_conns.clear()
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
+        assert self._pool is not None, "store is not open"
+        try:
+            async with self._pool.acquire() as conn:
+                yield conn
+        except TRANSIENT as exc:
+            raise StoreUnreachable(f"postgresql: {type(exc).__name__}: {exc}") from exc
+
+    async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
+        async with self._conn() as conn:
+            return await conn.fetch(query, *args)
+
+    async def _fetchval(self, query: str, *args: Any) -> Any:
+        async with self._conn() as conn:
+            return await conn.fetchval(query, *args)
+
+    # -- schema ---------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        exists = await self._fetchval("SELECT to_regclass($1) IS NOT NULL",
+                                      f"{self.schema}.schema_versions")
+        if not exists:
+            return 0
+        return await self._fetchval("SELECT coalesce(max(version), 0) FROM schema_versions")
+
+    async def migrate(self) -> list[int]:
+        async with self._conn() as conn, conn.transaction():
+            # Concurrent migrators (several workers starting at once) take turns.
+            await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", self.lock_namespace)
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            await conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (version integer PRIMARY KEY,"
+                               " name text NOT NULL, applied_at double precision NOT NULL)")
+            current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_versions")
+            if current > self.schema_version_known:
+                raise SchemaError(f"schema {self.schema!r} is at {current}, newer than {self.schema_version_known}")
+            applied = []
+            for migration in MIGRATIONS[current:]:
+                await conn.execute(migration.sql)
+                await conn.execute("INSERT INTO schema_versions VALUES ($1, $2, $3)",
+                                   migration.version, migration.name, now_s())
+                applied.append(migration.version)
+            return applied
+
+    async def require_schema(self) -> None:
+        version = await self.schema_version()
+        if version < self.schema_version_known:
+            raise SchemaError(f"schema {self.schema!r} is at version {version}, this runwright "
+                              f"needs {self.schema_version_known}: run `runwright migrate`")
+
+    # -- notifications --------------------------------------------------------------
+
+    async def listen(self) -> None:
+        if self._listener is None:
+            ready = asyncio.get_running_loop().create_future()
+            self._listener = asyncio.get_running_loop().create_task(self._listen_forever(ready))
+            await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
+
+    async def _listen_forever(self, ready: asyncio.Future[None]) -> None:
+        """Keep one LISTEN connection; while it is down the hub is `degraded`, so
+        pollers poll fast instead of trusting silence."""
+        backoff_s = 0.1
+        while True:
+            try:
+                conn = await self._connect()
+            except (*TRANSIENT, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+                self.hub.degraded = True
+                log.warning("listener cannot connect (%s); polling until it can", exc)
+                if not ready.done():
+                    ready.set_result(None)
+                await asyncio.sleep(backoff_s)
+                backoff_s = min(5.0, backoff_s * 2)
+                continue
+            lost = asyncio.get_running_loop().create_future()
+            conn.add_termination_listener(lambda _c: lost.done() or lost.set_result(None))
+            try:
+                for name, channel in self.channels.items():
+                    await conn.add_listener(channel, self._on_notify)
+                self.hub.degraded = False
+                backoff_s = 0.1
+                if not ready.done():
+                    ready.set_result(None)
+                self.hub.fire_all()  # anything missed while down: everyone re-reads
+                await lost
+                log.warning("listener connection lost; polling until it is back")
+            except TRANSIENT as exc:
+                log.warning("listener failed: %s", exc)
+            finally:
+                self.hub.degraded = True
+                self.hub.fire_all()
+                await _close_quietly(conn)
+
+    def _on_notify(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
+        if channel == self.channels["queued"]:
+            self.hub.fire(QUEUED)
+        elif channel == self.channels["cancel"]:
+            self.hub.fire(CANCEL)
+        elif payload == "*":
+            self.hub.fire_all()
+        else:
+            self.hub.fire_many([done_topic(int(i)) for i in payload.split(",") if i])
+
+    # -- runs -----------------------------------------------------------------------
+
+    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+        if not params:
+            return []
+        now = params[0].now if params[0].now is not None else now_s()
+        columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
+                              p.timeout_s, p.run_at if p.run_at is not None else now)
+                             for p in params]))
+        async with self._conn() as conn, conn.transaction():
+            rows = await conn.fetch(sql.INSERT_MANY, *columns, now, self.channels["queued"])
+            by_key = {row[1]: run_from_row(row) for row in rows}
+            missing = [p.key for p in params if p.key not in by_key]
+            if missing:
+                for row in await conn.fetch(sql.GET_BY_KEYS, missing):
+                    run = run_from_row(row)
+                    run.existed = True
+                    by_key[run.key] = run
+        self.hub.fire(QUEUED)
+        return _in_order(params, by_key)
+
+    async def run_get(self, run_id: int) -> Run | None:
+        rows = await self._fetch(sql.GET, run_id)
+        return run_from_row(rows[0]) if rows else None
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]:
+        return [run_from_row(r) for r in await self._fetch(sql.GET_MANY, list(run_ids))]
+
+    async def run_list(self, params: RunListParams) -> list[Run]:
+        where, args = ["true"], []
+        if params.states:
+            args.append([s.value for s in params.states])
+            where.append(f"state = ANY(${len(args)}::text[])")
+        for column in ("task", "queue"):
+            if getattr(params, column) is not None:
+                args.append(getattr(params, column))
+                where.append(f"{column} = ${len(args)}")
+        if params.before_id is not None:
+            args.append(params.before_id)
+            where.append(f"id < ${len(args)}")
+        args.append(params.limit)
+        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)}"
+                                 f" ORDER BY id DESC LIMIT ${len(args)}", *args)
+        return [run_from_row(row) for row in rows]
+
+    async def run_count_by_state(self) -> dict[str, int]:
+        return {state: count for state, count in await self._fetch(sql.COUNT_BY_STATE)}
+
+    async def run_claim(self, params: RunClaimParams) -> list[Run]:
+        now = params.now if params.now is not None else now_s()
+        rows = await self._fetch(sql.CLAIM, list(params.queues), list(params.tasks), now,
+                                 params.limit, params.worker_id, params.lease_s)
+        runs = [run_from_row(row) for row in rows]
+        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
+        return runs
+
+    async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
+        if not params.runs:
+            return RunExtendResult()
+        now = params.now if params.now is not None else now_s()
+        ids, fences = zip(*params.runs)
+        rows = await self._fetch(sql.EXTEND, now + params.lease_s, params.worker_id,
+                                 list(ids), list(fences))
+        kept = {row[0] for row in rows}
+        return RunExtendResult(lost=[i for i in ids if i not in kept],
+                               cancel_requested=[row[0] for row in rows if row[1]])
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        if not params:
+            return []
+        now = params[0].now if params[0].now is not None else now_s()
+        columns = list(zip(*[(p.run_id, p.fence, p.state.value, p.result, p.error,
+                              p.run_at if p.run_at is not None else now, p.release)
+                             for p in params]))
+        rows = await self._fetch(sql.FINISH_MANY, now, *columns, self.channels["done"],
+                                 self.channels["queued"])
+        done = {row[0] for row in rows}
+        refused = [p for p in params if p.run_id not in done]
+        if refused:
+            confirmed = {row[0] for row in await self._fetch(
+                sql.FINISH_CONFIRM, [p.run_id for p in refused], [p.fence for p in refused],
+                [p.state.value for p in refused])}
+            refused = [p for p in refused if p.run_id not in confirmed]
+        for p in params:
+            self.hub.fire(QUEUED if p.state is S.QUEUED else done_topic(p.run_id))
+        return [p.run_id for p in refused]
+
+    async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
+        now = now if now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            run = await _get_for_update(conn, run_id)
+            if run.state is S.RUNNING:
+                await conn.execute(sql.CANCEL_RUNNING, run_id)
+            else:
+                check_transition(run_id, run.state, S.CANCELLED)
+                await conn.execute(sql.CANCEL_QUEUED, run_id, now, cancelled_error(),
+                                   list(sources_of(S.CANCELLED)))
+                await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"], str(run_id))
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["cancel"], str(run_id))
+            run = await _get_for_update(conn, run_id)
+        self.hub.fire(CANCEL)
+        self.hub.fire(done_topic(run_id))
+        return run
+
+    async def run_retry(self, run_id: int, now: float | None = None) -> Run:
+        now = now if now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            run = await _get_for_update(conn, run_id)
+            check_transition(run_id, run.state, S.QUEUED)
+            await conn.execute(sql.RETRY, run_id, now, list(sources_of(S.QUEUED)))
+            await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
+            run = await _get_for_update(conn, run_id)
+        self.hub.fire(QUEUED)
+        return run
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
+        now = params.now if params.now is not None else now_s()
+        rows = await self._fetch(sql.RESCUE, self.lock_namespace, now, params.max_recoveries,
+                                 worker_lost_error(params.max_recoveries + 1), self.channels["queued"])
+        runs = [run_from_row(row) for row in rows]
+        ended = [r.id for r in runs if r.done]
+        if ended:
+            async with self._conn() as conn:
+                await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"],
+                                   ",".join(map(str, ended)))
+        return runs
+
+    async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:
+        return await self._fetchval(sql.NEXT_DUE, list(queues), list(tasks))
+
+    # -- workers --------------------------------------------------------------------
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int:
+        """Register and take the worker's session-level advisory lock on a connection of
+        its own: the lock lives exactly as long as that session, which is how others learn
+        at once that this worker died."""
+        now = params.now if params.now is not None else now_s()
+        try:
+            conn = await self._connect()
+        except (*TRANSIENT, asyncio.TimeoutError) as exc:
+            raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
+        try:
+            async with conn.transaction():
+                worker_id = await conn.fetchval(sql.WORKER_INSERT, params.host, params.pid,
+                                                json.dumps(list(params.queues)),
+                                                json.dumps(list(params.tasks)), now)
+                # Taken inside the inserting transaction: whoever sees the row sees the lock.
+                await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)
+        except BaseException:
+            await _close_quietly(conn)
+            raise
+        self._worker_conns[worker_id] = conn
+        return worker_id
+
+    async def worker_heartbeat(self, worker_id: int, now: float | None = None) -> bool:
+        conn = self._worker_conns.get(worker_id)
+        if conn is None or conn.is_closed():
+            return False
+        try:
+            status = await conn.execute(sql.WORKER_HEARTBEAT, worker_id,
+                                        now if now is not None else now_s())
+        except TRANSIENT:
+            # The session, and with it the lock, is gone: others may take our runs now.
+            self._worker_conns.pop(worker_id, None)
+            await _close_quietly(conn)
+            return False
+        return status == "UPDATE 1"
+
+    async def worker_deregister(self, worker_id: int) -> None:
+        conn = self._worker_conns.pop(worker_id, None)
+        try:
+            async with self._conn() as pooled:
+                await pooled.execute(sql.WORKER_DELETE, worker_id)
+        finally:
+            if conn is not None:
+                await _close_quietly(conn)
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        return [WorkerInfo(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6])
+                for r in await self._fetch(sql.WORKER_LIST)]
+
+
+def _in_order(params: Sequence[RunInsertParams], by_key: dict[str, Run]) -> list[Run]:
+    """Runs in the caller's order; a key repeated within one batch maps to one run."""
+    seen: set[str] = set()
+    out = []
+    for p in params:
+        run = by_key[p.key]
+        if p.key in seen and not run.existed:
+            run = Run(**{f: getattr(run, f) for f in run.__slots__})
+            run.existed = True
+        seen.add(p.key)
+        out.append(run)
+    return out
+
+
+async def _get_for_update(conn: asyncpg.Connection, run_id: int) -> Run:
+    row = await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR UPDATE", run_id)
+    if row is None:
+        raise RunNotFound(f"run {run_id} not found")
+    return run_from_row(row)
+
+
+async def _close_quietly(conn: asyncpg.Connection) -> None:
+    try:
+        await asyncio.wait_for(conn.close(), 2)
+    except Exception:
+        conn.terminate()
+
+
+def _safe(dsn: str) -> str:
+    """The DSN without its password, for error messages."""
+    if "@" in dsn and ":" in dsn.split("@", 1)[0].split("//", 1)[-1]:
+        scheme, rest = dsn.split("//", 1)
+        creds, host = rest.split("@", 1)
+        return f"{scheme}//{creds.split(':', 1)[0]}:***@{host}"
+    return dsn

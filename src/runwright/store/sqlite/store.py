@@ -1,0 +1,452 @@
+"""The SQLite store.
+
+One connection, used from one dedicated thread: every operation is a Python function run
+whole on that thread, so a transaction (`BEGIN IMMEDIATE` ... `COMMIT`) never interleaves
+with another coroutine's statements and never blocks the event loop while SQLite waits
+for another process's write lock. (aiosqlite queues single statements; we need whole
+transactions per hop, which this small executor gives in one round trip.)
+
+Change notifications: SQLite has no LISTEN, so a poller reads `PRAGMA data_version`, which
+changes whenever another connection commits, and wakes the hub; our own writes wake it
+directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence, TypeVar
+
+from ...errors import RunNotFound, SchemaError, StoreError, StoreUnreachable
+from ...runs import Run, RunState, check_transition, sources_of
+from ..base import (
+    RunClaimParams,
+    RunExtendParams,
+    RunExtendResult,
+    RunFinishParams,
+    RunInsertParams,
+    RunListParams,
+    RunRescueParams,
+    WorkerInfo,
+    WorkerRegisterParams,
+    now_s,
+)
+from ..hub import CANCEL, QUEUED, Hub, done_topic
+from ..migrations import load_migrations
+from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
+from .liveness import pid_alive
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+MIGRATIONS = load_migrations("runwright.store.sqlite")
+POLL_INTERVAL_S = 0.005
+S = RunState
+
+
+def _json_list(values: Sequence[Any]) -> str:
+    return json.dumps(list(values))
+
+
+class SqliteStore:
+    """Store on one SQLite file (WAL mode). See `runwright.store.base.Store`."""
+
+    schema_version_known = MIGRATIONS[-1].version
+
+    def __init__(self, url: str, path: str, *, synchronous: str = "NORMAL") -> None:
+        self.url = url
+        self.path = path
+        self.hub = Hub()
+        self._synchronous = synchronous
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="runwright-sqlite")
+        self._conn: sqlite3.Connection | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._host = socket.gethostname()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, self._conn)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"sqlite {self.path}: {exc}") from exc
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `fn` inside BEGIN IMMEDIATE: the write lock is taken up front, so two
+        processes never both read and then both write (no upgrade deadlock)."""
+
+        def transaction(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return out
+
+        return await self._call(transaction)
+
+    def _connect(self, _: Any) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=30.0)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        # WAL: readers never block the writer and vice versa, which many processes need.
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode survives any process crash; only an OS crash or power loss may
+        # lose the last commits. `?synchronous=full` in the URL trades speed for that.
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        return conn
+
+    async def open(self) -> None:
+        loop = asyncio.get_running_loop()
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise StoreUnreachable(f"sqlite: directory {directory} does not exist (from {self.url})")
+        try:
+            self._conn = await loop.run_in_executor(self._executor, self._connect, None)
+        except sqlite3.Error as exc:
+            raise StoreUnreachable(f"sqlite: cannot open {self.path}: {exc}") from exc
+        version = await self.schema_version()
+        if version > self.schema_version_known:
+            raise SchemaError(
+                f"{self.path} has schema version {version}, newer than this runwright knows "
+                f"({self.schema_version_known}); upgrade runwright. Nothing was written.")
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        if self._conn is not None:
+            await self._call(lambda conn: conn.close())
+            self._conn = None
+        self._executor.shutdown(wait=False)
+
+    # -- schema ---------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' "
+                                  "AND name='schema_versions'").fetchone()
+            if not exists:
+                return 0
+            return conn.execute("SELECT coalesce(max(version), 0) FROM schema_versions").fetchone()[0]
+
+        return await self._call(read)
+
+    async def migrate(self) -> list[int]:
+        def apply(conn: sqlite3.Connection) -> list[int]:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (version INTEGER PRIMARY KEY,"
+                         " name TEXT NOT NULL, applied_at REAL NOT NULL)")
+            current = conn.execute("SELECT coalesce(max(version), 0) FROM schema_versions").fetchone()[0]
+            if current > self.schema_version_known:
+                raise SchemaError(f"{self.path} has schema {current}, newer than {self.schema_version_known}")
+            applied = []
+            for migration in MIGRATIONS[current:]:
+                for statement in _statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_versions VALUES (?, ?, ?)",
+                             (migration.version, migration.name, now_s()))
+                applied.append(migration.version)
+            return applied
+
+        return await self._write(apply)
+
+    async def require_schema(self) -> None:
+        version = await self.schema_version()
+        if version < self.schema_version_known:
+            raise SchemaError(f"{self.path} has schema {version}, this runwright needs "
+                              f"{self.schema_version_known}: run `runwright migrate`")
+
+    # -- notifications --------------------------------------------------------------
+
+    async def listen(self) -> None:
+        if self._poller is None:
+            self._poller = asyncio.get_running_loop().create_task(self._poll_changes())
+
+    async def _poll_changes(self) -> None:
+        """Wake the hub when another process commits (PRAGMA data_version changes)."""
+        last = await self._call(_data_version)
+        while True:
+            await asyncio.sleep(POLL_INTERVAL_S)
+            if not self.hub.has_waiters():
+                continue
+            try:
+                version = await self._call(_data_version)
+            except StoreError:
+                continue  # the next poll retries; waiters re-read on their fallback timer
+            if version != last:
+                last = version
+                self.hub.fire_all()
+
+    # -- runs -----------------------------------------------------------------------
+
+    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+        def insert(conn: sqlite3.Connection) -> list[Run]:
+            out = []
+            for p in params:
+                now = p.now if p.now is not None else now_s()
+                row = conn.execute(
+                    f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, "
+                    f"timeout_s, run_at, created_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?) "
+                    f"ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
+                    (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+                     p.run_at if p.run_at is not None else now, now)).fetchone()
+                if row is None:
+                    row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
+                                       (p.key,)).fetchone()
+                    run = run_from_row(row)
+                    run.existed = True
+                else:
+                    run = run_from_row(row)
+                out.append(run)
+            return out
+
+        runs = await self._write(insert)
+        self.hub.fire(QUEUED)
+        return runs
+
+    async def run_get(self, run_id: int) -> Run | None:
+        row = await self._call(lambda conn: conn.execute(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone())
+        return None if row is None else run_from_row(row)
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]:
+        rows = await self._call(lambda conn: conn.execute(
+            f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (_json_list(run_ids),)).fetchall())
+        return [run_from_row(row) for row in rows]
+
+    async def run_list(self, params: RunListParams) -> list[Run]:
+        where, args = ["1=1"], []
+        if params.states:
+            where.append("state IN (SELECT value FROM json_each(?))")
+            args.append(_json_list([s.value for s in params.states]))
+        for column in ("task", "queue"):
+            if getattr(params, column) is not None:
+                where.append(f"{column} = ?")
+                args.append(getattr(params, column))
+        if params.before_id is not None:
+            where.append("id < ?")
+            args.append(params.before_id)
+        sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
+        rows = await self._call(lambda conn: conn.execute(sql, (*args, params.limit)).fetchall())
+        return [run_from_row(row) for row in rows]
+
+    async def run_count_by_state(self) -> dict[str, int]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT state, count(*) FROM runs GROUP BY state").fetchall())
+        return {state: count for state, count in rows}
+
+    async def run_claim(self, params: RunClaimParams) -> list[Run]:
+        now = params.now if params.now is not None else now_s()
+        queues, tasks = _json_list(params.queues), _json_list(params.tasks)
+        due = (f"state = 'queued' AND run_at <= ? AND queue IN (SELECT value FROM json_each(?)) "
+               f"AND task IN (SELECT value FROM json_each(?))")
+
+        def claim(conn: sqlite3.Connection) -> list[Run]:
+            # A read without the write lock first: idle pollers of many processes must not
+            # queue up on BEGIN IMMEDIATE just to learn that nothing is due.
+            if conn.execute(f"SELECT 1 FROM runs WHERE {due} LIMIT 1", (now, queues, tasks)).fetchone() is None:
+                return []
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(
+                    f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
+                    f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0"
+                    f" WHERE id IN (SELECT id FROM runs WHERE {due}"
+                    f"  ORDER BY priority, run_at, id LIMIT ?)"
+                    f" RETURNING {RUN_COLUMNS}",
+                    (params.worker_id, now + params.lease_s, now, now, queues, tasks, params.limit),
+                ).fetchall()
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return rows
+
+        rows = await self._call(claim)
+        runs = [run_from_row(row) for row in rows]
+        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
+        return runs
+
+    async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
+        now = params.now if params.now is not None else now_s()
+        wanted = [list(pair) for pair in params.runs]
+
+        def extend(conn: sqlite3.Connection) -> list[tuple[int, int]]:
+            return conn.execute(
+                "UPDATE runs SET lease_expires_at = ? WHERE state = 'running' AND owner = ?"
+                " AND (id, fence) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))"
+                " RETURNING id, cancel_requested",
+                (now + params.lease_s, params.worker_id, json.dumps(wanted))).fetchall()
+
+        rows = await self._write(extend) if wanted else []
+        kept = {run_id for run_id, _ in rows}
+        return RunExtendResult(
+            lost=[run_id for run_id, _ in params.runs if run_id not in kept],
+            cancel_requested=[run_id for run_id, flag in rows if flag],
+        )
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        def finish(conn: sqlite3.Connection) -> list[int]:
+            refused = []
+            for p in params:
+                changed = conn.execute(_FINISH_SQL[p.state, p.release],
+                                       _finish_args(p)).rowcount
+                if changed != 1:
+                    refused.append(p.run_id)
+            return refused
+
+        refused = await self._write(finish) if params else []
+        self._fire_finished(params)
+        return refused
+
+    def _fire_finished(self, params: Sequence[RunFinishParams]) -> None:
+        for p in params:
+            self.hub.fire(QUEUED if p.state is S.QUEUED else done_topic(p.run_id))
+
+    async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
+        now = now if now is not None else now_s()
+
+        def cancel(conn: sqlite3.Connection) -> Run:
+            run = _get_or_raise(conn, run_id)
+            if run.state is S.RUNNING:
+                conn.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
+            else:
+                check_transition(run_id, run.state, S.CANCELLED)
+                conn.execute("UPDATE runs SET state = 'cancelled', finished_at = ?, error = ?,"
+                             " owner = NULL WHERE id = ?", (now, cancelled_error(), run_id))
+            return _get_or_raise(conn, run_id)
+
+        run = await self._write(cancel)
+        self.hub.fire(CANCEL)
+        self.hub.fire(done_topic(run_id))
+        return run
+
+    async def run_retry(self, run_id: int, now: float | None = None) -> Run:
+        now = now if now is not None else now_s()
+
+        def retry(conn: sqlite3.Connection) -> Run:
+            run = _get_or_raise(conn, run_id)
+            check_transition(run_id, run.state, S.QUEUED)
+            conn.execute("UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = ?,"
+                         " result = NULL, error = NULL, finished_at = NULL, owner = NULL,"
+                         " lease_expires_at = NULL WHERE id = ?", (now, run_id))
+            return _get_or_raise(conn, run_id)
+
+        run = await self._write(retry)
+        self.hub.fire(QUEUED)
+        return run
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
+        now = params.now if params.now is not None else now_s()
+
+        def rescue(conn: sqlite3.Connection) -> list[Run]:
+            workers = conn.execute("SELECT id, host, pid, heartbeat_at FROM workers").fetchall()
+            dead = [wid for wid, host, pid, beat in workers
+                    if beat < now - params.worker_stale_s or (host == self._host and not pid_alive(pid))]
+            conn.executemany("DELETE FROM workers WHERE id = ?", [(wid,) for wid in dead])
+            # A run is taken back when its lease ran out (a stalled owner) or its owner is no
+            # longer registered (dead, or deregistered without giving it back).
+            rows = conn.execute(
+                f"UPDATE runs SET recoveries = recoveries + 1, attempt = attempt - 1,"
+                f" owner = NULL, lease_expires_at = NULL,"
+                f" state = CASE WHEN recoveries + 1 > ? THEN 'dead' ELSE 'queued' END,"
+                f" run_at = CASE WHEN recoveries + 1 > ? THEN run_at ELSE ? END,"
+                f" finished_at = CASE WHEN recoveries + 1 > ? THEN ? ELSE NULL END,"
+                f" error = CASE WHEN recoveries + 1 > ? THEN ? ELSE error END"
+                f" WHERE state = 'running' AND (lease_expires_at < ?"
+                f"  OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))"
+                f" RETURNING {RUN_COLUMNS}",
+                (params.max_recoveries, params.max_recoveries, now, params.max_recoveries, now,
+                 params.max_recoveries, worker_lost_error(params.max_recoveries + 1), now),
+            ).fetchall()
+            return [run_from_row(row) for row in rows]
+
+        runs = await self._write(rescue)
+        if runs:
+            self.hub.fire(QUEUED)
+            self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
+        return runs
+
+    async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:
+        return await self._call(lambda conn: conn.execute(
+            "SELECT min(run_at) FROM runs WHERE state = 'queued'"
+            " AND queue IN (SELECT value FROM json_each(?)) AND task IN (SELECT value FROM json_each(?))",
+            (_json_list(queues), _json_list(tasks))).fetchone()[0])
+
+    # -- workers --------------------------------------------------------------------
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int:
+        now = params.now if params.now is not None else now_s()
+        return await self._write(lambda conn: conn.execute(
+            "INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at)"
+            " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+            (params.host, params.pid, _json_list(params.queues), _json_list(params.tasks), now, now),
+        ).fetchone()[0])
+
+    async def worker_heartbeat(self, worker_id: int, now: float | None = None) -> bool:
+        now = now if now is not None else now_s()
+        changed = await self._write(lambda conn: conn.execute(
+            "UPDATE workers SET heartbeat_at = ? WHERE id = ?", (now, worker_id)).rowcount)
+        return changed == 1
+
+    async def worker_deregister(self, worker_id: int) -> None:
+        await self._write(lambda conn: conn.execute("DELETE FROM workers WHERE id = ?", (worker_id,)))
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT id, host, pid, queues, tasks, started_at, heartbeat_at FROM workers ORDER BY id"
+        ).fetchall())
+        return [WorkerInfo(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6]) for r in rows]
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA data_version").fetchone()[0]
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration file into statements. Comments go first (they may hold `;`);
+    our migrations keep `--` and `;` out of string literals."""
+    code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
+    return [part.strip() for part in code.split(";") if part.strip()]
+
+
+def _get_or_raise(conn: sqlite3.Connection, run_id: int) -> Run:
+    row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise RunNotFound(f"run {run_id} not found")
+    return run_from_row(row)
+
+
+def _finish_sql(target: RunState, release: bool) -> str:
+    """The fenced finish: it changes the run only if the caller's fence is still current."""
+    if target is S.QUEUED:
+        # Retry after backoff keeps the attempt count; a release gives the attempt back.
+        attempt = "attempt - 1" if release else "attempt"
+        return (f"UPDATE runs SET state = 'queued', owner = NULL, lease_expires_at = NULL,"
+                f" attempt = {attempt}, error = coalesce(?, error), run_at = ?"
+                f" WHERE id = ? AND fence = ? AND state = 'running'")
+    assert "running" in sources_of(target)
+    return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
+            f" result = ?, error = ?, finished_at = ?"
+            f" WHERE id = ? AND fence = ? AND state = 'running'")
+
+
+_FINISH_SQL = {(state, release): _finish_sql(state, release)
+               for state in (S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.DEAD, S.INTERRUPTED)
+               for release in (False, True) if release is False or state is S.QUEUED}
+
+
+def _finish_args(p: RunFinishParams) -> tuple[Any, ...]:
+    now = p.now if p.now is not None else now_s()
+    if p.state is S.QUEUED:
+        return (p.error, p.run_at if p.run_at is not None else now, p.run_id, p.fence)
+    return (p.result, p.error, now, p.run_id, p.fence)

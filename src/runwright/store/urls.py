@@ -1,0 +1,62 @@
+"""From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name`."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..errors import ConfigError
+from .base import DEFAULT_SCHEMA, Store
+
+__all__ = ["DEFAULT_URL", "resolve_url", "store_from_url"]
+
+DEFAULT_URL = "sqlite:///./runwright.db"
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL given, else RUNWRIGHT_URL, else the embedded default."""
+    return url or os.environ.get("RUNWRIGHT_URL") or DEFAULT_URL
+
+
+def store_from_url(url: str | None = None) -> Store:
+    url = resolve_url(url)
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "sqlite":
+        return _sqlite(url)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres(url)
+    if scheme in ("redis", "rediss"):
+        raise ConfigError(f"{url}: the Redis backend is not available yet; "
+                          f"use sqlite:///path or postgresql://... in RUNWRIGHT_URL")
+    raise ConfigError(f"unknown store URL {url!r}: expected sqlite:///path.db or "
+                      f"postgresql://user@host/db (set RUNWRIGHT_URL or pass it to App)")
+
+
+def _sqlite(url: str) -> Store:
+    from .sqlite import SqliteStore
+
+    if not url.startswith("sqlite:///"):
+        raise ConfigError(f"{url!r}: a SQLite URL is sqlite:///relative.db or sqlite:////abs/path.db")
+    path, _, query = url[len("sqlite:///"):].partition("?")
+    options = dict(parse_qsl(query))
+    if not path or path == ":memory:":
+        raise ConfigError(f"{url!r}: SQLite needs a file that worker processes can share, "
+                          f"not an in-memory database")
+    synchronous = options.pop("synchronous", "normal").upper()
+    if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA") or options:
+        raise ConfigError(f"{url!r}: the only SQLite option is synchronous=off|normal|full|extra")
+    return SqliteStore(url, path, synchronous=synchronous)
+
+
+def _postgres(url: str) -> Store:
+    from .postgres import PostgresStore
+
+    parts = urlsplit(url)
+    options = dict(parse_qsl(parts.query))
+    schema = options.pop("schema", DEFAULT_SCHEMA)
+    pool_size = int(options.pop("pool_size", 10))
+    dsn = urlunsplit(parts._replace(query=urlencode(options)))
+    try:
+        return PostgresStore(url, dsn, schema, pool_size=pool_size)
+    except ValueError as exc:
+        raise ConfigError(f"{url!r}: {exc}") from None

@@ -1,0 +1,51 @@
+"""Task registration: what `@app.task` records about a function."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .retry import RetryPolicy
+from .serde import bind_arguments
+
+__all__ = ["TaskSpec", "takes_context"]
+
+
+def takes_context(fn: Callable[..., Any]) -> bool:
+    """A task receives a Context when its first parameter is named `ctx` or annotated Context."""
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        return False
+    first = params[0]
+    annotation = first.annotation if isinstance(first.annotation, str) else getattr(
+        first.annotation, "__name__", "")
+    return first.name == "ctx" or annotation.endswith("Context")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """A registered task. Calling it calls the function directly (no run is created)."""
+
+    name: str
+    fn: Callable[..., Any]
+    queue: str
+    priority: int
+    retry: RetryPolicy
+    timeout_s: float | None
+    wants_context: bool
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Arguments by keyword, checked against the signature (BadArguments if they don't fit)."""
+        return bind_arguments(self.name, self.fn, self.wants_context, args, kwargs)
+
+    async def invoke(self, ctx: Any, kwargs: dict[str, Any]) -> Any:
+        """Run the function once: coroutine functions on the loop, plain ones in a thread."""
+        args = (ctx,) if self.wants_context else ()
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(*args, **kwargs)
+        return await asyncio.to_thread(self.fn, *args, **kwargs)
