@@ -1,0 +1,248 @@
+"""`runwright worker | submit | runs | show | cancel | retry | dead | migrate | demo`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator, Optional, TypeVar
+
+import typer
+from rich.console import Console
+
+from ..app import App
+from ..errors import (
+    ConfigError,
+    InvalidInput,
+    RunEnded,
+    RunFailed,
+    RunNotFound,
+    SchemaError,
+    StoreError,
+    StoreUnreachable,
+)
+from ..logs import configure_logging
+from ..runs import RunState
+from ..store.base import RunListParams
+from . import views
+
+__all__ = ["cli", "main"]
+
+T = TypeVar("T")
+cli = typer.Typer(help="runwright: durable, distributed execution for agent runs and jobs.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+err = Console(stderr=True)
+out = Console()
+
+URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL",
+                   help="Store URL. Defaults to RUNWRIGHT_URL, else sqlite:///./runwright.db.")
+
+# Exit codes: 1 a run failed or a worker crashed; 2 bad input or setting; 3 store unreachable;
+# 4 schema mismatch.
+EXIT_FOR = [(StoreUnreachable, 3), (SchemaError, 4), (StoreError, 3), (InvalidInput, 2),
+            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2)]
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Turn runwright's errors into one clear line and a non-zero exit, not a traceback."""
+    try:
+        yield
+    except tuple(kind for kind, _ in EXIT_FOR) as exc:
+        code = next(code for kind, code in EXIT_FOR if isinstance(exc, kind))
+        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
+        raise typer.Exit(code) from None
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    with clear_errors():
+        return asyncio.run(make())
+
+
+def with_app(url: Optional[str], use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
+    async def go() -> T:
+        app = App(url, auto_migrate=migrate)
+        try:
+            await app.open()
+            return await use(app)
+        finally:
+            await app.close()
+
+    return run_async(go)
+
+
+@cli.command()
+def worker(
+    app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="The app, e.g. jobs:app."),
+    concurrency: int = typer.Option(10, "--concurrency", "-c", help="Runs at once per process."),
+    processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to start."),
+    queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
+    lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
+    drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
+    url: Optional[str] = URL,
+) -> None:
+    """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
+    from ..engine.supervisor import run_worker, supervise
+    from ..engine.worker import WorkerConfig
+    from ..loader import load_app
+
+    configure_logging()
+    if url:
+        import os
+
+        os.environ["RUNWRIGHT_URL"] = url  # before the app module builds its App
+    if processes > 1:
+        argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
+                "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+        raise typer.Exit(supervise(argv, processes))
+    with clear_errors():
+        app = load_app(app_spec)
+        config = WorkerConfig(concurrency=concurrency, queues=queues.split(","), lease_s=lease_s,
+                              drain_grace_s=drain_grace_s)
+        from ..engine.worker import WorkerCrashed
+
+        try:
+            run_worker(app, config)
+        except WorkerCrashed as exc:
+            err.print(f"[bold red]worker crashed:[/] {exc}")
+            raise typer.Exit(1) from None
+
+
+@cli.command()
+def submit(
+    app_spec: str = typer.Argument(..., metavar="MODULE:APP"),
+    task: str = typer.Argument(..., help="Task name."),
+    args: str = typer.Option("{}", "--args", "-a", help="Keyword arguments as a JSON object."),
+    key: Optional[str] = typer.Option(None, help="Idempotency key: the same key is the same run."),
+    priority: Optional[int] = typer.Option(None, help="0 critical .. 3 low."),
+    delay_s: Optional[float] = typer.Option(None, help="Start no sooner than this many seconds."),
+    queue: Optional[str] = typer.Option(None),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
+    url: Optional[str] = URL,
+) -> None:
+    """Submit a run of TASK."""
+    from ..loader import load_app
+
+    with clear_errors():
+        if url:
+            import os
+
+            os.environ["RUNWRIGHT_URL"] = url
+        app = load_app(app_spec)
+        try:
+            kwargs = json.loads(args)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"--args is not JSON: {exc}") from None
+        if not isinstance(kwargs, dict):
+            raise InvalidInput("--args must be a JSON object of keyword arguments")
+
+    async def go() -> Any:
+        try:
+            handle = await app.submit(task, key=key, priority=priority, delay_s=delay_s,
+                                      queue=queue, **kwargs)
+            verb = "exists" if handle.existed else "submitted"
+            out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})")
+            if wait:
+                try:
+                    out.print_json(json.dumps(await handle.result()))
+                except RunFailed as exc:
+                    err.print(f"[bold red]{exc}[/]")
+                    raise typer.Exit(1) from None
+        finally:
+            await app.close()
+
+    run_async(go)
+
+
+@cli.command()
+def runs(
+    state: Optional[list[str]] = typer.Option(None, "--state", "-s", help="Filter; repeatable."),
+    task: Optional[str] = typer.Option(None, "--task", "-t"),
+    queue: Optional[str] = typer.Option(None, "--queue", "-q"),
+    limit: int = typer.Option(50, "--limit", "-n"),
+    url: Optional[str] = URL,
+) -> None:
+    """List runs, newest first."""
+    with clear_errors():
+        states = [_state(s) for s in state or []]
+    found = with_app(url, lambda app: app.store.run_list(
+        RunListParams(states=states, task=task, queue=queue, limit=limit)))
+    out.print(views.runs_table(found))
+
+
+@cli.command()
+def dead(limit: int = typer.Option(50, "--limit", "-n"), url: Optional[str] = URL) -> None:
+    """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
+    found = with_app(url, lambda app: app.store.run_list(
+        RunListParams(states=[RunState.DEAD], limit=limit)))
+    out.print(views.runs_table(found, title="dead letters"))
+
+
+@cli.command()
+def show(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+    """Show one run in full."""
+    handle = with_app(url, lambda app: app.get(run_id))
+    out.print(views.run_panel(handle.run))
+
+
+@cli.command()
+def cancel(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+    """Cancel a run: a queued one never starts; a running one stops within a second."""
+    run = with_app(url, lambda app: app.cancel(run_id))
+    what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
+    out.print(f"run {run.id}: {what}")
+
+
+@cli.command()
+def retry(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+    """Re-queue a dead or failed run with fresh attempts."""
+    handle = with_app(url, lambda app: app.retry(run_id))
+    out.print(f"run {handle.id}: {handle.state.value}")
+
+
+@cli.command()
+def migrate(url: Optional[str] = URL) -> None:
+    """Create or upgrade the schema (numbered migrations; safe to run concurrently)."""
+
+    async def go() -> tuple[list[int], int]:
+        app = App(url, auto_migrate=False)
+        try:
+            await app.store.open()
+            applied = await app.store.migrate()
+            return applied, await app.store.schema_version()
+        finally:
+            await app.close()
+            await app.store.close()
+
+    applied, version = run_async(go)
+    out.print(f"schema at version {version}" + (f"; applied {applied}" if applied else "; nothing to do"))
+
+
+@cli.command()
+def demo(
+    runs_count: int = typer.Option(300, "--runs", help="Runs to submit."),
+    workers: int = typer.Option(3, "--workers", help="Worker processes."),
+    url: Optional[str] = typer.Option(None, "--url", help="Defaults to a fresh ./runwright-demo.db."),
+) -> None:
+    """Show the core guarantee: worker processes, a SIGKILL midway, every run done once."""
+    from .demo import run_demo
+
+    with clear_errors():
+        ok = run_demo(runs_count, workers, url)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _state(text: str) -> RunState:
+    try:
+        return RunState(text)
+    except ValueError:
+        raise InvalidInput(f"unknown state {text!r}; one of {', '.join(s.value for s in RunState)}") from None
+
+
+def main() -> None:
+    cli(prog_name="runwright")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Rich renderings of runs for the terminal."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Sequence
+
+from rich.panel import Panel
+from rich.table import Table
+
+from ..runs import Run
+
+__all__ = ["run_panel", "runs_table"]
+
+STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
+               "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
+
+
+def _when(epoch: float | None) -> str:
+    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def runs_table(runs: Sequence[Run], title: str = "runs") -> Table:
+    table = Table(title=f"{title} ({len(runs)})")
+    for column in ("id", "task", "queue", "state", "prio", "attempt", "created", "error"):
+        table.add_column(column)
+    for run in runs:
+        error = run.error_info() or {}
+        table.add_row(str(run.id), run.task, run.queue,
+                      f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
+                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at),
+                      (error.get("type", "") + ": " + error.get("message", ""))[:60] if error else "")
+    return table
+
+
+def run_panel(run: Run) -> Panel:
+    lines = [
+        f"[bold]run {run.id}[/]  task {run.task}  queue {run.queue}  priority {run.priority}",
+        f"state [{STATE_STYLE[run.state.value]}]{run.state.value}[/]"
+        + ("  (cancel requested)" if run.cancel_requested else ""),
+        f"key {run.key}",
+        f"attempt {run.attempt}/{run.max_attempts}  fence {run.fence}  recoveries {run.recoveries}",
+        f"created {_when(run.created_at)}  due {_when(run.run_at)}  started {_when(run.started_at)}"
+        f"  finished {_when(run.finished_at)}",
+        f"args {run.args}",
+    ]
+    if run.result is not None:
+        lines.append(f"result {run.result}")
+    if run.error is not None:
+        error = json.loads(run.error)
+        lines.append(f"[red]error {error.get('type')}: {error.get('message')}[/]")
+    return Panel("\n".join(lines), expand=False)
