@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, overload
 
-from .errors import ConfigError, InvalidInput, InvalidTime, RunNotFound, UnknownTask
+from .errors import ConfigError, InvalidInput, InvalidTime, RunNotFound, StoreError, UnknownTask
 from .retry import Backoff, RetryPolicy
 from .runs import NORMAL, Run, RunHandle
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES, encode, finite
@@ -220,7 +220,11 @@ class App:
             await self.store.listen()
             while True:
                 changed.clear()
-                run = await self.store.run_get(run_id)
+                try:
+                    run = await self.store.run_get(run_id)
+                except StoreError:
+                    await asyncio.sleep(RESULT_DEGRADED_S)  # a blink: wait it out, don't fail
+                    continue
                 if run is None:
                     raise RunNotFound(f"run {run_id} not found")
                 if run.done:

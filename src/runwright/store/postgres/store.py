@@ -42,8 +42,11 @@ log = logging.getLogger("runwright.store.postgres")
 MIGRATIONS = load_migrations("runwright.store.postgres")
 S = RunState
 # Errors that mean "the connection or server went away": transient, worth a retry.
+# InternalClientError is how asyncpg sometimes reports a session killed mid-operation
+# (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
 TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-             asyncpg.CannotConnectNowError, ConnectionError)
+             asyncpg.CannotConnectNowError, ConnectionError, asyncpg.InternalClientError,
+             asyncpg.AdminShutdownError)
 
 
 class PostgresStore:
@@ -62,6 +65,8 @@ class PostgresStore:
         self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
         self.channels = {name: f"runwright.{schema}.{name}" for name in ("queued", "done", "cancel")}
         self._pool_size = pool_size
+        # application_name lets an operator (or a test) find this store's sessions.
+        self._settings = {"search_path": schema, "application_name": f"runwright:{schema}"[:63]}
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncio.Task[None] | None = None
         self._worker_conns: dict[int, asyncpg.Connection] = {}
@@ -69,14 +74,13 @@ class PostgresStore:
     # -- plumbing -------------------------------------------------------------------
 
     async def _connect(self) -> asyncpg.Connection:
-        return await asyncpg.connect(self.dsn, timeout=10,
-                                     server_settings={"search_path": self.schema})
+        return await asyncpg.connect(self.dsn, timeout=10, server_settings=self._settings)
 
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
-                server_settings={"search_path": self.schema})
+                server_settings=self._settings)
         except (*TRANSIENT, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
         version = await self.schema_version()
@@ -103,7 +107,11 @@ class PostgresStore:
         assert self._pool is not None, "store is not open"
         try:
             async with self._pool.acquire() as conn:
-                yield conn
+                try:
+                    yield conn
+                except TRANSIENT:
+                    conn.terminate()  # never hand a half-broken session back to the pool
+                    raise
         except TRANSIENT as exc:
             raise StoreUnreachable(f"postgresql: {type(exc).__name__}: {exc}") from exc
 

@@ -1,0 +1,591 @@
+"""Drain benchmark: how fast runwright submits, drains and recovers runs, per backend,
+next to the raw claim-and-complete SQL it is built on (measured in the same run).
+
+    cd /work/main && .venv/bin/python -m benchmarks.drain [--backends sqlite,postgres]
+
+It prints figures; it asserts nothing. The worker processes it starts import this module
+(`benchmarks.drain:app`), so the module-level `app` and its tasks must stay importable
+without side effects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import asyncpg
+
+import runwright as rw
+
+ROOT = Path(__file__).resolve().parent.parent
+POLL_S = 0.02  # how often run counts are read while a batch drains
+RUN_POLL_S = 0.005  # how often one run is re-read while waiting for a takeover
+DRAIN_TIMEOUT_S = 120.0
+LATENCY_WARMUP = 5  # first round trips open the listener and warm caches: not counted
+TAKEOVERS = 3
+SLEEP_S = 60.0  # the sleeper outlives every takeover measurement
+LOG_FIELD = re.compile(r" \w+=")  # where a worker log line's key=value fields begin
+
+
+async def noop(n: int) -> None:
+    return None
+
+
+async def sleeper(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def with_tasks(target: rw.App) -> rw.App:
+    target.task(noop)
+    target.task(sleeper)
+    return target
+
+
+# The app the worker processes load; they set RUNWRIGHT_URL before importing us.
+app = with_tasks(rw.App())
+
+
+def event_loop_runner() -> asyncio.Runner:
+    """uvloop when installed, as the real workers use it."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.Runner()
+    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+
+
+class BenchError(RuntimeError):
+    """A phase could not finish (timeout, runs left over): reported, not raised further."""
+
+
+@dataclass
+class Figures:
+    backend: str
+    submit_per_s: float | None = None
+    startup_s: float | None = None
+    drain_per_s: float | None = None
+    steady_per_s: float | None = None
+    raw_per_s: float | None = None
+    start_ms: tuple[float, float] | None = None
+    round_trip_ms: tuple[float, float] | None = None
+    takeovers_s: list[float] = field(default_factory=list)
+    rss_mib: list[tuple[float, float]] = field(default_factory=list)  # (now, peak) per worker
+    notes: list[str] = field(default_factory=list)
+
+
+def say(backend: str, text: str) -> None:
+    print(f"[{backend}] {text}", flush=True)
+
+
+# -- worker processes -----------------------------------------------------------------
+
+
+class Workers:
+    """The `runwright worker` processes of one backend; each logs to a file of its own."""
+
+    def __init__(self, url: str, concurrency: int, log_dir: Path) -> None:
+        self.url = url
+        self.concurrency = concurrency
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._started = 0
+
+    def start(self, count: int) -> None:
+        for _ in range(count):
+            self._started += 1
+            with open(self.log_dir / f"worker-{self._started}.log", "wb") as log:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "runwright", "worker", "benchmarks.drain:app",
+                     "--concurrency", str(self.concurrency), "--url", self.url],
+                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+
+    def by_pid(self, pid: int) -> subprocess.Popen[bytes]:
+        for proc in self.procs:
+            if proc.pid == pid:
+                return proc
+        raise BenchError(f"worker pid {pid} is not one this benchmark started")
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL and reap at once, as a supervisor would: no zombie keeps looking alive."""
+        proc.kill()
+        proc.wait()
+        self.procs.remove(proc)
+
+    def stop(self, proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+        """SIGTERM (the worker drains and deregisters), SIGKILL if it does not exit."""
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs.remove(proc)
+
+    def stop_all(self) -> None:
+        for proc in list(self.procs):
+            self.stop(proc)
+
+    def rss_mib(self) -> list[tuple[float, float]]:
+        """(VmRSS, VmHWM) in MiB of each live worker."""
+        out = []
+        for proc in self.procs:
+            fields = {}
+            with open(f"/proc/{proc.pid}/status") as status:
+                for line in status:
+                    key, _, value = line.partition(":")
+                    fields[key] = value
+            out.append((_kib(fields["VmRSS"]) / 1024, _kib(fields["VmHWM"]) / 1024))
+        return out
+
+    def log_problems(self) -> list[str]:
+        """WARNING/ERROR lines and tracebacks of all worker logs, counted by message
+        (the text before the first key=value field), each with one example line."""
+        seen: Counter[str] = Counter()
+        example: dict[str, str] = {}
+        for path in sorted(self.log_dir.glob("worker-*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                parts = line.split(maxsplit=2)
+                if len(parts) == 3 and parts[1] in ("WARNING", "ERROR", "CRITICAL"):
+                    message = f"{parts[1]} {LOG_FIELD.split(parts[2], maxsplit=1)[0]}"
+                elif line.startswith(("Traceback", "error:", "worker crashed")):
+                    message = f"{line.split(':')[0]} in {path.name}"
+                else:
+                    continue
+                seen[message] += 1
+                example.setdefault(message, f"{path.name}: {line}")
+        return [f"{count}x {message}  e.g. {example[message]}" for message, count in seen.most_common()]
+
+
+def _kib(value: str) -> int:
+    return int(value.split()[0])
+
+
+# -- waiting on the store ---------------------------------------------------------------
+
+
+async def wait_counts(bench: rw.App, until: Callable[[dict[str, int]], bool], what: str,
+                      timeout_s: float = DRAIN_TIMEOUT_S) -> float:
+    """Poll the run counts until `until(counts)`; return the perf_counter when it held."""
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        counts = await bench.store.run_count_by_state()
+        now = time.perf_counter()
+        if until(counts):
+            return now
+        if now > deadline:
+            raise BenchError(f"{what}: not reached after {timeout_s:.0f} s; runs by state: {counts}")
+        await asyncio.sleep(POLL_S)
+
+
+async def wait_run(bench: rw.App, run_id: int, until: Callable[[rw.Run], bool], what: str,
+                   timeout_s: float = 20.0) -> rw.Run:
+    deadline = time.perf_counter() + timeout_s
+    while True:
+        run = await bench.store.run_get(run_id)
+        if run is not None and until(run):
+            return run
+        if time.perf_counter() > deadline:
+            raise BenchError(f"{what}: not reached after {timeout_s:.0f} s; run is {run}")
+        await asyncio.sleep(RUN_POLL_S)
+
+
+async def wait_workers(bench: rw.App, workers: Workers, timeout_s: float = 20.0) -> None:
+    """Until exactly our live workers are registered (dead ones are removed by rescue)."""
+    wanted = {proc.pid for proc in workers.procs}
+    deadline = time.perf_counter() + timeout_s
+    while {w.pid for w in await bench.store.worker_list()} != wanted:
+        if time.perf_counter() > deadline:
+            raise BenchError(f"workers {sorted(wanted)} did not register in {timeout_s:.0f} s")
+        await asyncio.sleep(POLL_S)
+
+
+def succeeded(counts: dict[str, int]) -> int:
+    return counts.get("succeeded", 0)
+
+
+# -- the phases -------------------------------------------------------------------------
+
+
+async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argparse.Namespace,
+                                   figures: Figures) -> None:
+    """A pre-submitted batch drained by workers started afterwards. The drain clock starts
+    at the first claim seen, so interpreter start-up is reported apart, not averaged in."""
+    items = [{"n": i} for i in range(args.runs)]
+    t0 = time.perf_counter()
+    await bench.submit_many("noop", items)
+    figures.submit_per_s = args.runs / (time.perf_counter() - t0)
+    say(figures.backend, f"submit_many of {args.runs:,}: {figures.submit_per_s:,.0f} runs/s")
+
+    spawned = time.perf_counter()
+    workers.start(args.workers)
+    first = await wait_counts(bench, lambda c: c.get("queued", 0) < args.runs, "first claim")
+    done = await wait_counts(bench, lambda c: succeeded(c) >= args.runs, "pre-submitted drain")
+    figures.startup_s = first - spawned
+    figures.drain_per_s = args.runs / (done - first)
+    say(figures.backend, f"drain by {args.workers} workers: {figures.drain_per_s:,.0f} runs/s "
+                         f"(worker start-up to first claim {figures.startup_s:.2f} s)")
+
+
+async def measure_steady_drain(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
+    """Workers already running and idle: the clock runs from the submit to the last run."""
+    before = succeeded(await bench.store.run_count_by_state())
+    items = [{"n": i} for i in range(args.runs)]
+    t0 = time.perf_counter()
+    await bench.submit_many("noop", items)
+    done = await wait_counts(bench, lambda c: succeeded(c) >= before + args.runs, "steady drain")
+    figures.steady_per_s = args.runs / (done - t0)
+    say(figures.backend, f"submit + drain with workers running: {figures.steady_per_s:,.0f} runs/s")
+
+
+async def measure_latency(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
+    """One idle worker, one run at a time: the cost of a run when nothing else happens."""
+    starts, round_trips = [], []
+    for i in range(LATENCY_WARMUP + args.latency_runs):
+        t0 = time.perf_counter()
+        handle = await bench.submit("noop", n=i)
+        await handle.result(timeout_s=10)
+        round_trip = time.perf_counter() - t0
+        run = await handle.refresh()
+        if i >= LATENCY_WARMUP:
+            round_trips.append(round_trip * 1000)
+            starts.append((run.started_at - run.created_at) * 1000)
+    figures.start_ms = (statistics.median(starts), p99(starts))
+    figures.round_trip_ms = (statistics.median(round_trips), p99(round_trips))
+    say(figures.backend, "submit-to-start p50 {:.2f} ms p99 {:.2f} ms; round trip p50 {:.2f} ms "
+                         "p99 {:.2f} ms".format(*figures.start_ms, *figures.round_trip_ms))
+
+
+def p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+async def measure_takeovers(bench: rw.App, workers: Workers, count: int, figures: Figures) -> None:
+    """SIGKILL the owner of a long run; time until another worker has claimed it anew
+    (its fence went up). Each round starts with `count` live, registered workers."""
+    sleepers = []
+    for _ in range(TAKEOVERS):
+        workers.start(count - len(workers.procs))
+        await wait_workers(bench, workers)
+        handle = await bench.submit("sleeper", seconds=SLEEP_S)
+        sleepers.append(handle.id)
+        run = await wait_run(bench, handle.id, lambda r: r.state is rw.RunState.RUNNING, "sleeper start")
+        owners = {w.id: w.pid for w in await bench.store.worker_list()}
+        victim = workers.by_pid(owners[run.owner])
+        t0 = time.perf_counter()
+        workers.kill(victim)
+        await wait_run(bench, run.id, lambda r: r.fence > run.fence and r.state is rw.RunState.RUNNING,
+                       "takeover")
+        figures.takeovers_s.append(time.perf_counter() - t0)
+    say(figures.backend, "takeover after SIGKILL: " + ", ".join(f"{s:.2f} s" for s in figures.takeovers_s))
+    # Cancelled now, so that the workers' graceful stop does not wait out its grace period.
+    for run_id in sleepers:
+        await bench.cancel(run_id)
+    for run_id in sleepers:
+        await asyncio.wait_for(bench.wait_done(run_id), 10)
+
+
+# -- raw SQL baseline -------------------------------------------------------------------
+
+PG_RAW_SETUP = """
+CREATE TABLE raw_runs (id bigserial PRIMARY KEY, state text NOT NULL, fence int NOT NULL DEFAULT 0,
+    owner int, lease_expires_at float8, priority smallint NOT NULL, run_at float8 NOT NULL, result text);
+CREATE INDEX raw_runs_due ON raw_runs (priority, run_at, id) WHERE state = 'queued';
+"""
+PG_RAW_FILL = """
+INSERT INTO raw_runs (state, priority, run_at)
+SELECT 'queued', 2, extract(epoch FROM clock_timestamp()) FROM generate_series(1, $1)
+"""
+PG_RAW_CLAIM = """
+WITH picked AS MATERIALIZED (
+    SELECT id FROM raw_runs WHERE state = 'queued' AND run_at <= $1
+    ORDER BY priority, run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED
+)
+UPDATE raw_runs t SET state = 'running', fence = t.fence + 1, owner = $3, lease_expires_at = $1 + 30
+FROM picked WHERE t.id = picked.id
+RETURNING t.id, t.fence
+"""
+PG_RAW_COMPLETE = """
+UPDATE raw_runs t SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, result = 'null'
+FROM unnest($1::bigint[], $2::int[]) AS v(id, fence)
+WHERE t.id = v.id AND t.fence = v.fence AND t.state = 'running'
+"""
+
+SQLITE_RAW_SETUP = """
+CREATE TABLE raw_runs (id INTEGER PRIMARY KEY, state TEXT NOT NULL, fence INTEGER NOT NULL DEFAULT 0,
+    owner INTEGER, lease_expires_at REAL, priority INTEGER NOT NULL, run_at REAL NOT NULL, result TEXT);
+CREATE INDEX raw_runs_due ON raw_runs (priority, run_at, id) WHERE state = 'queued';
+"""
+SQLITE_RAW_CLAIM = """
+UPDATE raw_runs SET state = 'running', fence = fence + 1, owner = ?, lease_expires_at = ? + 30
+WHERE id IN (SELECT id FROM raw_runs WHERE state = 'queued' AND run_at <= ?
+             ORDER BY priority, run_at, id LIMIT ?)
+RETURNING id, fence
+"""
+SQLITE_RAW_COMPLETE = """
+UPDATE raw_runs SET state = 'succeeded', owner = NULL, lease_expires_at = NULL, result = 'null'
+WHERE id = ? AND fence = ? AND state = 'running'
+"""
+
+
+def raw_pg_process(dsn: str, schema: str, batch: int, owner: int, start: Any, done: Any) -> None:
+    """One raw worker: claim a batch, complete it in one statement, until nothing is left."""
+
+    async def loop() -> int:
+        conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+        try:
+            start.wait()
+            total = 0
+            while rows := await conn.fetch(PG_RAW_CLAIM, time.time(), batch, owner):
+                await conn.execute(PG_RAW_COMPLETE, [r[0] for r in rows], [r[1] for r in rows])
+                total += len(rows)
+            return total
+        finally:
+            await conn.close()
+
+    with event_loop_runner() as runner:
+        done.put(runner.run(loop()))
+
+
+def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any) -> None:
+    """One raw worker on SQLite: the same cycle, each step its own BEGIN IMMEDIATE."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    start.wait()
+    total = 0
+    while True:
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        rows = conn.execute(SQLITE_RAW_CLAIM, (owner, now, now, batch)).fetchall()
+        conn.execute("COMMIT")
+        if not rows:
+            break
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(SQLITE_RAW_COMPLETE, rows)
+        conn.execute("COMMIT")
+        total += len(rows)
+    conn.close()
+    done.put(total)
+
+
+def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processes: int) -> tuple[float, int]:
+    """Start the raw workers, release them together once all are connected; return
+    (seconds until the last one finished, runs completed). Spawned, not forked: the
+    parent holds an event loop and open connections a fork would copy."""
+    ctx = multiprocessing.get_context("spawn")
+    start, done = ctx.Barrier(processes + 1), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*target_args, owner, start, done))
+             for owner in range(1, processes + 1)]
+    for proc in procs:
+        proc.start()
+    start.wait(timeout=30)
+    t0 = time.perf_counter()
+    total = sum(done.get(timeout=DRAIN_TIMEOUT_S) for _ in procs)
+    elapsed = time.perf_counter() - t0
+    for proc in procs:
+        proc.join()
+    return elapsed, total
+
+
+async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figures: Figures) -> None:
+    conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        await conn.execute(PG_RAW_SETUP)
+        await conn.execute(PG_RAW_FILL, args.runs)
+    finally:
+        await conn.close()
+    elapsed, total = await asyncio.to_thread(
+        race_raw, raw_pg_process, (dsn, schema, args.concurrency), args.workers)
+    record_raw(figures, args, elapsed, total)
+
+
+async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figures) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript(SQLITE_RAW_SETUP)
+    now = time.time()
+    conn.execute("BEGIN")  # one transaction, not one per row
+    conn.executemany("INSERT INTO raw_runs (state, priority, run_at) VALUES ('queued', 2, ?)",
+                     [(now,)] * args.runs)
+    conn.execute("COMMIT")
+    conn.close()
+    elapsed, total = await asyncio.to_thread(
+        race_raw, raw_sqlite_process, (path, args.concurrency), args.workers)
+    record_raw(figures, args, elapsed, total)
+
+
+def record_raw(figures: Figures, args: argparse.Namespace, elapsed: float, total: int) -> None:
+    if total != args.runs:
+        figures.notes.append(f"raw baseline completed {total} of {args.runs} rows")
+    figures.raw_per_s = total / elapsed
+    say(figures.backend, f"raw SQL claim+complete, {args.workers} processes, batch "
+                         f"{args.concurrency}: {figures.raw_per_s:,.0f} runs/s")
+
+
+# -- one backend, start to end ----------------------------------------------------------
+
+
+async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Figures:
+    figures = Figures(backend)
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp / 'bench.db'}"  # tmp is absolute: sqlite:////tmp/...
+    else:
+        schema = f"bench_drain_{os.getpid()}"
+        url = f"{args.pg_url}{'&' if '?' in args.pg_url else '?'}schema={schema}"
+    log_dir = tmp / f"logs-{backend}"
+    log_dir.mkdir()
+    bench = with_tasks(rw.App(url))
+    workers = Workers(url, args.concurrency, log_dir)
+    try:
+        await bench.open()
+        await bench_framework(bench, workers, args, figures)
+        await bench.close()  # before the raw phase: nothing of ours competes for the CPU
+        if backend == "sqlite":
+            await measure_raw_sqlite(str(tmp / "raw.db"), args, figures)
+        else:
+            await measure_raw_pg(args.pg_url, schema, args, figures)
+    except Exception as exc:  # a failed phase is a figure to report, not a reason to stop
+        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
+        say(backend, figures.notes[-1])
+    finally:
+        workers.stop_all()
+        await bench.close()
+        if backend == "postgres":
+            await drop_schema(args.pg_url, schema, figures)
+    figures.notes.extend(workers.log_problems())
+    return figures
+
+
+async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namespace,
+                          figures: Figures) -> None:
+    await measure_submit_and_drain(bench, workers, args, figures)
+    await measure_steady_drain(bench, args, figures)
+    figures.rss_mib = workers.rss_mib()
+    # Latency is measured on one idle worker: stop the others.
+    for proc in workers.procs[1:]:
+        workers.stop(proc)
+    await wait_workers(bench, workers)
+    await measure_latency(bench, args, figures)
+    await measure_takeovers(bench, workers, args.workers, figures)
+    counts = await bench.store.run_count_by_state()
+    expected = 2 * args.runs + LATENCY_WARMUP + args.latency_runs
+    if succeeded(counts) != expected or set(counts) - {"succeeded", "cancelled"}:
+        figures.notes.append(f"runs by state at the end: {counts} (expected {expected} succeeded)")
+
+
+async def drop_schema(dsn: str, schema: str, figures: Figures) -> None:
+    try:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+    except (OSError, asyncpg.PostgresError) as exc:
+        figures.notes.append(f"could not drop schema {schema}: {exc}")
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
+    def rate(value: float | None) -> str:
+        return "-" if value is None else f"{value:,.0f}/s"
+
+    def pair(values: tuple[float, float] | None, unit: str) -> str:
+        return "-" if values is None else f"{values[0]:.2f} / {values[1]:.2f} {unit}"
+
+    def share(f: Figures) -> str:
+        if f.drain_per_s is None or not f.raw_per_s:
+            return "-"
+        return f"{100 * f.drain_per_s / f.raw_per_s:.0f}%"
+
+    def takeover(f: Figures) -> str:
+        if not f.takeovers_s:
+            return "-"
+        each = " ".join(f"{s:.2f}" for s in f.takeovers_s)
+        return f"{statistics.median(f.takeovers_s):.2f} s ({each})"
+
+    def rss(f: Figures) -> str:
+        if not f.rss_mib:
+            return "-"
+        return ", ".join(f"{now:.0f} (peak {peak:.0f})" for now, peak in f.rss_mib) + " MiB"
+
+    rows = [
+        ("submit_many", lambda f: rate(f.submit_per_s)),
+        ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
+        ("  raw SQL limit", lambda f: rate(f.raw_per_s)),
+        ("  drain / raw", share),
+        ("drain, workers running", lambda f: rate(f.steady_per_s)),
+        ("worker start-up", lambda f: "-" if f.startup_s is None else f"{f.startup_s:.2f} s"),
+        ("submit-to-start p50/p99", lambda f: pair(f.start_ms, "ms")),
+        ("round trip p50/p99", lambda f: pair(f.round_trip_ms, "ms")),
+        ("takeover after SIGKILL", takeover),
+        ("worker RSS", rss),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    columns = [[show(f) for f in all_figures] for _, show in rows]
+    col_width = max(len(f.backend) for f in all_figures)
+    col_width = max([col_width, *(len(cell) for row in columns for cell in row)]) + 2
+    lines = [f"runs {args.runs:,}, workers {args.workers}, concurrency {args.concurrency}",
+             " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
+    for (label, _), cells in zip(rows, columns):
+        lines.append(label.ljust(width) + "".join(cell.ljust(col_width) for cell in cells))
+    for f in all_figures:
+        for note in f.notes:
+            lines.append(f"note [{f.backend}]: {note}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="sqlite,postgres",
+                        help="comma-separated: sqlite, postgres (default both)")
+    parser.add_argument("--runs", type=int, default=10_000, help="runs per drained batch")
+    parser.add_argument("--concurrency", type=int, default=200,
+                        help="slots per worker; also the raw baseline's batch size")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--latency-runs", type=int, default=200, help="runs timed one at a time")
+    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
+                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
+    args = parser.parse_args()
+    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(args.backends) - {"sqlite", "postgres"}
+    if unknown:
+        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
+    if args.workers < 2:
+        parser.error("--workers must be at least 2: a takeover needs a survivor")
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
+    try:
+        all_figures = [await bench_backend(backend, args, tmp) for backend in args.backends]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(summary(all_figures, args))
+
+
+if __name__ == "__main__":
+    # SIGTERM ends us like Ctrl-C does, so the `finally` blocks stop workers and drop schemas.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with event_loop_runner() as runner:
+        runner.run(main(parse_args()))

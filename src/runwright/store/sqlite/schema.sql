@@ -1,0 +1,47 @@
+-- The current runwright schema on SQLite, whole. A new migration changes this file too;
+-- the drift test checks that the numbered migrations build exactly this.
+-- Times are epoch seconds (REAL) so that tests can inject the clock into every statement.
+
+CREATE TABLE runs (
+    -- INTEGER PRIMARY KEY is the rowid: ids grow with submission, which is the last
+    -- tie-breaker of claim order.
+    id               INTEGER PRIMARY KEY,
+    key              TEXT    NOT NULL UNIQUE,
+    task             TEXT    NOT NULL,
+    queue            TEXT    NOT NULL,
+    priority         INTEGER NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN
+                       ('queued','running','succeeded','failed','cancelled','dead','interrupted')),
+    args             TEXT    NOT NULL,
+    result           TEXT,
+    error            TEXT,
+    attempt          INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL,
+    recoveries       INTEGER NOT NULL DEFAULT 0,
+    fence            INTEGER NOT NULL DEFAULT 0,
+    owner            INTEGER,
+    lease_expires_at REAL,
+    timeout_s        REAL,
+    run_at           REAL    NOT NULL,
+    created_at       REAL    NOT NULL,
+    started_at       REAL,
+    finished_at      REAL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+
+-- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
+-- holds only queued runs, so it stays small however many ended runs the table keeps.
+CREATE INDEX runs_due ON runs (queue, priority, run_at, id) WHERE state = 'queued';
+-- Lease renewal, cancel checks and the rescuer look up running runs by owner and expiry.
+CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'running';
+CREATE INDEX runs_state ON runs (state, id);
+
+CREATE TABLE workers (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    host         TEXT    NOT NULL,
+    pid          INTEGER NOT NULL,
+    queues       TEXT    NOT NULL,
+    tasks        TEXT    NOT NULL,
+    started_at   REAL    NOT NULL,
+    heartbeat_at REAL    NOT NULL
+);

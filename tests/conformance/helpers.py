@@ -1,0 +1,28 @@
+"""Small builders shared by the conformance scenarios."""
+
+from __future__ import annotations
+
+import itertools
+
+from runwright.store.base import RunClaimParams, RunInsertParams, WorkerRegisterParams
+
+_keys = itertools.count()
+T0 = 1_800_000_000.0  # an injected "now": scenarios drive the clock themselves
+
+
+def insert(key: str | None = None, task: str = "t", queue: str = "default", priority: int = 2,
+           run_at: float | None = None, now: float = T0, max_attempts: int = 3) -> RunInsertParams:
+    return RunInsertParams(key=key or f"k{next(_keys)}", task=task, args='{"x":1}', queue=queue,
+                           priority=priority, max_attempts=max_attempts, run_at=run_at, now=now)
+
+
+def claim(worker_id: int, limit: int = 10, now: float = T0, lease_s: float = 30.0,
+          queues: tuple[str, ...] = ("default",), tasks: tuple[str, ...] = ("t",)) -> RunClaimParams:
+    return RunClaimParams(worker_id, queues, tasks, limit, lease_s, now=now)
+
+
+def worker(pid: int = 0, now: float = T0) -> WorkerRegisterParams:
+    import os
+
+    return WorkerRegisterParams(host="test-host", pid=pid or os.getpid(), queues=["default"],
+                                tasks=["t"], now=now)

@@ -1,0 +1,135 @@
+"""Store scenarios for submission, reading and claiming; each runs on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runwright.runs import RunState
+from runwright.store import store_from_url
+from runwright.store.base import RunListParams
+
+from .helpers import T0, claim, insert, worker
+
+
+async def test_insert_returns_queued_runs_in_submission_order(store):
+    runs = await store.run_insert_many([insert("a"), insert("b"), insert("c")])
+    assert [r.key for r in runs] == ["a", "b", "c"]
+    assert all(r.state is RunState.QUEUED and r.fence == 0 and r.attempt == 0 for r in runs)
+    assert runs[0].id < runs[1].id < runs[2].id
+    assert not any(r.existed for r in runs)
+    assert runs[0].run_at == T0 and runs[0].created_at == T0
+
+
+async def test_insert_of_an_existing_key_returns_the_existing_run(store):
+    (first,) = await store.run_insert_many([insert("same")])
+    again, other = await store.run_insert_many([insert("same", task="other"), insert("new")])
+    assert again.id == first.id and again.existed and again.task == "t"
+    assert not other.existed
+    counts = await store.run_count_by_state()
+    assert counts == {"queued": 2}
+
+
+async def test_a_key_repeated_within_one_batch_makes_one_run(store):
+    runs = await store.run_insert_many([insert("dup"), insert("dup")])
+    assert runs[0].id == runs[1].id
+    assert [r.existed for r in runs] == [False, True]
+    assert (await store.run_count_by_state()) == {"queued": 1}
+
+
+async def test_existing_key_is_returned_whatever_its_state(store):
+    wid = await store.worker_register(worker())
+    (run,) = await store.run_insert_many([insert("k-done")])
+    (claimed,) = await store.run_claim(claim(wid))
+    from runwright.store.base import RunFinishParams
+
+    assert await store.run_finish_many([RunFinishParams(run.id, claimed.fence, RunState.SUCCEEDED,
+                                                        result="1", now=T0)]) == []
+    (again,) = await store.run_insert_many([insert("k-done")])
+    assert again.existed and again.state is RunState.SUCCEEDED and again.id == run.id
+
+
+async def test_get_and_get_many(store):
+    runs = await store.run_insert_many([insert() for _ in range(3)])
+    assert (await store.run_get(runs[1].id)).key == runs[1].key
+    assert await store.run_get(987654) is None
+    assert [r.id for r in await store.run_get_many([runs[2].id, runs[0].id, 424242])] == \
+        [runs[0].id, runs[2].id]
+
+
+async def test_list_filters_and_pages_newest_first(store):
+    await store.run_insert_many([insert(task="a"), insert(task="b", queue="q2"), insert(task="a")])
+    everything = await store.run_list(RunListParams())
+    assert [r.id for r in everything] == sorted((r.id for r in everything), reverse=True)
+    assert {r.task for r in await store.run_list(RunListParams(task="a"))} == {"a"}
+    assert [r.queue for r in await store.run_list(RunListParams(queue="q2"))] == ["q2"]
+    page = await store.run_list(RunListParams(limit=1, before_id=everything[0].id))
+    assert [r.id for r in page] == [everything[1].id]
+    assert await store.run_list(RunListParams(states=[RunState.DEAD])) == []
+
+
+async def test_claim_orders_by_priority_then_run_at_then_submission(store):
+    wid = await store.worker_register(worker())
+    low = await store.run_insert_many([insert(priority=3)])
+    late = await store.run_insert_many([insert(priority=1, run_at=T0 - 1)])
+    early = await store.run_insert_many([insert(priority=1, run_at=T0 - 5)])
+    first_of_two, second_of_two = await store.run_insert_many([insert(priority=0), insert(priority=0)])
+    claimed = await store.run_claim(claim(wid, limit=10))
+    assert [r.id for r in claimed] == [first_of_two.id, second_of_two.id, early[0].id,
+                                       late[0].id, low[0].id]
+
+
+async def test_claim_takes_at_most_limit_and_bumps_fence_attempt_and_lease(store):
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert() for _ in range(5)])
+    claimed = await store.run_claim(claim(wid, limit=3, lease_s=12))
+    assert len(claimed) == 3
+    for run in claimed:
+        assert run.state is RunState.RUNNING and run.owner == wid
+        assert run.fence == 1 and run.attempt == 1
+        assert run.lease_expires_at == T0 + 12 and run.started_at == T0
+    assert len(await store.run_claim(claim(wid, limit=10))) == 2
+    assert await store.run_claim(claim(wid, limit=10)) == []
+
+
+async def test_claim_skips_runs_not_due_other_queues_and_unregistered_tasks(store):
+    wid = await store.worker_register(worker())
+    later, other_queue, other_task = await store.run_insert_many([
+        insert(run_at=T0 + 60), insert(queue="gpu"), insert(task="not-mine")])
+    assert await store.run_claim(claim(wid)) == []
+    assert await store.run_next_due_at(["default"], ["t"]) == T0 + 60
+    assert [r.id for r in await store.run_claim(claim(wid, now=T0 + 61))] == [later.id]
+    got = await store.run_claim(claim(wid, queues=("gpu",), tasks=("t", "not-mine")))
+    assert [r.id for r in got] == [other_queue.id]
+    assert await store.run_next_due_at(["default"], ["t"]) is None
+
+
+async def test_concurrent_claims_from_separate_connections_never_share_a_run(store, store_url):
+    others = [store_from_url(store_url) for _ in range(3)]
+    for other in others:
+        await other.open()
+    try:
+        wid = await store.worker_register(worker())
+        total = 300
+        await store.run_insert_many([insert() for _ in range(total)])
+
+        async def drain(s) -> list[int]:
+            got: list[int] = []
+            while batch := await s.run_claim(claim(wid, limit=7)):
+                got += [r.id for r in batch]
+            return got
+
+        results = await asyncio.gather(*(drain(s) for s in [store, *others]))
+        claimed = [run_id for got in results for run_id in got]
+        assert len(claimed) == total
+        assert len(set(claimed)) == total
+    finally:
+        for other in others:
+            await other.close()
+
+
+@pytest.mark.parametrize("count", [0, 1])
+async def test_empty_and_single_batches(store, count):
+    runs = await store.run_insert_many([insert() for _ in range(count)])
+    assert len(runs) == count

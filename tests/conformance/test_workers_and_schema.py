@@ -1,0 +1,68 @@
+"""Worker registry, notifications and schema versions, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runwright.errors import SchemaError
+from runwright.runs import RunState
+from runwright.store import store_from_url
+from runwright.store.base import RunFinishParams
+from runwright.store.hub import QUEUED, done_topic
+
+from .helpers import T0, claim, insert, worker
+
+
+async def test_register_heartbeat_list_and_deregister(store):
+    first = await store.worker_register(worker(now=T0))
+    second = await store.worker_register(worker(now=T0))
+    assert first != second
+    assert await store.worker_heartbeat(first, now=T0 + 3)
+    listed = {w.id: w for w in await store.worker_list()}
+    assert listed[first].heartbeat_at == T0 + 3 and listed[first].tasks == ["t"]
+    await store.worker_deregister(first)
+    assert [w.id for w in await store.worker_list()] == [second]
+    assert not await store.worker_heartbeat(first)
+
+
+async def test_notifications_reach_another_connection(store, store_url):
+    other = store_from_url(store_url)
+    await other.open()
+    try:
+        await other.listen()
+        wid = await store.worker_register(worker())
+        with other.hub.watch(QUEUED) as queued:
+            await store.run_insert_many([insert()])
+            await asyncio.wait_for(queued.wait(), 10)
+        (run,) = await store.run_claim(claim(wid))
+        with other.hub.watch(done_topic(run.id)) as done:
+            await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED,
+                                                         result="1", now=T0)])
+            await asyncio.wait_for(done.wait(), 10)
+    finally:
+        await other.close()
+
+
+async def test_migrate_is_idempotent_and_records_the_version(store):
+    assert await store.migrate() == []
+    assert await store.schema_version() == store.schema_version_known >= 1
+
+
+async def test_a_newer_schema_is_refused_and_nothing_is_written(store, store_url):
+    newer = store.schema_version_known + 1
+    if store_url.startswith("sqlite"):
+        await store._write(lambda c: c.execute(
+            "INSERT INTO schema_versions VALUES (?, 'future', 0)", (newer,)))
+    else:
+        async with store._conn() as conn:
+            await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
+    before = await store.run_count_by_state()
+    late = store_from_url(store_url)
+    with pytest.raises(SchemaError, match="newer than this runwright knows"):
+        await late.open()
+    await late.close()
+    with pytest.raises(SchemaError):
+        await store.migrate()
+    assert await store.run_count_by_state() == before == {}

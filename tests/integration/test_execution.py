@@ -1,0 +1,234 @@
+"""Runs executed by an in-process worker: outcomes, retries, cancel, order, blinks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import asyncpg
+import pytest
+
+import runwright as rw
+
+from ..conftest import PG_BASE
+from .conftest import running_worker
+
+FAST = rw.Backoff(base_s=0.01, factor=2, cap_s=0.05)
+
+
+async def test_a_run_succeeds_and_any_app_reads_its_result(app, store_url):
+    @app.task
+    async def add(ctx: rw.Context, a: int, b: int) -> dict:
+        return {"sum": a + b, "attempt": ctx.attempt, "run": ctx.run_id}
+
+    async with running_worker(app):
+        handle = await app.submit(add, 2, 3)
+        value = await handle.result(timeout_s=30)
+    assert value == {"sum": 5, "attempt": 1, "run": handle.id}
+    async with rw.App(store_url) as elsewhere:  # another connection, no registry
+        assert await (await elsewhere.get(handle.id)).result(timeout_s=5) == value
+    run = await handle.refresh()
+    assert run.state is rw.RunState.SUCCEEDED and run.fence == 1 and run.finished_at >= run.started_at
+
+
+async def test_failures_retry_with_backoff_then_go_dead_and_retry_requeues(app):
+    calls: list[int] = []
+    healthy = asyncio.Event()
+
+    @app.task(retries=2, backoff=FAST)
+    async def flaky(ctx: rw.Context) -> str:
+        calls.append(ctx.attempt)
+        if not healthy.is_set():
+            raise ConnectionError(f"down at attempt {ctx.attempt}")
+        return "up"
+
+    async with running_worker(app):
+        handle = await app.submit(flaky)
+        with pytest.raises(rw.RunFailed, match="ended dead: ConnectionError: down at attempt 3") as info:
+            await handle.result(timeout_s=30)
+        assert info.value.state == "dead" and calls == [1, 2, 3]
+        healthy.set()
+        retried = await app.retry(handle.id)
+        assert retried.state is rw.RunState.QUEUED
+        assert await retried.result(timeout_s=30) == "up"
+    assert calls == [1, 2, 3, 1]
+
+
+async def test_final_errors_fail_at_once_without_retry(app):
+    attempts = []
+
+    @app.task(retries=5, backoff=FAST, give_up_on=[KeyError])
+    async def strict(ctx: rw.Context, kind: str) -> None:
+        attempts.append(kind)
+        raise rw.FinalError("bad input for good") if kind == "final" else KeyError("missing")
+
+    @app.task(retries=5, backoff=FAST, retry_on=[ConnectionError])
+    async def picky(ctx: rw.Context) -> None:
+        attempts.append("picky")
+        raise ValueError("not a connection problem")
+
+    async with running_worker(app):
+        for handle in [await app.submit(strict, "final"), await app.submit(strict, "key"),
+                       await app.submit(picky)]:
+            with pytest.raises(rw.RunFailed, match="ended failed"):
+                await handle.result(timeout_s=30)
+    assert sorted(attempts) == ["final", "key", "picky"]
+
+
+async def test_a_result_that_does_not_serialize_fails_the_run_clearly(app):
+    @app.task
+    async def returns_a_set(ctx: rw.Context) -> set:
+        return {1, 2}
+
+    async with running_worker(app):
+        with pytest.raises(rw.RunFailed, match="SerializationError: result of task 'returns_a_set'"):
+            await (await app.submit(returns_a_set)).result(timeout_s=30)
+
+
+async def test_timeouts_are_retried_then_dead(app):
+    @app.task(timeout_s=0.05, retries=1, backoff=FAST)
+    async def slow(ctx: rw.Context) -> None:
+        await asyncio.sleep(10)
+
+    async with running_worker(app):
+        with pytest.raises(rw.RunFailed, match="TaskTimeout: attempt 2 ran past timeout_s=0.05"):
+            await (await app.submit(slow)).result(timeout_s=30)
+
+
+async def test_sync_tasks_run_in_a_thread(app):
+    @app.task
+    def blocking(ctx: rw.Context, seconds: float) -> str:
+        time.sleep(seconds)
+        return "done"
+
+    async with running_worker(app):
+        assert await (await app.submit(blocking, 0.01)).result(timeout_s=30) == "done"
+
+
+async def test_cancel_a_queued_run_and_it_never_starts(app):
+    started = []
+
+    @app.task
+    async def job(ctx: rw.Context) -> None:
+        started.append(ctx.run_id)
+
+    handle = await app.submit(job, delay_s=0.3)
+    assert await handle.cancel() is rw.RunState.CANCELLED
+    marker = await app.submit(job, delay_s=0.5)
+    async with running_worker(app):
+        await marker.result(timeout_s=30)
+    assert started == [marker.id]
+    with pytest.raises(rw.RunCancelled):
+        await handle.result(timeout_s=1)
+    with pytest.raises(rw.RunEnded):
+        await handle.cancel()
+
+
+async def test_cancel_a_running_run_stops_it(app):
+    entered, stopped = asyncio.Event(), asyncio.Event()
+
+    @app.task
+    async def forever(ctx: rw.Context) -> None:
+        entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    async with running_worker(app):
+        handle = await app.submit(forever)
+        await asyncio.wait_for(entered.wait(), 30)
+        assert await handle.cancel() is rw.RunState.RUNNING  # requested; its worker stops it
+        with pytest.raises(rw.RunCancelled):
+            await handle.result(timeout_s=30)
+    assert stopped.is_set()
+    assert (await handle.refresh()).state is rw.RunState.CANCELLED
+
+
+async def test_runs_start_in_priority_then_due_then_submission_order(app):
+    order: list[str] = []
+
+    @app.task
+    async def mark(ctx: rw.Context, name: str) -> None:
+        order.append(name)
+
+    now = time.time()
+    await app.submit(mark, "low", priority=rw.LOW)
+    await app.submit(mark, "normal-1")
+    await app.submit(mark, "normal-earlier", run_at=now - 10)
+    await app.submit(mark, "normal-2")
+    last = await app.submit(mark, "critical", priority=rw.CRITICAL)
+    async with running_worker(app, concurrency=1):
+        await (await app.submit(mark, "after", priority=rw.LOW)).result(timeout_s=30)
+        await last.result(timeout_s=30)
+    assert order == ["critical", "normal-earlier", "normal-1", "normal-2", "low", "after"]
+
+
+async def test_a_delayed_run_does_not_start_before_its_time(app):
+    @app.task
+    async def noop(ctx: rw.Context) -> float:
+        return time.time()
+
+    async with running_worker(app):
+        handle = await app.submit(noop, delay_s=0.4)
+        started = await handle.result(timeout_s=30)
+    assert started >= handle.run.run_at
+
+
+async def test_a_worker_leaves_runs_of_tasks_it_does_not_register(app, store_url):
+    other = rw.App(store_url)
+
+    @other.task
+    async def gpu_only(ctx: rw.Context) -> None: ...
+
+    @app.task
+    async def cpu(ctx: rw.Context) -> str:
+        return "cpu"
+
+    async with other:
+        foreign = await other.submit(gpu_only)
+        async with running_worker(app):
+            assert await (await app.submit(cpu)).result(timeout_s=30) == "cpu"
+        assert (await foreign.refresh()).state is rw.RunState.QUEUED
+
+
+async def test_graceful_stop_gives_back_what_does_not_finish_in_the_grace(app):
+    entered = asyncio.Event()
+
+    @app.task
+    async def long(ctx: rw.Context) -> str:
+        entered.set()
+        await asyncio.sleep(3600)
+
+    async with running_worker(app, drain_grace_s=0.1) as worker:
+        handle = await app.submit(long)
+        await asyncio.wait_for(entered.wait(), 30)
+    run = await handle.refresh()
+    assert run.state is rw.RunState.QUEUED and run.attempt == 0 and run.owner is None
+    assert worker.stats.released == 1
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # SQLite has no sessions to sever
+async def test_a_database_that_blinks_mid_run_fails_no_run(app, store_url):
+    schema = store_url.split("schema=")[1]
+
+    @app.task
+    async def step(ctx: rw.Context, n: int) -> int:
+        await asyncio.sleep(0.02)
+        return n
+
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        async with running_worker(app, concurrency=20):
+            handles = await app.submit_many(step, [{"n": n} for n in range(300)])
+            for _ in range(3):
+                await asyncio.sleep(0.15)
+                killed = await admin.fetchval(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = $1", f"runwright:{schema}")
+                assert killed > 0
+            values = [await h.result(timeout_s=60) for h in handles]
+    finally:
+        await admin.close()
+    assert values == list(range(300))

@@ -1,0 +1,90 @@
+"""Submission through the App: options, idempotency and every bad input of DESIGN §11."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import runwright as rw
+
+
+def _tasks(app: rw.App):
+    @app.task(queue="mail", priority=rw.HIGH, retries=4, timeout_s=30)
+    async def send(ctx: rw.Context, to: str, body: str = "") -> str:
+        return to
+
+    return send
+
+
+async def test_submit_records_the_task_options(app):
+    send = _tasks(app)
+    handle = await app.submit(send, "a@b.c", body="hi")
+    run = handle.run
+    assert (run.task, run.queue, run.priority, run.max_attempts, run.timeout_s) == ("send", "mail", 1, 5, 30)
+    assert run.arguments() == {"to": "a@b.c", "body": "hi"}
+    assert run.state is rw.RunState.QUEUED and not handle.existed
+
+
+async def test_submit_options_override_and_delay(app):
+    send = _tasks(app)
+    handle = await app.submit(send, to="x", priority=rw.LOW, queue="other", delay_s=60)
+    assert handle.run.priority == 3 and handle.run.queue == "other"
+    assert handle.run.run_at == pytest.approx(handle.run.created_at + 60)
+    at = dt.datetime(2031, 1, 1, tzinfo=dt.timezone.utc)
+    assert (await app.submit(send, to="y", run_at=at)).run.run_at == at.timestamp()
+
+
+async def test_the_same_key_returns_the_existing_run_and_says_so(app):
+    send = _tasks(app)
+    first = await app.submit(send, to="x", key="weekly-2026-w42")
+    again = await app.submit(send, to="DIFFERENT", key="weekly-2026-w42")
+    assert again.id == first.id and again.existed and not first.existed
+    assert again.run.arguments() == {"to": "x"}  # the first submission's arguments
+
+
+async def test_submit_many_in_one_batch_with_per_item_options(app):
+    send = _tasks(app)
+    handles = await app.submit_many(send, [{"to": "a"}, rw.Call({"to": "b"}, key="kb", priority=0),
+                                           {"to": "c"}])
+    assert [h.run.arguments()["to"] for h in handles] == ["a", "b", "c"]
+    assert handles[1].run.key == "kb" and handles[1].run.priority == 0
+    again = await app.submit_many(send, [rw.Call({"to": "b"}, key="kb")])
+    assert again[0].id == handles[1].id and again[0].existed
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda app, t: app.submit("nope"), rw.UnknownTask, "unknown task 'nope'"),
+    (lambda app, t: app.submit(t), rw.BadArguments, "missing a required argument"),
+    (lambda app, t: app.submit(t, to="x", cc="y"), rw.BadArguments, "unexpected keyword"),
+    (lambda app, t: app.submit(t, to=object()), rw.SerializationError, "does not serialize"),
+    (lambda app, t: app.submit(t, to="x" * (2 << 20)), rw.PayloadTooLarge, "over the limit"),
+    (lambda app, t: app.submit(t, to="x", delay_s=-5), rw.InvalidTime, ">= 0"),
+    (lambda app, t: app.submit(t, to="x", delay_s=float("nan")), rw.InvalidTime, "finite"),
+    (lambda app, t: app.submit(t, to="x", run_at=dt.datetime(2030, 1, 1)), rw.InvalidTime, "time zone"),
+    (lambda app, t: app.submit(t, to="x", run_at=1.0, delay_s=1), rw.InvalidTime, "not both"),
+    (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
+    (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
+    (lambda app, t: app.submit_many(t, [{"to": "a"}, {"too": "b"}]), rw.BadArguments, "item 1"),
+])
+async def test_bad_input_is_refused_and_nothing_is_written(app, call, error, match):
+    send = _tasks(app)
+    with pytest.raises(error, match=match):
+        await call(app, send)
+    assert await app.store.run_count_by_state() == {}
+
+
+@pytest.mark.parametrize("operation", ["get", "cancel", "retry"])
+async def test_unknown_run_ids_are_a_clear_error(app, operation):
+    with pytest.raises(rw.RunNotFound, match="not found"):
+        await getattr(app, operation)(424242)
+    with pytest.raises(rw.RunNotFound, match="integers"):
+        await getattr(app, operation)("abc")
+
+
+async def test_an_unreachable_store_is_a_clear_error():
+    app = rw.App("postgresql://postgres@127.0.0.1:1/nope")
+    with pytest.raises(rw.StoreUnreachable, match="127.0.0.1:1"):
+        await app.open()
+    with pytest.raises(rw.StoreUnreachable, match="does not exist"):
+        await rw.App("sqlite:////no/such/dir/x.db").open()

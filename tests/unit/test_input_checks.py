@@ -1,0 +1,84 @@
+"""Bad input is refused with a clear error before anything is written."""
+
+import datetime as dt
+import math
+
+import pytest
+
+import runwright as rw
+from runwright.retry import Backoff, RetryPolicy
+from runwright.serde import encode
+from runwright.store import store_from_url
+
+
+def test_encode_refuses_what_json_cannot_hold_and_oversized_payloads():
+    with pytest.raises(rw.SerializationError, match="arguments of x"):
+        encode({"a": object()}, "arguments of x")
+    with pytest.raises(rw.SerializationError):
+        encode({"a": math.nan}, "arguments of x")
+    with pytest.raises(rw.PayloadTooLarge, match="over the limit of 100"):
+        encode({"a": "é" * 80}, "arguments of x", max_bytes=100)
+    assert encode({"a": [1, "b"]}, "x") == '{"a":[1,"b"]}'
+
+
+def test_backoff_grows_caps_and_jitters():
+    backoff = Backoff(base_s=1, factor=2, cap_s=10, jitter=0)
+    assert [backoff.delay_s(n) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 8, 10, 10]
+    jittered = Backoff(base_s=1, factor=2, cap_s=10, jitter=0.5)
+    delays = {round(jittered.delay_s(3), 6) for _ in range(50)}
+    assert len(delays) > 1 and all(2 <= d <= 6 for d in delays)
+    with pytest.raises(ValueError):
+        Backoff(factor=0.5)
+
+
+def test_retry_policy_final_errors():
+    policy = RetryPolicy(retries=2, retry_on=(ConnectionError,), give_up_on=(PermissionError,))
+    assert policy.max_attempts == 3
+    assert not policy.is_final(ConnectionError())
+    assert policy.is_final(ValueError())  # not in retry_on
+    assert policy.is_final(rw.FinalError())
+    assert RetryPolicy(give_up_on=(KeyError,)).is_final(KeyError())
+
+
+def test_store_urls_are_checked():
+    with pytest.raises(rw.ConfigError, match="unknown store URL"):
+        store_from_url("mysql://x")
+    with pytest.raises(rw.ConfigError, match="not an in-memory"):
+        store_from_url("sqlite:///:memory:")
+    with pytest.raises(rw.ConfigError, match="synchronous"):
+        store_from_url("sqlite:///x.db?journal=off")
+    with pytest.raises(rw.ConfigError, match="Redis backend is not available yet"):
+        store_from_url("redis://localhost")
+    assert store_from_url("postgresql://u@h/db?schema=abc").schema == "abc"
+    with pytest.raises(rw.ConfigError):
+        store_from_url("postgresql://u@h/db?schema=a;drop")
+
+
+def test_task_registration_errors():
+    app = rw.App("sqlite:///unused.db")
+
+    @app.task
+    async def one(ctx, a: int) -> int:
+        return a
+
+    with pytest.raises(rw.ConfigError, match="registered twice"):
+        app.task(name="one")(lambda ctx: None)
+    with pytest.raises(rw.UnknownTask, match="registered tasks: one"):
+        app.task_spec("two")
+    with pytest.raises(rw.BadArguments, match="missing a required argument"):
+        one.bind((), {})
+    with pytest.raises(rw.BadArguments, match="unexpected keyword"):
+        one.bind((), {"a": 1, "b": 2})
+    assert one.bind((5,), {}) == {"a": 5}
+
+
+def test_due_times_are_checked():
+    from runwright.app import _due_at
+
+    assert _due_at(100.0, 5, None) == 105.0
+    assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)) == 1893456000.0
+    for delay, run_at, match in [(1, 2, "not both"), (-1, None, ">= 0"), (math.inf, None, "finite"),
+                                 (None, dt.datetime(2030, 1, 1), "no time zone"),
+                                 (None, "tomorrow", "finite")]:
+        with pytest.raises(rw.InvalidTime, match=match):
+            _due_at(100.0, delay, run_at)
