@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 from .errors import BadArguments, InvalidTime, PayloadTooLarge, SerializationError
 
-__all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "encode", "encode_error", "finite"]
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "encode", "encode_error", "finite", "task_signature",
+]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20  # 1 MiB: a job queue is not a blob store
 
@@ -29,24 +31,29 @@ def encode(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
     return text
 
 
-def bind_arguments(task_name: str, fn: Callable[..., Any], takes_context: bool,
-                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Check the arguments against the task's signature; return them all by keyword."""
+def task_signature(task_name: str, fn: Callable[..., Any], takes_context: bool) -> inspect.Signature:
+    """The signature arguments are bound to (without the Context parameter). Computed once
+    at registration: inspect.signature costs more than the rest of a submission."""
     signature = inspect.signature(fn)
     params = list(signature.parameters.values())[1 if takes_context else 0:]
-    try:
-        bound = signature.replace(parameters=params).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise BadArguments(f"task {task_name!r}: {exc}; signature is {signature}") from None
-    positional_only = [p.name for p in params if p.kind is p.POSITIONAL_ONLY]
-    if positional_only or any(p.kind is p.VAR_POSITIONAL for p in params):
+    if any(p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL) for p in params):
         raise BadArguments(f"task {task_name!r}: positional-only or *args parameters cannot "
                            f"be stored by name; use keyword parameters")
-    out = dict(bound.arguments)
-    for p in params:
+    return signature.replace(parameters=params)
+
+
+def bind_arguments(task_name: str, signature: inspect.Signature,
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Check the arguments against the task's signature; return them all by keyword."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise BadArguments(f"task {task_name!r}: {exc}; signature is {signature}") from None
+    out = bound.arguments
+    for p in signature.parameters.values():
         if p.kind is p.VAR_KEYWORD and p.name in out:
             out.update(out.pop(p.name))
-    return out
+    return dict(out)
 
 
 def encode_error(error: BaseException, limit_chars: int = 8000) -> str:

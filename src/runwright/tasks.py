@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .retry import RetryPolicy
-from .serde import bind_arguments
+from .serde import bind_arguments, task_signature
 
 __all__ = ["TaskSpec", "takes_context"]
 
@@ -35,13 +35,17 @@ class TaskSpec:
     retry: RetryPolicy
     timeout_s: float | None
     wants_context: bool
+    signature: inspect.Signature = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "signature", task_signature(self.name, self.fn, self.wants_context))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Arguments by keyword, checked against the signature (BadArguments if they don't fit)."""
-        return bind_arguments(self.name, self.fn, self.wants_context, args, kwargs)
+        return bind_arguments(self.name, self.signature, args, kwargs)
 
     async def invoke(self, ctx: Any, kwargs: dict[str, Any]) -> Any:
         """Run the function once: coroutine functions on the loop, plain ones in a thread."""
