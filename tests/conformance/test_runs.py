@@ -133,3 +133,10 @@ async def test_concurrent_claims_from_separate_connections_never_share_a_run(sto
 async def test_empty_and_single_batches(store, count):
     runs = await store.run_insert_many([insert() for _ in range(count)])
     assert len(runs) == count
+
+
+async def test_count_due_by_task_sees_only_due_runs_of_the_queues(store):
+    await store.run_insert_many([insert(task="a"), insert(task="a"), insert(task="b"),
+                                 insert(task="a", run_at=T0 + 100), insert(task="c", queue="other")])
+    assert await store.run_count_due_by_task(["default"], due_before=T0 + 1) == {"a": 2, "b": 1}
+    assert await store.run_count_due_by_task(["default"], due_before=T0 - 1) == {}

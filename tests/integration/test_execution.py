@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import asyncpg
@@ -14,6 +15,12 @@ from ..conftest import PG_BASE
 from .conftest import running_worker
 
 FAST = rw.Backoff(base_s=0.01, factor=2, cap_s=0.05)
+
+
+async def wait_for_log(caplog, text: str, timeout_s: float = 30) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not any(text in r.getMessage() for r in caplog.records):
+            await asyncio.sleep(0.02)
 
 
 async def test_a_run_succeeds_and_any_app_reads_its_result(app, store_url):
@@ -176,7 +183,7 @@ async def test_a_delayed_run_does_not_start_before_its_time(app):
     assert started >= handle.run.run_at
 
 
-async def test_a_worker_leaves_runs_of_tasks_it_does_not_register(app, store_url):
+async def test_a_worker_leaves_runs_of_tasks_it_does_not_register_and_says_so(app, store_url, caplog):
     other = rw.App(store_url)
 
     @other.task
@@ -188,8 +195,10 @@ async def test_a_worker_leaves_runs_of_tasks_it_does_not_register(app, store_url
 
     async with other:
         foreign = await other.submit(gpu_only)
-        async with running_worker(app):
-            assert await (await app.submit(cpu)).result(timeout_s=30) == "cpu"
+        with caplog.at_level(logging.WARNING, logger="runwright"):
+            async with running_worker(app, orphan_check_s=0.05, orphan_age_s=0, rescue_interval_s=0.05):
+                assert await (await app.submit(cpu)).result(timeout_s=30) == "cpu"
+                await wait_for_log(caplog, "due runs of task 'gpu_only' wait for a worker")
         assert (await foreign.refresh()).state is rw.RunState.QUEUED
 
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import random
 
-from ..errors import StoreError
+from ..errors import LeaseLost, StoreError
 from ..logs import event
 from ..store import Store
 from ..store.base import RunFinishParams
@@ -28,12 +28,14 @@ class Completer:
         self._pending: list[tuple[RunFinishParams, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
 
-    async def finish(self, params: RunFinishParams) -> bool:
-        """Write this finish; True once durable, False if its fence was refused."""
+    async def finish(self, params: RunFinishParams) -> None:
+        """Write this finish and return once it is durable; raise LeaseLost if its fence
+        was refused (a newer claim owns the run: nothing of ours was written)."""
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((params, future))
         self._wake.set()
-        return await asyncio.shield(future)
+        if not await asyncio.shield(future):
+            raise LeaseLost(params.run_id, params.fence)
 
     def idle(self) -> bool:
         return not self._pending

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from ..context import Context
-from ..errors import ConfigError, PayloadTooLarge, SerializationError, StoreError, TaskTimeout
+from ..errors import ConfigError, LeaseLost, PayloadTooLarge, SerializationError, StoreError, TaskTimeout
 from ..logs import event
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
@@ -64,6 +64,8 @@ class WorkerConfig:
     drain_grace_s: float = 10.0  # graceful stop: time for running runs. Defaults to 10 s.
     max_recoveries: int = 20  # takeovers before a run goes dead. Defaults to 20.
     claim_batch: int = 0  # most runs per claim; 0 means `concurrency`. Defaults to 0.
+    orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
+    orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -239,10 +241,12 @@ class Worker:
               task=run.task, fence=run.fence)
         try:
             finish = await self._attempt(run, spec)
-            if finish is not None and not await self._completer.finish(finish):
-                self.stats.lease_lost += 1
-                event(WARNING, "write refused: lease lost to a newer owner; run abandoned",
-                      run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
+            if finish is not None:
+                await self._completer.finish(finish)
+        except LeaseLost as exc:
+            self.stats.lease_lost += 1
+            event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
+                  run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
         finally:
             self._active.pop(run.id, None)
             self._slot_freed.set()
@@ -363,13 +367,27 @@ class Worker:
     async def _rescuer(self) -> None:
         """Take back runs of dead workers and expired leases (every worker does this)."""
         params = RunRescueParams(self.config.max_recoveries, self.config.worker_stale_s)
+        next_orphan_check = time.monotonic() + self.config.orphan_check_s
         while True:
             await asyncio.sleep(jittered(self.config.rescue_interval_s))
+            if time.monotonic() >= next_orphan_check:
+                next_orphan_check = time.monotonic() + self.config.orphan_check_s
+                await self._report_orphans()
             for run in await self._store_call(self.store.run_rescue_many, params) or ():
                 self.stats.rescued += 1
                 level = WARNING if run.state is S.DEAD else INFO
                 event(level, f"run taken over from a lost worker -> {run.state.value}",
                       run_id=run.id, attempt=run.attempt, worker=self.id, recoveries=run.recoveries)
+
+    async def _report_orphans(self) -> None:
+        """Say loudly when runs in our queues wait for a task this worker does not have:
+        they are left for a worker that registers it, and if none does they wait forever."""
+        counts = await self._store_call(self.store.run_count_due_by_task, self.config.queues,
+                                        now_s() - self.config.orphan_age_s)
+        for task, count in sorted((counts or {}).items()):
+            if task not in self.app.tasks:
+                event(WARNING, f"{count} due runs of task {task!r} wait for a worker that "
+                      f"registers it; this one does not", worker=self.id, task=task, runs=count)
 
     async def _store_call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Call the store; on a store error log, back off and return None (callers retry

@@ -193,6 +193,9 @@ class Store(Protocol):
 
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None: ...
 
+    async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
+        """Queued runs of `queues` due before `due_before`, counted by task."""
+
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 
     async def worker_heartbeat(self, worker_id: int, now: float | None = None) -> bool:

@@ -131,6 +131,12 @@ SELECT min(run_at) FROM runs
 WHERE state = 'queued' AND queue = ANY($1::text[]) AND task = ANY($2::text[])
 """
 
+COUNT_DUE_BY_TASK = """
+SELECT task, count(*) FROM runs
+WHERE state = 'queued' AND run_at < $2::float8 AND queue = ANY($1::text[])
+GROUP BY task
+"""
+
 WORKER_INSERT = """
 INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at)
 VALUES ($1, $2, $3, $4, $5, $5) RETURNING id

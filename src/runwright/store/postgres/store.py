@@ -338,6 +338,9 @@ class PostgresStore:
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:
         return await self._fetchval(sql.NEXT_DUE, list(queues), list(tasks))
 
+    async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
+        return dict(await self._fetch(sql.COUNT_DUE_BY_TASK, list(queues), due_before))
+
     # -- workers --------------------------------------------------------------------
 
     async def worker_register(self, params: WorkerRegisterParams) -> int:

@@ -382,6 +382,13 @@ class SqliteStore:
             " AND queue IN (SELECT value FROM json_each(?)) AND task IN (SELECT value FROM json_each(?))",
             (_json_list(queues), _json_list(tasks))).fetchone()[0])
 
+    async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < ?"
+            " AND queue IN (SELECT value FROM json_each(?)) GROUP BY task",
+            (due_before, _json_list(queues))).fetchall())
+        return dict(rows)
+
     # -- workers --------------------------------------------------------------------
 
     async def worker_register(self, params: WorkerRegisterParams) -> int:
