@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 import runwright as rw
+from runwright import crashpoints
 
 from ..conftest import PG_BASE
 from .conftest import running_worker
@@ -241,3 +242,22 @@ async def test_a_database_that_blinks_mid_run_fails_no_run(app, store_url):
     finally:
         await admin.close()
     assert values == list(range(300))
+
+
+async def test_a_side_task_that_dies_stops_the_worker_loudly(app, caplog):
+    @app.task
+    async def noop(ctx: rw.Context) -> None: ...
+
+    worker = app.worker(poll_s=0.05)
+    started = asyncio.Event()
+    running = asyncio.create_task(worker.run(ready=lambda _w: started.set()))
+    await asyncio.wait_for(started.wait(), 30)
+    crashpoints.arm("worker.claim_loop", "raise")  # an error that is not a store blink
+    try:
+        await app.submit(noop)  # wakes the claim loop
+        with pytest.raises(rw.WorkerCrashed, match="side task _claim_loop died.*worker.claim_loop"):
+            await asyncio.wait_for(running, 30)
+    finally:
+        crashpoints.disarm()
+    assert any("side task _claim_loop died; the worker stops" in r.getMessage() for r in caplog.records)
+    assert await app.store.worker_list() == []  # it deregistered on the way out

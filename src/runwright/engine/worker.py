@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from ..context import Context
+from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, PayloadTooLarge, SerializationError, StoreError, TaskTimeout
 from ..logs import event
 from ..runs import Run, RunState
@@ -208,8 +209,11 @@ class Worker:
                     continue
                 queued.clear()
                 limit = min(free, batch)
+                crash_point("worker.claim_loop")
                 runs = await self._store_call(self.store.run_claim, RunClaimParams(
                     self.id, config.queues, self._tasks, limit, config.lease_s))
+                if runs:
+                    crash_point("worker.after_claim")
                 for run in runs or ():
                     self._start(run)
                 if runs is not None and len(runs) == limit:
@@ -242,6 +246,7 @@ class Worker:
         try:
             finish = await self._attempt(run, spec)
             if finish is not None:
+                crash_point("worker.before_finish")
                 await self._completer.finish(finish)
         except LeaseLost as exc:
             self.stats.lease_lost += 1

@@ -1,0 +1,32 @@
+import json
+import logging
+
+from runwright import crashpoints, logs
+
+import pytest
+
+
+def test_json_lines_carry_run_attempt_and_worker(monkeypatch, capsys):
+    monkeypatch.setenv("RUNWRIGHT_LOG_FORMAT", "json")
+    logs.configure_logging("DEBUG")
+    try:
+        logs.event(logging.INFO, "run started", run_id=7, attempt=2, worker=3)
+        line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    finally:
+        logging.getLogger("runwright").handlers.clear()
+        logging.getLogger("runwright").propagate = True
+    assert line["msg"] == "run started" and line["level"] == "info"
+    assert (line["run_id"], line["attempt"], line["worker"]) == (7, 2, 3)
+
+
+def test_crash_points_are_off_until_armed():
+    crashpoints.crash_point("x")  # not armed: nothing happens
+    crashpoints.arm("x")
+    try:
+        with pytest.raises(crashpoints.CrashPointReached, match="'x'"):
+            crashpoints.crash_point("x")
+    finally:
+        crashpoints.disarm()
+    crashpoints.crash_point("x")
+    with pytest.raises(ValueError):
+        crashpoints.arm("x", "explode")
