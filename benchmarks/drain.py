@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import random
 import re
 import shutil
 import signal
@@ -37,7 +38,6 @@ POLL_S = 0.02  # how often run counts are read while a batch drains
 RUN_POLL_S = 0.005  # how often one run is re-read while waiting for a takeover
 DRAIN_TIMEOUT_S = 120.0
 LATENCY_WARMUP = 5  # first round trips open the listener and warm caches: not counted
-TAKEOVERS = 3
 SLEEP_S = 60.0  # the sleeper outlives every takeover measurement
 LOG_FIELD = re.compile(r" \w+=")  # where a worker log line's key=value fields begin
 
@@ -275,13 +275,18 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
-async def measure_takeovers(bench: rw.App, workers: Workers, count: int, figures: Figures) -> None:
+async def measure_takeovers(bench: rw.App, workers: Workers, count: int, rounds: int,
+                            figures: Figures) -> None:
     """SIGKILL the owner of a long run; time until another worker has claimed it anew
     (its fence went up). Each round starts with `count` live, registered workers."""
     sleepers = []
-    for _ in range(TAKEOVERS):
+    for _ in range(rounds):
         workers.start(count - len(workers.procs))
         await wait_workers(bench, workers)
+        # A worker's first rescue tick comes one interval after it starts: killing right
+        # away would time that interval, not a takeover. Wait past it, by a random amount
+        # so the kill lands at a random point of the survivor's rescue cycle.
+        await asyncio.sleep(random.uniform(1.0, 1.6))
         handle = await bench.submit("sleeper", seconds=SLEEP_S)
         sleepers.append(handle.id)
         run = await wait_run(bench, handle.id, lambda r: r.state is rw.RunState.RUNNING, "sleeper start")
@@ -390,7 +395,7 @@ def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processe
     parent holds an event loop and open connections a fork would copy."""
     ctx = multiprocessing.get_context("spawn")
     start, done = ctx.Barrier(processes + 1), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*target_args, owner, start, done))
+    procs = [ctx.Process(target=target, args=(*target_args, owner, start, done), daemon=True)
              for owner in range(1, processes + 1)]
     for proc in procs:
         proc.start()
@@ -482,7 +487,7 @@ async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namesp
         workers.stop(proc)
     await wait_workers(bench, workers)
     await measure_latency(bench, args, figures)
-    await measure_takeovers(bench, workers, args.workers, figures)
+    await measure_takeovers(bench, workers, args.workers, args.takeovers, figures)
     counts = await bench.store.run_count_by_state()
     expected = 2 * args.runs + LATENCY_WARMUP + args.latency_runs
     if succeeded(counts) != expected or set(counts) - {"succeeded", "cancelled"}:
@@ -531,7 +536,7 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
         ("  raw SQL limit", lambda f: rate(f.raw_per_s)),
         ("  drain / raw", share),
-        ("drain, workers running", lambda f: rate(f.steady_per_s)),
+        ("submit+drain, workers up", lambda f: rate(f.steady_per_s)),
         ("worker start-up", lambda f: "-" if f.startup_s is None else f"{f.startup_s:.2f} s"),
         ("submit-to-start p50/p99", lambda f: pair(f.start_ms, "ms")),
         ("round trip p50/p99", lambda f: pair(f.round_trip_ms, "ms")),
@@ -562,6 +567,7 @@ def parse_args() -> argparse.Namespace:
                         help="slots per worker; also the raw baseline's batch size")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--latency-runs", type=int, default=200, help="runs timed one at a time")
+    parser.add_argument("--takeovers", type=int, default=3, help="SIGKILL rounds (median printed)")
     parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
                         help="PostgreSQL database; each run uses a schema of its own, dropped after")
     args = parser.parse_args()
@@ -587,5 +593,8 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     # SIGTERM ends us like Ctrl-C does, so the `finally` blocks stop workers and drop schemas.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    with event_loop_runner() as runner:
-        runner.run(main(parse_args()))
+    try:
+        with event_loop_runner() as runner:
+            runner.run(main(parse_args()))
+    except KeyboardInterrupt:
+        sys.exit("interrupted: workers stopped, temporary files and schemas removed")

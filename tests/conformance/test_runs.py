@@ -140,3 +140,13 @@ async def test_count_due_by_task_sees_only_due_runs_of_the_queues(store):
                                  insert(task="a", run_at=T0 + 100), insert(task="c", queue="other")])
     assert await store.run_count_due_by_task(["default"], due_before=T0 + 1) == {"a": 2, "b": 1}
     assert await store.run_count_due_by_task(["default"], due_before=T0 - 1) == {}
+
+
+async def test_claim_over_several_queues_merges_them_in_claim_order(store):
+    wid = await store.worker_register(worker())
+    a_low, a_high = await store.run_insert_many([insert(queue="a", priority=3), insert(queue="a", priority=1)])
+    b_mid, b_high = await store.run_insert_many([insert(queue="b", priority=2), insert(queue="b", priority=0)])
+    first = await store.run_claim(claim(wid, limit=2, queues=("a", "b")))
+    assert [r.id for r in first] == [b_high.id, a_high.id]
+    rest = await store.run_claim(claim(wid, limit=5, queues=("a", "b")))
+    assert [r.id for r in rest] == [b_mid.id, a_low.id]

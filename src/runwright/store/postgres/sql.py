@@ -30,19 +30,30 @@ GET = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
 GET_MANY = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ANY($1::bigint[]) ORDER BY id"
 COUNT_BY_STATE = "SELECT state, count(*) FROM runs GROUP BY state"
 
-# The planner trap: without MATERIALIZED the sub-select may be inlined into the UPDATE's
-# join, where LIMIT and SKIP LOCKED no longer bound what is locked. Materialized, it
-# locks at most $4 due rows, skipping those another worker is claiming right now.
+# Two planner traps. (1) `queue = ANY(...)` cannot walk runs_due in (priority, run_at, id)
+# order, so the planner would read and sort every queued run of those queues (a full
+# sort per claim once a backlog builds). A LATERAL probe per queue walks the index and
+# stops after $4 rows; the outer ORDER BY merges the queues. (2) Without MATERIALIZED the
+# CTE may be inlined into the UPDATE's join, where LIMIT and SKIP LOCKED no longer bound
+# what is locked. Each probe locks at most $4 rows, skipping those another worker is
+# claiming right now; rows locked but not picked are released when the statement commits.
 CLAIM = f"""
 WITH picked AS MATERIALIZED (
-    SELECT id FROM runs
-    WHERE state = 'queued' AND run_at <= $3::float8 AND queue = ANY($1::text[]) AND task = ANY($2::text[])
-    ORDER BY priority, run_at, id
+    SELECT c.id FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM runs
+        WHERE state = 'queued' AND queue = q.name AND run_at <= $3::float8
+          AND task = ANY($2::text[])
+        ORDER BY priority, run_at, id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED
+    ) c
+    ORDER BY c.priority, c.run_at, c.id
     LIMIT $4
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
-    owner = $5, lease_expires_at = $3::float8 + $6::float8, started_at = $3::float8, cancel_requested = false
+    owner = $5, lease_expires_at = $3::float8 + $6::float8, started_at = $3::float8,
+    cancel_requested = false
 FROM picked WHERE r.id = picked.id
 RETURNING {R_COLUMNS}
 """

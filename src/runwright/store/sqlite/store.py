@@ -246,24 +246,33 @@ class SqliteStore:
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = params.now if params.now is not None else now_s()
-        queues, tasks = _json_list(params.queues), _json_list(params.tasks)
-        due = (f"state = 'queued' AND run_at <= ? AND queue IN (SELECT value FROM json_each(?)) "
-               f"AND task IN (SELECT value FROM json_each(?))")
+        tasks = _json_list(params.tasks)
+        # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
+        # after `limit` rows; `queue IN (...)` would make it sort every queued run.
+        probe = ("SELECT id, priority, run_at FROM runs WHERE state = 'queued' AND queue = ?"
+                 " AND run_at <= ? AND task IN (SELECT value FROM json_each(?))"
+                 " ORDER BY priority, run_at, id LIMIT ?")
 
-        def claim(conn: sqlite3.Connection) -> list[Run]:
+        def due_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
+            found = [row for queue in params.queues
+                     for row in conn.execute(probe, (queue, now, tasks, limit)).fetchall()]
+            found.sort(key=lambda row: (row[1], row[2], row[0]))
+            return [row[0] for row in found[:limit]]
+
+        def claim(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             # A read without the write lock first: idle pollers of many processes must not
             # queue up on BEGIN IMMEDIATE just to learn that nothing is due.
-            if conn.execute(f"SELECT 1 FROM runs WHERE {due} LIMIT 1", (now, queues, tasks)).fetchone() is None:
+            if not due_ids(conn, 1):
                 return []
             conn.execute("BEGIN IMMEDIATE")
             try:
+                ids = due_ids(conn, params.limit)
                 rows = conn.execute(
                     f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
                     f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0"
-                    f" WHERE id IN (SELECT id FROM runs WHERE {due}"
-                    f"  ORDER BY priority, run_at, id LIMIT ?)"
+                    f" WHERE id IN (SELECT value FROM json_each(?)) AND state = 'queued'"
                     f" RETURNING {RUN_COLUMNS}",
-                    (params.worker_id, now + params.lease_s, now, now, queues, tasks, params.limit),
+                    (params.worker_id, now + params.lease_s, now, json.dumps(ids)),
                 ).fetchall()
             except BaseException:
                 conn.execute("ROLLBACK")
