@@ -261,3 +261,13 @@ async def test_a_side_task_that_dies_stops_the_worker_loudly(app, caplog):
         crashpoints.disarm()
     assert any("side task _claim_loop died; the worker stops" in r.getMessage() for r in caplog.records)
     assert await app.store.worker_list() == []  # it deregistered on the way out
+
+
+async def test_a_stop_before_the_worker_is_up_is_a_clean_stop(app):
+    @app.task
+    async def noop(ctx: rw.Context) -> None: ...
+
+    worker = app.worker()
+    worker.stop()
+    await asyncio.wait_for(worker.run(), 30)  # no WorkerCrashed
+    assert await app.store.worker_list() == []

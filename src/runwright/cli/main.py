@@ -32,7 +32,7 @@ __all__ = ["cli", "main"]
 T = TypeVar("T")
 cli = typer.Typer(help="runwright: durable, distributed execution for agent runs and jobs.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one error, one line, even in a pipe
 out = Console()
 
 URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL",

@@ -92,6 +92,7 @@ class Active:
     run: Run
     task: asyncio.Task[None]
     stop: Stop | None = None
+    finishing: bool = False  # the function returned; its fenced write is on its way
 
 
 @dataclass
@@ -152,15 +153,20 @@ class Worker:
             ready(self)
         stopping = asyncio.create_task(self._stopping.wait())
         done, _ = await asyncio.wait([stopping, completer, *sides], return_when=asyncio.FIRST_COMPLETED)
-        crashed = [t for t in done if t is not stopping]
+        # A side task that raised, or ended although nobody asked us to stop, is a crash.
+        # (The claim loop ends normally when stop() came before its first check.)
+        crashed = [t for t in done if t is not stopping and (
+            t.cancelled() or t.exception() is not None or not self._stopping.is_set())]
         for task in crashed:
             event(ERROR, f"side task {task.get_name()} died; the worker stops",
-                  exc_info=task.exception(), worker=self.id)
+                  exc_info=None if task.cancelled() else task.exception(), worker=self.id)
         self._stopping.set()
         await self._shutdown(sides, completer, grace_s=0 if crashed else self.config.drain_grace_s)
         stopping.cancel()
         if crashed:
-            raise WorkerCrashed(f"side task {crashed[0].get_name()} died: {crashed[0].exception()!r}")
+            first = crashed[0]
+            reason = "cancelled" if first.cancelled() else repr(first.exception())
+            raise WorkerCrashed(f"side task {first.get_name()} died: {reason}")
 
     async def _register(self) -> None:
         self.id = await self.store.worker_register(WorkerRegisterParams(
@@ -247,7 +253,9 @@ class Worker:
             finish = await self._attempt(run, spec)
             if finish is not None:
                 crash_point("worker.before_finish")
+                self._active[run.id].finishing = True
                 await self._completer.finish(finish)
+                self._count(finish)
         except LeaseLost as exc:
             self.stats.lease_lost += 1
             event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
@@ -274,7 +282,6 @@ class Worker:
             return self._failed(run, spec, timeout)
         except Exception as exc:
             return self._failed(run, spec, exc)
-        self.stats.succeeded += 1
         event(DEBUG, "run succeeded", run_id=run.id, attempt=run.attempt, worker=self.id)
         return RunFinishParams(run.id, run.fence, S.SUCCEEDED, result=result)
 
@@ -285,11 +292,9 @@ class Worker:
             event(WARNING, "lease lost: run abandoned to its new owner", **fields)
             return None
         if why is Stop.CANCEL:
-            self.stats.cancelled += 1
             event(INFO, "run cancelled", **fields)
             return RunFinishParams(run.id, run.fence, S.CANCELLED,
                                    error=json.dumps({"type": "Cancelled", "message": "cancelled on request"}))
-        self.stats.released += 1
         event(INFO, "run given back (worker stopping)", **fields)
         return RunFinishParams(run.id, run.fence, S.QUEUED, release=True)
 
@@ -298,20 +303,27 @@ class Worker:
                       error=f"{type(error).__name__}: {error}")
         detail = encode_error(error)
         if spec.retry.is_final(error) or isinstance(error, (SerializationError, PayloadTooLarge)):
-            self.stats.failed += 1
             event(WARNING, "run failed (final error, no retry)", **fields)
             return RunFinishParams(run.id, run.fence, S.FAILED, error=detail)
         if run.attempt >= run.max_attempts:
-            self.stats.failed += 1
             event(WARNING, "run dead: attempts exhausted", **fields)
             return RunFinishParams(run.id, run.fence, S.DEAD, error=detail)
         delay_s = spec.retry.backoff.delay_s(run.attempt)
-        self.stats.retried += 1
         event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
         return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s)
 
+    def _count(self, finish: RunFinishParams) -> None:
+        """Tally an end once it is durable (a refused write counts as lease_lost instead)."""
+        if finish.state is S.QUEUED:
+            name = "released" if finish.release else "retried"
+        else:
+            name = {S.SUCCEEDED: "succeeded", S.CANCELLED: "cancelled"}.get(finish.state, "failed")
+        setattr(self.stats, name, getattr(self.stats, name) + 1)
+
     def _interrupt(self, active: Active, why: Stop) -> None:
-        if active.stop is None:
+        # Once the function has returned there is nothing to stop: its write goes out and
+        # the fence decides (a refusal is reported as LeaseLost by _execute).
+        if active.stop is None and not active.finishing:
             active.stop = why
             active.task.cancel()
 
