@@ -1,0 +1,140 @@
+"""The `runwright` command as a user runs it: real processes on every backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import runwright as rw
+
+from . import apps
+from .harness import APP_SPEC, ROOT, wait_until
+
+pytestmark = pytest.mark.process
+
+
+def runwright(*args: str, url: str, timeout_s: float = 120, cwd=ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RUNWRIGHT_URL": url, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "runwright", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+async def test_submit_wait_show_runs_cancel_retry_dead(app: rw.App, store_url: str, tmp_path) -> None:
+    worker = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC, "-c", "4",
+                               "--url", store_url], cwd=ROOT,
+                              env={**os.environ, apps.LEDGER_ENV: str(tmp_path)},
+                              stderr=subprocess.DEVNULL)
+    try:
+        done = runwright("submit", APP_SPEC, "record", "--args", '{"n": 41}', "--key", "k1",
+                         "--wait", url=store_url)
+        assert done.returncode == 0, done.stderr
+        assert "submitted (key k1" in done.stdout and "41" in done.stdout
+        again = runwright("submit", APP_SPEC, "record", "--args", '{"n": 1}', "--key", "k1", url=store_url)
+        assert "exists (key k1, state succeeded)" in again.stdout
+        run_id = done.stdout.split()[1]
+        shown = runwright("show", run_id, url=store_url)
+        assert "succeeded" in shown.stdout and "result 41" in shown.stdout
+        listed = runwright("runs", "--state", "succeeded", "--task", "record", url=store_url)
+        assert f"│ {run_id} " in listed.stdout and "record" in listed.stdout
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0
+    # With no worker running: a queued run is cancelled at once; a dead one is retried.
+    queued = await app.submit(apps.record, n=2)
+    cancelled = runwright("cancel", str(queued.id), url=store_url)
+    assert cancelled.returncode == 0 and "cancelled" in cancelled.stdout
+    ended = runwright("cancel", str(queued.id), url=store_url)
+    assert ended.returncode == 2 and "RunEnded" in ended.stderr and "already ended" in ended.stderr
+    unknown = runwright("show", "987654", url=store_url)
+    assert unknown.returncode == 2 and "RunNotFound" in unknown.stderr
+    bad_state = runwright("runs", "--state", "sleeping", url=store_url)
+    assert bad_state.returncode == 2 and "unknown state 'sleeping'" in bad_state.stderr
+    bad_args = runwright("submit", APP_SPEC, "record", "--args", "{nope", url=store_url)
+    assert bad_args.returncode == 2 and "--args is not JSON" in bad_args.stderr
+    unknown_task = runwright("submit", APP_SPEC, "nope", url=store_url)
+    assert unknown_task.returncode == 2 and "unknown task 'nope'" in unknown_task.stderr
+    assert (await app.store.run_count_by_state()) == {"succeeded": 1, "cancelled": 1}
+
+
+async def test_retry_of_a_dead_run_from_the_command_line(app: rw.App, store_url: str) -> None:
+    from runwright.store.base import RunClaimParams, RunFinishParams, WorkerRegisterParams
+
+    handle = await app.submit(apps.record, n=5)
+    wid = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"], ["record"]))
+    (run,) = await app.store.run_claim(RunClaimParams(wid, ["default"], ["record"], 1, 30))
+    await app.store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.DEAD, error='{"type":"X"}')])
+    dead = runwright("dead", url=store_url)
+    assert f"│ {handle.id} " in dead.stdout and "dead" in dead.stdout
+    retried = runwright("retry", str(handle.id), url=store_url)
+    assert retried.returncode == 0 and "queued" in retried.stdout
+    assert (await handle.refresh()).state is rw.RunState.QUEUED
+
+
+async def test_a_result_is_awaited_in_a_process_that_did_not_submit_it(app: rw.App, store_url: str,
+                                                                       tmp_path) -> None:
+    handle = await app.submit(apps.record, n=7)
+    waiter = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import asyncio, json, runwright as rw
+        async def main():
+            async with rw.App({store_url!r}) as app:
+                print(json.dumps(await (await app.get({handle.id})).result(timeout_s=120)))
+        asyncio.run(main())
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        await wait_until(lambda: "waiting" if waiter.poll() is None else "exited", "waiter is up")
+        worker = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC,
+                                   "--url", store_url], cwd=ROOT,
+                                  env={**os.environ, apps.LEDGER_ENV: str(tmp_path)},
+                                  stderr=subprocess.DEVNULL)
+        try:
+            out, _ = waiter.communicate(timeout=120)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(60)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0 and json.loads(out) == 7
+
+
+async def test_processes_option_runs_a_supervised_pool_that_stops_on_sigterm(app: rw.App, store_url: str,
+                                                                             tmp_path) -> None:
+    pool = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC, "-p", "2",
+                             "-c", "5", "--url", store_url], cwd=ROOT,
+                            env={**os.environ, apps.LEDGER_ENV: str(tmp_path)},
+                            stderr=subprocess.DEVNULL)
+    try:
+        await wait_until(lambda: _workers(app, 2), "two worker processes registered")
+        handles = await app.submit_many(apps.record, [{"n": n} for n in range(50)])
+        assert [await h.result(timeout_s=60) for h in handles] == list(range(50))
+        pids = {w.pid for w in await app.store.worker_list()}
+        assert len(pids) == 2 and pool.pid not in pids
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0
+        assert await app.store.worker_list() == []
+    finally:
+        pool.kill()
+
+
+async def _workers(app: rw.App, count: int) -> bool:
+    return len(await app.store.worker_list()) == count
+
+
+def test_the_readme_demo_finishes_every_run_exactly_once(tmp_path) -> None:
+    """The README's first command ends with the demo, on the embedded SQLite default."""
+    env = {k: v for k, v in os.environ.items() if k != "RUNWRIGHT_URL"}
+    demo = subprocess.run([sys.executable, "-m", "runwright", "demo", "--runs", "120", "--workers", "3"],
+                          cwd=tmp_path, env={**env, "COLUMNS": "200"}, capture_output=True,
+                          text=True, timeout=300)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    rows = {cells[0]: cells[1] for line in demo.stdout.splitlines()
+            if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 2}
+    assert rows["runs submitted"] == "120"
+    assert rows["finished succeeded (one fenced finish each)"] == "120"
+    assert rows["results wrong"] == rows["not finished"] == "0"
+    assert "SIGKILL" in demo.stdout and (tmp_path / "runwright-demo.db").exists()
