@@ -30,7 +30,7 @@ __all__ = [
 CRITICAL, HIGH, NORMAL, LOW = 0, 1, 2, 3
 
 
-class RunState(str, enum.Enum):
+class RunState(enum.StrEnum):
     """Where a run is in its life. `queued` covers "due later" (run_at in the future)."""
 
     QUEUED = "queued"
@@ -40,9 +40,6 @@ class RunState(str, enum.Enum):
     CANCELLED = "cancelled"
     DEAD = "dead"
     INTERRUPTED = "interrupted"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 S = RunState

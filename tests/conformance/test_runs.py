@@ -144,8 +144,10 @@ async def test_count_due_by_task_sees_only_due_runs_of_the_queues(store):
 
 async def test_claim_over_several_queues_merges_them_in_claim_order(store):
     wid = await store.worker_register(worker())
-    a_low, a_high = await store.run_insert_many([insert(queue="a", priority=3), insert(queue="a", priority=1)])
-    b_mid, b_high = await store.run_insert_many([insert(queue="b", priority=2), insert(queue="b", priority=0)])
+    a_low, a_high = await store.run_insert_many([insert(queue="a", priority=3),
+                                                 insert(queue="a", priority=1)])
+    b_mid, b_high = await store.run_insert_many([insert(queue="b", priority=2),
+                                                 insert(queue="b", priority=0)])
     first = await store.run_claim(claim(wid, limit=2, queues=("a", "b")))
     assert [r.id for r in first] == [b_high.id, a_high.id]
     rest = await store.run_claim(claim(wid, limit=5, queues=("a", "b")))

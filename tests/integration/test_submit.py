@@ -31,7 +31,7 @@ async def test_submit_options_override_and_delay(app):
     handle = await app.submit(send, to="x", priority=rw.LOW, queue="other", delay_s=60)
     assert handle.run.priority == 3 and handle.run.queue == "other"
     assert handle.run.run_at == pytest.approx(handle.run.created_at + 60)
-    at = dt.datetime(2031, 1, 1, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2031, 1, 1, tzinfo=dt.UTC)
     assert (await app.submit(send, to="y", run_at=at)).run.run_at == at.timestamp()
 
 

@@ -68,7 +68,8 @@ async def test_retry_of_a_dead_run_from_the_command_line(app: rw.App, store_url:
     handle = await app.submit(apps.record, n=5)
     wid = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"], ["record"]))
     (run,) = await app.store.run_claim(RunClaimParams(wid, ["default"], ["record"], 1, 30))
-    await app.store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.DEAD, error='{"type":"X"}')])
+    await app.store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.DEAD,
+                                                     error='{"type":"X"}')])
     dead = runwright("dead", url=store_url)
     assert f"│ {handle.id} " in dead.stdout and "dead" in dead.stdout
     retried = runwright("retry", str(handle.id), url=store_url)

@@ -76,7 +76,7 @@ def test_due_times_are_checked():
     from runwright.app import _due_at
 
     assert _due_at(100.0, 5, None) == 105.0
-    assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)) == 1893456000.0
+    assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC)) == 1893456000.0
     for delay, run_at, match in [(1, 2, "not both"), (-1, None, ">= 0"), (math.inf, None, "finite"),
                                  (None, dt.datetime(2030, 1, 1), "no time zone"),
                                  (None, "tomorrow", "finite")]:

@@ -1,9 +1,9 @@
 import json
 import logging
 
-from runwright import crashpoints, logs
-
 import pytest
+
+from runwright import crashpoints, logs
 
 
 def test_json_lines_carry_run_attempt_and_worker(monkeypatch, capsys):

@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import typer
 from rich.console import Console
@@ -60,7 +60,7 @@ def run_async(make: Callable[[], Awaitable[T]]) -> T:
         return asyncio.run(make())
 
 
-def with_app(url: Optional[str], use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
+def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
     async def go() -> T:
         app = App(url, auto_migrate=migrate)
         try:
@@ -80,7 +80,7 @@ def worker(
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
-    url: Optional[str] = URL,
+    url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
     from ..engine.supervisor import run_worker, supervise
@@ -114,12 +114,12 @@ def submit(
     app_spec: str = typer.Argument(..., metavar="MODULE:APP"),
     task: str = typer.Argument(..., help="Task name."),
     args: str = typer.Option("{}", "--args", "-a", help="Keyword arguments as a JSON object."),
-    key: Optional[str] = typer.Option(None, help="Idempotency key: the same key is the same run."),
-    priority: Optional[int] = typer.Option(None, help="0 critical .. 3 low."),
-    delay_s: Optional[float] = typer.Option(None, help="Start no sooner than this many seconds."),
-    queue: Optional[str] = typer.Option(None),
+    key: str | None = typer.Option(None, help="Idempotency key: the same key is the same run."),
+    priority: int | None = typer.Option(None, help="0 critical .. 3 low."),
+    delay_s: float | None = typer.Option(None, help="Start no sooner than this many seconds."),
+    queue: str | None = typer.Option(None),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
-    url: Optional[str] = URL,
+    url: str | None = URL,
 ) -> None:
     """Submit a run of TASK."""
     from ..loader import load_app
@@ -157,11 +157,11 @@ def submit(
 
 @cli.command()
 def runs(
-    state: Optional[list[str]] = typer.Option(None, "--state", "-s", help="Filter; repeatable."),
-    task: Optional[str] = typer.Option(None, "--task", "-t"),
-    queue: Optional[str] = typer.Option(None, "--queue", "-q"),
+    state: list[str] | None = typer.Option(None, "--state", "-s", help="Filter; repeatable."),
+    task: str | None = typer.Option(None, "--task", "-t"),
+    queue: str | None = typer.Option(None, "--queue", "-q"),
     limit: int = typer.Option(50, "--limit", "-n"),
-    url: Optional[str] = URL,
+    url: str | None = URL,
 ) -> None:
     """List runs, newest first."""
     with clear_errors():
@@ -172,7 +172,7 @@ def runs(
 
 
 @cli.command()
-def dead(limit: int = typer.Option(50, "--limit", "-n"), url: Optional[str] = URL) -> None:
+def dead(limit: int = typer.Option(50, "--limit", "-n"), url: str | None = URL) -> None:
     """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
     found = with_app(url, lambda app: app.store.run_list(
         RunListParams(states=[RunState.DEAD], limit=limit)))
@@ -180,14 +180,14 @@ def dead(limit: int = typer.Option(50, "--limit", "-n"), url: Optional[str] = UR
 
 
 @cli.command()
-def show(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+def show(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
     """Show one run in full."""
     handle = with_app(url, lambda app: app.get(run_id))
     out.print(views.run_panel(handle.run))
 
 
 @cli.command()
-def cancel(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+def cancel(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
     """Cancel a run: a queued one never starts; a running one stops within a second."""
     run = with_app(url, lambda app: app.cancel(run_id))
     what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
@@ -195,14 +195,14 @@ def cancel(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
 
 
 @cli.command()
-def retry(run_id: int = typer.Argument(...), url: Optional[str] = URL) -> None:
+def retry(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
     """Re-queue a dead or failed run with fresh attempts."""
     handle = with_app(url, lambda app: app.retry(run_id))
     out.print(f"run {handle.id}: {handle.state.value}")
 
 
 @cli.command()
-def migrate(url: Optional[str] = URL) -> None:
+def migrate(url: str | None = URL) -> None:
     """Create or upgrade the schema (numbered migrations; safe to run concurrently)."""
 
     async def go() -> tuple[list[int], int]:
@@ -223,7 +223,7 @@ def migrate(url: Optional[str] = URL) -> None:
 def demo(
     runs_count: int = typer.Option(300, "--runs", help="Runs to submit."),
     workers: int = typer.Option(3, "--workers", help="Worker processes."),
-    url: Optional[str] = typer.Option(None, "--url", help="Defaults to a fresh ./runwright-demo.db."),
+    url: str | None = typer.Option(None, "--url", help="Defaults to a fresh ./runwright-demo.db."),
 ) -> None:
     """Show the core guarantee: worker processes, a SIGKILL midway, every run done once."""
     from .demo import run_demo

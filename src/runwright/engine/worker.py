@@ -9,22 +9,17 @@ retries it with backoff.
 from __future__ import annotations
 
 import asyncio
-import enum
-import json
 import logging
 import os
-import random
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..context import Context
 from ..crashpoints import crash_point
-from ..errors import ConfigError, LeaseLost, PayloadTooLarge, SerializationError, StoreError, TaskTimeout
+from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
 from ..runs import Run, RunState
-from ..serde import encode, encode_error
 from ..store.base import (
     RunClaimParams,
     RunExtendParams,
@@ -35,10 +30,12 @@ from ..store.base import (
 )
 from ..store.hub import CANCEL, QUEUED
 from .completer import Completer
+from .executor import Active, Stop, run_attempt
+from .rescuer import Rescuer
+from .resilience import jittered, store_call
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..tasks import TaskSpec
 
 __all__ = ["Worker", "WorkerConfig", "WorkerCrashed"]
 
@@ -79,22 +76,6 @@ class WorkerConfig:
             raise ConfigError("a worker needs at least one queue")
 
 
-class Stop(enum.Enum):
-    """Why the worker cancelled a run's coroutine: each ends the run differently."""
-
-    CANCEL = "cancel requested"  # -> cancelled
-    LEASE_LOST = "lease lost"  # -> nothing written: the new owner decides
-    SHUTDOWN = "worker stopping"  # -> given back (queued), attempt not counted
-
-
-@dataclass(slots=True)
-class Active:
-    run: Run
-    task: asyncio.Task[None]
-    stop: Stop | None = None
-    finishing: bool = False  # the function returned; its fenced write is on its way
-
-
 @dataclass
 class WorkerStats:
     claimed: int = 0
@@ -106,11 +87,6 @@ class WorkerStats:
     lease_lost: int = 0
     rescued: int = 0
     started_at: float = field(default_factory=time.time)
-
-
-def jittered(seconds: float, spread: float = 0.2) -> float:
-    """Every poll, heartbeat and renewal is jittered so that a fleet does not beat in step."""
-    return seconds * random.uniform(1 - spread, 1 + spread)
 
 
 class Worker:
@@ -185,7 +161,7 @@ class Worker:
             await asyncio.wait(running, timeout=grace_s)
         rest = list(self._active.values())
         for active in rest:
-            self._interrupt(active, Stop.SHUTDOWN)
+            active.interrupt(Stop.SHUTDOWN)
         if rest:
             event(INFO, "giving back unfinished runs", worker=self.id, runs=len(rest))
             await asyncio.wait([a.task for a in rest], timeout=5.0)
@@ -246,16 +222,18 @@ class Worker:
     # -- executing ------------------------------------------------------------------
 
     async def _execute(self, run: Run) -> None:
-        spec = self.app.tasks[run.task]
         event(DEBUG, "run started", run_id=run.id, attempt=run.attempt, worker=self.id,
               task=run.task, fence=run.fence)
+        active = self._active[run.id]
         try:
-            finish = await self._attempt(run, spec)
-            if finish is not None:
-                crash_point("worker.before_finish")
-                self._active[run.id].finishing = True
-                await self._completer.finish(finish)
-                self._count(finish)
+            finish = await run_attempt(self.app, run, self.id, lambda: active.stop)
+            if finish is None:
+                self.stats.lease_lost += 1
+                return
+            crash_point("worker.before_finish")
+            active.finishing = True
+            await self._completer.finish(finish)
+            self._count(finish)
         except LeaseLost as exc:
             self.stats.lease_lost += 1
             event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
@@ -264,54 +242,6 @@ class Worker:
             self._active.pop(run.id, None)
             self._slot_freed.set()
 
-    async def _attempt(self, run: Run, spec: TaskSpec) -> RunFinishParams | None:
-        """Run the function once; return the fenced finish that records how it ended."""
-        ctx = Context(self.app, run, self.id)
-        try:
-            async with asyncio.timeout(spec.timeout_s):
-                value = await spec.invoke(ctx, json.loads(run.args))
-            result = encode(value, f"result of task {run.task!r}", self.app.max_payload_bytes)
-        except asyncio.CancelledError:
-            active = self._active.get(run.id)
-            if active is None or active.stop is None:
-                raise  # the worker itself is being torn down
-            return self._stopped(run, active.stop)
-        except TimeoutError as exc:
-            timeout = TaskTimeout(f"attempt {run.attempt} ran past timeout_s={spec.timeout_s}")
-            timeout.__cause__ = exc
-            return self._failed(run, spec, timeout)
-        except Exception as exc:
-            return self._failed(run, spec, exc)
-        event(DEBUG, "run succeeded", run_id=run.id, attempt=run.attempt, worker=self.id)
-        return RunFinishParams(run.id, run.fence, S.SUCCEEDED, result=result)
-
-    def _stopped(self, run: Run, why: Stop) -> RunFinishParams | None:
-        fields = dict(run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
-        if why is Stop.LEASE_LOST:
-            self.stats.lease_lost += 1
-            event(WARNING, "lease lost: run abandoned to its new owner", **fields)
-            return None
-        if why is Stop.CANCEL:
-            event(INFO, "run cancelled", **fields)
-            return RunFinishParams(run.id, run.fence, S.CANCELLED,
-                                   error=json.dumps({"type": "Cancelled", "message": "cancelled on request"}))
-        event(INFO, "run given back (worker stopping)", **fields)
-        return RunFinishParams(run.id, run.fence, S.QUEUED, release=True)
-
-    def _failed(self, run: Run, spec: TaskSpec, error: BaseException) -> RunFinishParams:
-        fields = dict(run_id=run.id, attempt=run.attempt, worker=self.id, task=run.task,
-                      error=f"{type(error).__name__}: {error}")
-        detail = encode_error(error)
-        if spec.retry.is_final(error) or isinstance(error, (SerializationError, PayloadTooLarge)):
-            event(WARNING, "run failed (final error, no retry)", **fields)
-            return RunFinishParams(run.id, run.fence, S.FAILED, error=detail)
-        if run.attempt >= run.max_attempts:
-            event(WARNING, "run dead: attempts exhausted", **fields)
-            return RunFinishParams(run.id, run.fence, S.DEAD, error=detail)
-        delay_s = spec.retry.backoff.delay_s(run.attempt)
-        event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
-        return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s)
-
     def _count(self, finish: RunFinishParams) -> None:
         """Tally an end once it is durable (a refused write counts as lease_lost instead)."""
         if finish.state is S.QUEUED:
@@ -319,13 +249,6 @@ class Worker:
         else:
             name = {S.SUCCEEDED: "succeeded", S.CANCELLED: "cancelled"}.get(finish.state, "failed")
         setattr(self.stats, name, getattr(self.stats, name) + 1)
-
-    def _interrupt(self, active: Active, why: Stop) -> None:
-        # Once the function has returned there is nothing to stop: its write goes out and
-        # the fence decides (a refusal is reported as LeaseLost by _execute).
-        if active.stop is None and not active.finishing:
-            active.stop = why
-            active.task.cancel()
 
     # -- side tasks -----------------------------------------------------------------
 
@@ -359,16 +282,16 @@ class Worker:
                     if active is None:
                         continue
                     if run.fence != active.run.fence or run.state is not S.RUNNING:
-                        self._interrupt(active, Stop.LEASE_LOST)
+                        active.interrupt(Stop.LEASE_LOST)
                     elif run.cancel_requested:
-                        self._interrupt(active, Stop.CANCEL)
+                        active.interrupt(Stop.CANCEL)
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:
         for run_id in run_ids:
             active = self._active.get(run_id)
             if active is not None:
-                self._interrupt(active, why)
+                active.interrupt(why)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -383,36 +306,16 @@ class Worker:
 
     async def _rescuer(self) -> None:
         """Take back runs of dead workers and expired leases (every worker does this)."""
-        params = RunRescueParams(self.config.max_recoveries, self.config.worker_stale_s)
-        next_orphan_check = time.monotonic() + self.config.orphan_check_s
+        config = self.config
+        rescuer = Rescuer(self.store, config.queues, self.app.tasks,
+                          RunRescueParams(config.max_recoveries, config.worker_stale_s),
+                          config.orphan_check_s, config.orphan_age_s)
         while True:
-            await asyncio.sleep(jittered(self.config.rescue_interval_s))
-            if time.monotonic() >= next_orphan_check:
-                next_orphan_check = time.monotonic() + self.config.orphan_check_s
-                await self._report_orphans()
-            for run in await self._store_call(self.store.run_rescue_many, params) or ():
-                self.stats.rescued += 1
-                level = WARNING if run.state is S.DEAD else INFO
-                event(level, f"run taken over from a lost worker -> {run.state.value}",
-                      run_id=run.id, attempt=run.attempt, worker=self.id, recoveries=run.recoveries)
+            await asyncio.sleep(jittered(config.rescue_interval_s))
+            await rescuer.tick(self.id, self._on_rescued)
 
-    async def _report_orphans(self) -> None:
-        """Say loudly when runs in our queues wait for a task this worker does not have:
-        they are left for a worker that registers it, and if none does they wait forever."""
-        counts = await self._store_call(self.store.run_count_due_by_task, self.config.queues,
-                                        now_s() - self.config.orphan_age_s)
-        for task, count in sorted((counts or {}).items()):
-            if task not in self.app.tasks:
-                event(WARNING, f"{count} due runs of task {task!r} wait for a worker that "
-                      f"registers it; this one does not", worker=self.id, task=task, runs=count)
+    def _on_rescued(self, _run: Run) -> None:
+        self.stats.rescued += 1
 
-    async def _store_call(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        """Call the store; on a store error log, back off and return None (callers retry
-        on their next tick). Anything else propagates: the supervisor stops the worker."""
-        try:
-            return await fn(*args)
-        except StoreError as exc:
-            event(WARNING, "store unavailable; will retry", worker=self.id,
-                  operation=getattr(fn, "__name__", "?"), error=str(exc))
-            await asyncio.sleep(jittered(0.5))
-            return None
+    async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await store_call(fn, *args, worker=self.id)

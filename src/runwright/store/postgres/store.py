@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import asyncpg
 
-from ...errors import RunNotFound, SchemaError, StoreError, StoreUnreachable
+from ...errors import RunNotFound, SchemaError, StoreUnreachable
 from ...runs import Run, RunState, check_transition, sources_of
 from ..base import (
     DEFAULT_SCHEMA,
@@ -81,7 +81,7 @@ class PostgresStore:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
                 server_settings=self._settings)
-        except (*TRANSIENT, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
         version = await self.schema_version()
         if version > self.schema_version_known:
@@ -141,7 +141,8 @@ class PostgresStore:
                                " name text NOT NULL, applied_at double precision NOT NULL)")
             current = await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_versions")
             if current > self.schema_version_known:
-                raise SchemaError(f"schema {self.schema!r} is at {current}, newer than {self.schema_version_known}")
+                raise SchemaError(f"schema {self.schema!r} is at {current}, "
+                                  f"newer than {self.schema_version_known}")
             applied = []
             for migration in MIGRATIONS[current:]:
                 await conn.execute(migration.sql)
@@ -171,7 +172,7 @@ class PostgresStore:
         while True:
             try:
                 conn = await self._connect()
-            except (*TRANSIENT, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
                 self.hub.degraded = True
                 log.warning("listener cannot connect (%s); polling until it can", exc)
                 if not ready.done():
@@ -182,7 +183,7 @@ class PostgresStore:
             lost = asyncio.get_running_loop().create_future()
             conn.add_termination_listener(lambda _c: lost.done() or lost.set_result(None))
             try:
-                for name, channel in self.channels.items():
+                for channel in self.channels.values():
                     await conn.add_listener(channel, self._on_notify)
                 self.hub.degraded = False
                 backoff_s = 0.1
@@ -350,7 +351,7 @@ class PostgresStore:
         now = params.now if params.now is not None else now_s()
         try:
             conn = await self._connect()
-        except (*TRANSIENT, asyncio.TimeoutError) as exc:
+        except (TimeoutError, *TRANSIENT) as exc:
             raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
         try:
             async with conn.transaction():

@@ -1,0 +1,107 @@
+"""The executor: one attempt of one run, and the fenced finish that records its end.
+
+It decides nothing about claims or leases; it turns "how the function ended" (a value,
+an error, a timeout, or a stop the worker asked for) into a RunFinishParams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ..context import Context
+from ..errors import PayloadTooLarge, SerializationError, TaskTimeout
+from ..logs import event
+from ..runs import Run, RunState
+from ..serde import encode, encode_error
+from ..store.base import RunFinishParams, now_s
+from ..store.rows import cancelled_error
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..tasks import TaskSpec
+
+__all__ = ["Active", "Stop", "run_attempt"]
+
+DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
+S = RunState
+
+
+class Stop(enum.Enum):
+    """Why the worker cancelled a run's coroutine: each ends the run differently."""
+
+    CANCEL = "cancel requested"  # -> cancelled
+    LEASE_LOST = "lease lost"  # -> nothing written: the new owner decides
+    SHUTDOWN = "worker stopping"  # -> given back (queued), attempt not counted
+
+
+@dataclass(slots=True)
+class Active:
+    """A run in flight on this worker."""
+
+    run: Run
+    task: asyncio.Task[None]
+    stop: Stop | None = None
+    finishing: bool = False  # the function returned; its fenced write is on its way
+
+    def interrupt(self, why: Stop) -> None:
+        # Once the function has returned there is nothing to stop: its write goes out and
+        # the fence decides (a refusal comes back as LeaseLost).
+        if self.stop is None and not self.finishing:
+            self.stop = why
+            self.task.cancel()
+
+
+async def run_attempt(app: App, run: Run, worker_id: int,
+                      stop_of: Callable[[], Stop | None]) -> RunFinishParams | None:
+    """Run the function once; return the finish to write (None: write nothing)."""
+    spec = app.tasks[run.task]
+    try:
+        async with asyncio.timeout(spec.timeout_s):
+            value = await spec.invoke(Context(app, run, worker_id), json.loads(run.args))
+        result = encode(value, f"result of task {run.task!r}", app.max_payload_bytes)
+    except asyncio.CancelledError:
+        why = stop_of()
+        if why is None:
+            raise  # the worker itself is being torn down
+        return _stopped(run, why, worker_id)
+    except TimeoutError as exc:
+        timeout = TaskTimeout(f"attempt {run.attempt} ran past timeout_s={spec.timeout_s}")
+        timeout.__cause__ = exc
+        return _failed(run, spec, timeout, worker_id)
+    except Exception as exc:
+        return _failed(run, spec, exc, worker_id)
+    event(DEBUG, "run succeeded", run_id=run.id, attempt=run.attempt, worker=worker_id)
+    return RunFinishParams(run.id, run.fence, S.SUCCEEDED, result=result)
+
+
+def _stopped(run: Run, why: Stop, worker_id: int) -> RunFinishParams | None:
+    fields = dict(run_id=run.id, attempt=run.attempt, worker=worker_id, fence=run.fence)
+    if why is Stop.LEASE_LOST:
+        event(WARNING, "lease lost: run abandoned to its new owner", **fields)
+        return None
+    if why is Stop.CANCEL:
+        event(INFO, "run cancelled", **fields)
+        return RunFinishParams(run.id, run.fence, S.CANCELLED, error=cancelled_error())
+    event(INFO, "run given back (worker stopping)", **fields)
+    return RunFinishParams(run.id, run.fence, S.QUEUED, release=True)
+
+
+def _failed(run: Run, spec: TaskSpec, error: BaseException, worker_id: int) -> RunFinishParams:
+    """Retry after backoff, or end: `failed` for a final error, `dead` when out of attempts."""
+    fields = dict(run_id=run.id, attempt=run.attempt, worker=worker_id, task=run.task,
+                  error=f"{type(error).__name__}: {error}")
+    detail = encode_error(error)
+    if spec.retry.is_final(error) or isinstance(error, (SerializationError, PayloadTooLarge)):
+        event(WARNING, "run failed (final error, no retry)", **fields)
+        return RunFinishParams(run.id, run.fence, S.FAILED, error=detail)
+    if run.attempt >= run.max_attempts:
+        event(WARNING, "run dead: attempts exhausted", **fields)
+        return RunFinishParams(run.id, run.fence, S.DEAD, error=detail)
+    delay_s = spec.retry.backoff.delay_s(run.attempt)
+    event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
+    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s)

@@ -1,0 +1,48 @@
+"""The rescuer: every worker takes back runs of dead workers and of expired leases, and
+says loudly when due runs wait for a task that it does not register."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Collection, Sequence
+
+from ..logs import event
+from ..runs import Run, RunState
+from ..store import Store
+from ..store.base import RunRescueParams, now_s
+from .resilience import store_call
+
+__all__ = ["Rescuer"]
+
+
+class Rescuer:
+    def __init__(self, store: Store, queues: Sequence[str], tasks: Collection[str],
+                 params: RunRescueParams, orphan_check_s: float, orphan_age_s: float) -> None:
+        self._store = store
+        self._queues = queues
+        self._tasks = tasks
+        self._params = params
+        self._orphan_check_s = orphan_check_s
+        self._orphan_age_s = orphan_age_s
+        self._next_orphan_check = time.monotonic() + orphan_check_s
+
+    async def tick(self, worker_id: int, on_rescued: Callable[[Run], None]) -> None:
+        if time.monotonic() >= self._next_orphan_check:
+            self._next_orphan_check = time.monotonic() + self._orphan_check_s
+            await self._report_orphans(worker_id)
+        for run in await store_call(self._store.run_rescue_many, self._params, worker=worker_id) or ():
+            on_rescued(run)
+            level = logging.WARNING if run.state is RunState.DEAD else logging.INFO
+            event(level, f"run taken over from a lost worker -> {run.state.value}",
+                  run_id=run.id, attempt=run.attempt, worker=worker_id, recoveries=run.recoveries)
+
+    async def _report_orphans(self, worker_id: int) -> None:
+        """Runs of a task this worker lacks are left for a worker that has it; if none
+        does, they would wait forever in silence, so say so."""
+        counts = await store_call(self._store.run_count_due_by_task, self._queues,
+                                  now_s() - self._orphan_age_s, worker=worker_id)
+        for task, count in sorted((counts or {}).items()):
+            if task not in self._tasks:
+                event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "
+                      f"that registers it; this one does not", worker=worker_id, task=task, runs=count)
