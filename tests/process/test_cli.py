@@ -139,3 +139,22 @@ def test_the_readme_demo_finishes_every_run_exactly_once(tmp_path) -> None:
     assert rows["finished succeeded (one fenced finish each)"] == "120"
     assert rows["results wrong"] == rows["not finished"] == "0"
     assert "SIGKILL" in demo.stdout and (tmp_path / "runwright-demo.db").exists()
+
+
+async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, store_url: str) -> None:
+    first = runwright("migrate", url=store_url)
+    assert first.returncode == 0 and "schema at version 1; applied [1]" in first.stdout
+    again = runwright("migrate", url=store_url)
+    assert again.returncode == 0 and "nothing to do" in again.stdout
+    async with rw.App(store_url) as app:  # a later runwright stamped a newer schema
+        if backend == "sqlite":
+            await app.store._write(lambda c: c.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)"))
+        else:
+            async with app.store._conn() as conn:
+                await conn.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)")
+    worker = runwright("worker", APP_SPEC, url=store_url, timeout_s=60)
+    assert worker.returncode == 4, worker.stderr
+    assert "SchemaError" in worker.stderr and "newer than this runwright knows" in worker.stderr
+    assert "Traceback" not in worker.stderr
+    with pytest.raises(rw.SchemaError, match="Nothing was written"):
+        await rw.App(store_url).open()
