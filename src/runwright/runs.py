@@ -101,6 +101,8 @@ class Run:
     error: str | None = None  # JSON object: type, message, traceback
     recoveries: int = 0
     cancel_requested: bool = False
+    last_seq: int = 0  # the number of the run's last event
+    parent_id: int | None = None  # set on a child run started by ctx.submit
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

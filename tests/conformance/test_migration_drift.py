@@ -26,7 +26,8 @@ def _sqlite_shape(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
 def _normal(sql: str) -> str:
     """SQLite keeps a CREATE statement's text as written: drop comments and spacing."""
     sql = re.sub(r"--[^\n]*", "", sql)
-    return re.sub(r"\s+", " ", sql).replace("( ", "(").replace(" )", ")").strip()
+    sql = re.sub(r"\s+", " ", sql)
+    return sql.replace("( ", "(").replace(" )", ")").replace(" ,", ",").strip()
 
 
 async def test_sqlite_migrations_match_the_reference_schema(tmp_path):

@@ -12,11 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from ..journal import Event, StepRecord
 from ..runs import Run, RunState
 from .hub import Hub
 
 __all__ = [
     "DEFAULT_SCHEMA",
+    "EventAppendParams",
     "RunClaimParams",
     "RunExtendParams",
     "RunExtendResult",
@@ -24,6 +26,7 @@ __all__ = [
     "RunInsertParams",
     "RunListParams",
     "RunRescueParams",
+    "StepRecordParams",
     "Store",
     "WorkerInfo",
     "WorkerRegisterParams",
@@ -50,6 +53,7 @@ class RunInsertParams:
     max_attempts: int = 4
     timeout_s: float | None = None
     run_at: float | None = None  # defaults to now
+    parent_id: int | None = None
     now: float | None = None
 
 
@@ -108,6 +112,42 @@ class RunFinishParams:
     error: str | None = None
     run_at: float | None = None
     release: bool = False
+    # The event that records this end; the kind defaults to the target state
+    # ("retrying" for a retry, "released" for a give-back).
+    event_kind: str | None = None
+    event_data: str = "{}"
+    now: float | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.event_kind is not None:
+            return self.event_kind
+        if self.state is RunState.QUEUED:
+            return "released" if self.release else "retrying"
+        return self.state.value
+
+
+@dataclass(slots=True)
+class StepRecordParams:
+    """Journal one step at `position`, fenced: refused if the claim was superseded."""
+
+    run_id: int
+    fence: int
+    position: int
+    name: str
+    status: str  # "done" or "failed"
+    result: str | None = None
+    error: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class EventAppendParams:
+    """Append events (kind, JSON data) to a run's log, fenced."""
+
+    run_id: int
+    fence: int
+    events: Sequence[tuple[str, str]]
     now: float | None = None
 
 
@@ -184,7 +224,8 @@ class Store(Protocol):
         """Apply fenced finishes; return the ids whose fence was refused."""
 
     async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
-        """queued -> cancelled at once; running -> cancel requested (the owner stops it)."""
+        """queued -> cancelled at once; running -> cancel requested (the owner stops it).
+        Open descendants (child runs, their children ...) are cancelled the same way."""
 
     async def run_retry(self, run_id: int, now: float | None = None) -> Run:
         """dead/failed -> queued with fresh attempts."""
@@ -195,6 +236,18 @@ class Store(Protocol):
 
     async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
         """Queued runs of `queues` due before `due_before`, counted by task."""
+
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        """The run's journal, in position order."""
+
+    async def step_record(self, params: StepRecordParams) -> bool:
+        """Journal a step; False when the fence was refused (nothing written)."""
+
+    async def event_append(self, params: EventAppendParams) -> list[int] | None:
+        """Append to the run's log; the new seqs, or None when the fence was refused."""
+
+    async def event_list(self, run_id: int, after: int = 0, limit: int = 1000) -> list[Event]:
+        """Events with seq > `after`, in order."""
 
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["Hub", "QUEUED", "CANCEL", "done_topic"]
+__all__ = ["CANCEL", "QUEUED", "Hub", "done_topic", "events_topic"]
 
 QUEUED = "queued"  # runs became due (submitted, retried, rescued, released)
 CANCEL = "cancel"  # a cancel was requested for a running run
@@ -62,3 +62,7 @@ class Hub:
 
     def has_waiters(self) -> bool:
         return bool(self._waiters)
+
+
+def events_topic(run_id: int) -> str:
+    return f"events:{run_id}"

@@ -24,7 +24,10 @@ CREATE TABLE runs (
     created_at       double precision NOT NULL,
     started_at       double precision,
     finished_at      double precision,
-    cancel_requested boolean NOT NULL DEFAULT false
+    cancel_requested boolean NOT NULL DEFAULT false,
+    last_seq         integer NOT NULL DEFAULT 0,
+    parent_id        bigint,
+    wake_requested   boolean NOT NULL DEFAULT false
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -33,6 +36,30 @@ CREATE INDEX runs_due ON runs (queue, priority, run_at, id) WHERE state = 'queue
 -- Lease renewal, cancel checks and the rescuer look up running runs by owner and expiry.
 CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'running';
 CREATE INDEX runs_state ON runs (state, id);
+
+CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+
+-- Keyed by (run, position): a second write of a position conflicts instead of doubling.
+CREATE TABLE steps (
+    run_id     bigint  NOT NULL,
+    position   integer NOT NULL,
+    name       text    NOT NULL,
+    status     text    NOT NULL CHECK (status IN ('done', 'failed')),
+    result     text,
+    error      text,
+    fence      bigint  NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (run_id, position)
+);
+
+CREATE TABLE events (
+    run_id bigint  NOT NULL,
+    seq    integer NOT NULL,
+    kind   text    NOT NULL,
+    data   text    NOT NULL,
+    at     double precision NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
 
 CREATE TABLE workers (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

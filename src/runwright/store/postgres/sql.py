@@ -9,16 +9,25 @@ R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
-                         $6::integer[], $7::float8[], $8::float8[])
-        WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at, ord)
+                         $6::integer[], $7::float8[], $8::float8[], $11::bigint[])
+        WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
+                             parent_id, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
-    INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at, created_at)
-    SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9
+    INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
+                      created_at, parent_id, last_seq)
+    SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
+           parent_id, 1
     FROM input ORDER BY ord
     ON CONFLICT (key) DO NOTHING
     RETURNING {RUN_COLUMNS}
+), submitted AS (
+    -- Event 1 of every new run's log.
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, 1, 'submitted', json_build_object('task', task, 'key', key, 'queue', queue,
+                                                 'priority', priority, 'parent', parent_id)::text, $9
+    FROM inserted
 ), notified AS (
     SELECT pg_notify($10, q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
 )
@@ -50,12 +59,22 @@ WITH picked AS MATERIALIZED (
     ) c
     ORDER BY c.priority, c.run_at, c.id
     LIMIT $4
+), claimed AS (
+    UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
+        owner = $5, lease_expires_at = $3::float8 + $6::float8, started_at = $3::float8,
+        cancel_requested = false, wake_requested = false, last_seq = r.last_seq + 1
+    FROM picked WHERE r.id = picked.id
+    RETURNING {R_COLUMNS}
+), started AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, last_seq, 'started',
+           json_build_object('attempt', attempt, 'worker', $5::bigint, 'fence', fence)::text, $3
+    FROM claimed
+), notified AS (
+    SELECT pg_notify($7, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
+    FROM (SELECT string_agg(id::text, ',') AS ids FROM claimed) s WHERE ids IS NOT NULL
 )
-UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
-    owner = $5, lease_expires_at = $3::float8 + $6::float8, started_at = $3::float8,
-    cancel_requested = false
-FROM picked WHERE r.id = picked.id
-RETURNING {R_COLUMNS}
+SELECT *, (SELECT count(*) FROM notified) FROM claimed
 """
 
 EXTEND = """
@@ -67,8 +86,10 @@ RETURNING r.id, r.cancel_requested
 
 # One statement for every fenced end of an attempt: a row changes only if its fence is
 # still current and it is still running. `queued` is a retry (run_at = backoff) or, with
-# release, a give-back whose attempt does not count. The notifications ride in the same
-# statement: ids of ended runs (or '*' when too many for a payload) and "work is due".
+# release, a give-back or a park whose attempt does not count (a park woken meanwhile by
+# its child comes due at once). Each end appends its event under the next seq, and the
+# notifications ride along: ids of ended runs (or '*' when too many for a payload),
+# "work is due", and "these logs grew".
 FINISH_MANY = """
 WITH finished AS (
     UPDATE runs r SET
@@ -76,20 +97,46 @@ WITH finished AS (
         result = v.result,
         error = CASE WHEN v.state = 'queued' THEN coalesce(v.error, r.error) ELSE v.error END,
         finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $1::float8 END,
-        run_at = CASE WHEN v.state = 'queued' THEN v.run_at ELSE r.run_at END,
-        attempt = r.attempt - v.release::int
-    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::bool[])
-        AS v(id, fence, state, result, error, run_at, release)
+        run_at = CASE WHEN v.state <> 'queued' THEN r.run_at
+                      WHEN r.wake_requested THEN least(v.run_at, $1::float8) ELSE v.run_at END,
+        attempt = r.attempt - v.release::int,
+        wake_requested = false,
+        last_seq = r.last_seq + 1
+    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[],
+                $8::bool[], $9::text[], $10::text[])
+        AS v(id, fence, state, result, error, run_at, release, kind, data)
     WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running'
-    RETURNING r.id, v.state
+    RETURNING r.id, v.state, r.last_seq, r.parent_id, v.kind, v.data
+), logged AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, last_seq, kind, data, $1::float8 FROM finished
 ), ended AS (
-    SELECT pg_notify($9, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
+    SELECT pg_notify($11, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
     FROM (SELECT string_agg(id::text, ',') AS ids FROM finished WHERE state <> 'queued') s
     WHERE ids IS NOT NULL
 ), requeued AS (
-    SELECT pg_notify($10, '') FROM finished WHERE state = 'queued' LIMIT 1
+    SELECT pg_notify($12, '') FROM finished WHERE state = 'queued' LIMIT 1
+), grown AS (
+    SELECT pg_notify($13, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
+    FROM (SELECT string_agg(id::text, ',') AS ids FROM finished) s WHERE ids IS NOT NULL
 )
-SELECT f.id, (SELECT count(*) FROM ended), (SELECT count(*) FROM requeued) FROM finished f
+SELECT f.id, f.state, f.parent_id, (SELECT count(*) FROM ended), (SELECT count(*) FROM requeued),
+       (SELECT count(*) FROM grown)
+FROM finished f
+"""
+
+# A child ended: its parked parent comes due now; a running parent is flagged so that
+# its park (which may be on its way) wakes at once. A statement of its own, because a
+# parent and its child may end in the same batch, and one statement cannot update a row twice.
+WAKE_PARENTS = """
+WITH woken AS (
+    UPDATE runs SET
+        run_at = CASE WHEN state = 'queued' THEN least(run_at, $2::float8) ELSE run_at END,
+        wake_requested = (state = 'running') OR wake_requested
+    WHERE id = ANY($1::bigint[])
+    RETURNING id
+)
+SELECT count(pg_notify($3, '')) FROM woken
 """
 
 # After a lost reply the finish may have committed: a refused id whose row already shows
@@ -111,6 +158,62 @@ UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = $2, resu
 WHERE id = $1 AND state = ANY($3::text[])
 """
 
+FAMILY = """
+WITH RECURSIVE tree(id) AS (
+    SELECT id FROM runs WHERE parent_id = $1
+    UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id
+)
+SELECT id FROM tree ORDER BY id
+"""
+
+# Unfenced append, for changes the store itself makes under the run's row lock (cancel,
+# retry). Bumping last_seq locks the row, which keeps the numbering gapless.
+APPEND_EVENT = """
+WITH bumped AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq)
+INSERT INTO events (run_id, seq, kind, data, at) SELECT $1, last_seq, $2, $3, $4 FROM bumped
+RETURNING seq
+"""
+
+# Fenced append: only while the caller's claim is current. The UPDATE takes the run's
+# row lock, so a takeover (which updates the same row) orders strictly before or after.
+APPEND_EVENTS_FENCED = """
+WITH bumped AS (
+    UPDATE runs SET last_seq = last_seq + cardinality($3::text[])
+    WHERE id = $1 AND fence = $2 AND state = 'running'
+    RETURNING last_seq
+), appended AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT $1, b.last_seq - cardinality($3::text[]) + v.ord, v.kind, v.data, $5
+    FROM bumped b, unnest($3::text[], $4::text[]) WITH ORDINALITY AS v(kind, data, ord)
+    RETURNING seq
+), notified AS (
+    SELECT pg_notify($6, $1::text) FROM bumped
+)
+SELECT seq, (SELECT count(*) FROM notified) FROM appended ORDER BY seq
+"""
+
+LIST_EVENTS = """
+SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+"""
+
+# FOR SHARE on the run's row: a takeover's UPDATE of that row waits for this insert to
+# commit (or this insert sees the takeover and writes nothing), so a journal entry of a
+# superseded claim can never land after the new owner read the journal.
+RECORD_STEP = """
+WITH owner AS (
+    SELECT id FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR SHARE
+)
+INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)
+SELECT $1, $3, $4, $5, $6, $7, $2, $8 FROM owner
+ON CONFLICT DO NOTHING
+RETURNING position
+"""
+
+LIST_STEPS = """
+SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
+WHERE run_id = $1 ORDER BY position
+"""
+
 # Live workers are those whose session still holds their advisory lock: when a worker's
 # process or connection dies, PostgreSQL drops the lock at once, so its runs are taken
 # back at the next rescue tick instead of after a lease timeout. Expired leases cover a
@@ -123,7 +226,7 @@ WITH live AS (
     DELETE FROM workers WHERE id NOT IN (SELECT worker_id FROM live) RETURNING id
 ), rescued AS (
     UPDATE runs SET recoveries = recoveries + 1, attempt = attempt - 1,
-        owner = NULL, lease_expires_at = NULL,
+        owner = NULL, lease_expires_at = NULL, last_seq = last_seq + 1,
         state = CASE WHEN recoveries + 1 > $3::int THEN 'dead' ELSE 'queued' END,
         run_at = CASE WHEN recoveries + 1 > $3 THEN run_at ELSE $2::float8 END,
         finished_at = CASE WHEN recoveries + 1 > $3 THEN $2 END,
@@ -131,6 +234,11 @@ WITH live AS (
     WHERE state = 'running'
       AND (lease_expires_at < $2 OR owner IS NULL OR owner NOT IN (SELECT worker_id FROM live))
     RETURNING {RUN_COLUMNS}
+), logged AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, last_seq, CASE WHEN state = 'dead' THEN 'dead' ELSE 'recovered' END,
+           json_build_object('recoveries', recoveries)::text, $2
+    FROM rescued
 ), notified AS (
     SELECT pg_notify($5, '') FROM rescued LIMIT 1
 )

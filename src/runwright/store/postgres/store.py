@@ -17,9 +17,11 @@ from typing import Any, AsyncIterator, Sequence
 import asyncpg
 
 from ...errors import RunNotFound, SchemaError, StoreUnreachable
+from ...journal import Event, StepRecord
 from ...runs import Run, RunState, check_transition, sources_of
 from ..base import (
     DEFAULT_SCHEMA,
+    EventAppendParams,
     RunClaimParams,
     RunExtendParams,
     RunExtendResult,
@@ -27,11 +29,12 @@ from ..base import (
     RunInsertParams,
     RunListParams,
     RunRescueParams,
+    StepRecordParams,
     WorkerInfo,
     WorkerRegisterParams,
     now_s,
 )
-from ..hub import CANCEL, QUEUED, Hub, done_topic
+from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
 from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
 from . import sql
@@ -63,7 +66,8 @@ class PostgresStore:
         self.schema = schema
         self.hub = Hub()
         self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
-        self.channels = {name: f"runwright.{schema}.{name}" for name in ("queued", "done", "cancel")}
+        self.channels = {name: f"runwright.{schema}.{name}"
+                         for name in ("queued", "done", "cancel", "events")}
         self._pool_size = pool_size
         # application_name lets an operator (or a test) find this store's sessions.
         self._settings = {"search_path": schema, "application_name": f"runwright:{schema}"[:63]}
@@ -207,7 +211,8 @@ class PostgresStore:
         elif payload == "*":
             self.hub.fire_all()
         else:
-            self.hub.fire_many([done_topic(int(i)) for i in payload.split(",") if i])
+            topic = events_topic if channel == self.channels["events"] else done_topic
+            self.hub.fire_many([topic(int(i)) for i in payload.split(",") if i])
 
     # -- runs -----------------------------------------------------------------------
 
@@ -216,10 +221,11 @@ class PostgresStore:
             return []
         now = params[0].now if params[0].now is not None else now_s()
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
-                              p.timeout_s, p.run_at if p.run_at is not None else now)
+                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id)
                              for p in params]))
         async with self._conn() as conn, conn.transaction():
-            rows = await conn.fetch(sql.INSERT_MANY, *columns, now, self.channels["queued"])
+            rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
+                                    columns[8])
             by_key = {row[1]: run_from_row(row) for row in rows}
             missing = [p.key for p in params if p.key not in by_key]
             if missing:
@@ -260,7 +266,8 @@ class PostgresStore:
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = params.now if params.now is not None else now_s()
         rows = await self._fetch(sql.CLAIM, list(params.queues), list(params.tasks), now,
-                                 params.limit, params.worker_id, params.lease_s)
+                                 params.limit, params.worker_id, params.lease_s,
+                                 self.channels["events"])
         runs = [run_from_row(row) for row in rows]
         runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
         return runs
@@ -281,10 +288,14 @@ class PostgresStore:
             return []
         now = params[0].now if params[0].now is not None else now_s()
         columns = list(zip(*[(p.run_id, p.fence, p.state.value, p.result, p.error,
-                              p.run_at if p.run_at is not None else now, p.release)
-                             for p in params]))
-        rows = await self._fetch(sql.FINISH_MANY, now, *columns, self.channels["done"],
-                                 self.channels["queued"])
+                              p.run_at if p.run_at is not None else now, p.release, p.kind,
+                              p.event_data) for p in params]))
+        async with self._conn() as conn, conn.transaction():
+            rows = await conn.fetch(sql.FINISH_MANY, now, *columns, self.channels["done"],
+                                    self.channels["queued"], self.channels["events"])
+            parents = [row[2] for row in rows if row[2] is not None and row[1] != "queued"]
+            if parents:
+                await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
         done = {row[0] for row in rows}
         refused = [p for p in params if p.run_id not in done]
         if refused:
@@ -294,24 +305,38 @@ class PostgresStore:
             refused = [p for p in refused if p.run_id not in confirmed]
         for p in params:
             self.hub.fire(QUEUED if p.state is S.QUEUED else done_topic(p.run_id))
+            self.hub.fire(events_topic(p.run_id))
         return [p.run_id for p in refused]
 
     async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
         now = now if now is not None else now_s()
         async with self._conn() as conn, conn.transaction():
             run = await _get_for_update(conn, run_id)
-            if run.state is S.RUNNING:
-                await conn.execute(sql.CANCEL_RUNNING, run_id)
-            else:
+            if run.state is not S.RUNNING:
                 check_transition(run_id, run.state, S.CANCELLED)
-                await conn.execute(sql.CANCEL_QUEUED, run_id, now, cancelled_error(),
-                                   list(sources_of(S.CANCELLED)))
-                await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"], str(run_id))
-            await conn.execute("SELECT pg_notify($1, $2)", self.channels["cancel"], str(run_id))
+            family = [run_id] + [row[0] for row in await conn.fetch(sql.FAMILY, run_id)]
+            for member in family:
+                await self._cancel_one(conn, await _get_for_update(conn, member), now)
             run = await _get_for_update(conn, run_id)
-        self.hub.fire(CANCEL)
-        self.hub.fire(done_topic(run_id))
+        self.hub.fire_all()  # cancel, done and events topics of a whole family
         return run
+
+    async def _cancel_one(self, conn: asyncpg.Connection, run: Run, now: float) -> None:
+        if run.state is S.RUNNING and not run.cancel_requested:
+            await conn.execute(sql.CANCEL_RUNNING, run.id)
+            await conn.execute(sql.APPEND_EVENT, run.id, "cancel_requested", "{}", now)
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["cancel"], str(run.id))
+        elif run.state is S.QUEUED:
+            await conn.execute(sql.CANCEL_QUEUED, run.id, now, cancelled_error(),
+                               list(sources_of(S.CANCELLED)))
+            await conn.execute(sql.APPEND_EVENT, run.id, "cancelled",
+                               '{"reason":"cancelled on request"}', now)
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"], str(run.id))
+            if run.parent_id is not None:
+                await conn.fetchval(sql.WAKE_PARENTS, [run.parent_id], now, self.channels["queued"])
+        else:
+            return
+        await conn.execute("SELECT pg_notify($1, $2)", self.channels["events"], str(run.id))
 
     async def run_retry(self, run_id: int, now: float | None = None) -> Run:
         now = now if now is not None else now_s()
@@ -319,9 +344,13 @@ class PostgresStore:
             run = await _get_for_update(conn, run_id)
             check_transition(run_id, run.state, S.QUEUED)
             await conn.execute(sql.RETRY, run_id, now, list(sources_of(S.QUEUED)))
+            await conn.execute(sql.APPEND_EVENT, run_id, "requeued",
+                               json.dumps({"previous": run.state.value}), now)
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["events"], str(run_id))
             run = await _get_for_update(conn, run_id)
         self.hub.fire(QUEUED)
+        self.hub.fire(events_topic(run_id))
         return run
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
@@ -329,11 +358,17 @@ class PostgresStore:
         rows = await self._fetch(sql.RESCUE, self.lock_namespace, now, params.max_recoveries,
                                  worker_lost_error(params.max_recoveries + 1), self.channels["queued"])
         runs = [run_from_row(row) for row in rows]
-        ended = [r.id for r in runs if r.done]
-        if ended:
-            async with self._conn() as conn:
-                await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"],
-                                   ",".join(map(str, ended)))
+        ended = [r for r in runs if r.done]
+        if runs:
+            async with self._conn() as conn, conn.transaction():
+                await conn.execute("SELECT pg_notify($1, $2)", self.channels["events"],
+                                   _id_payload(runs))
+                if ended:
+                    await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"],
+                                       _id_payload(ended))
+                    parents = [r.parent_id for r in ended if r.parent_id is not None]
+                    if parents:
+                        await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
         return runs
 
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:
@@ -341,6 +376,29 @@ class PostgresStore:
 
     async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
         return dict(await self._fetch(sql.COUNT_DUE_BY_TASK, list(queues), due_before))
+
+    # -- journal and events ---------------------------------------------------------
+
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        return [StepRecord(*row) for row in await self._fetch(sql.LIST_STEPS, run_id)]
+
+    async def step_record(self, params: StepRecordParams) -> bool:
+        now = params.now if params.now is not None else now_s()
+        rows = await self._fetch(sql.RECORD_STEP, params.run_id, params.fence, params.position,
+                                 params.name, params.status, params.result, params.error, now)
+        return bool(rows)
+
+    async def event_append(self, params: EventAppendParams) -> list[int] | None:
+        now = params.now if params.now is not None else now_s()
+        kinds, datas = zip(*params.events)
+        rows = await self._fetch(sql.APPEND_EVENTS_FENCED, params.run_id, params.fence,
+                                 list(kinds), list(datas), now, self.channels["events"])
+        self.hub.fire(events_topic(params.run_id))
+        return [row[0] for row in rows] or None
+
+    async def event_list(self, run_id: int, after: int = 0, limit: int = 1000) -> list[Event]:
+        rows = await self._fetch(sql.LIST_EVENTS, run_id, after, limit)
+        return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
 
     # -- workers --------------------------------------------------------------------
 
@@ -392,6 +450,12 @@ class PostgresStore:
     async def worker_list(self) -> list[WorkerInfo]:
         return [WorkerInfo(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6])
                 for r in await self._fetch(sql.WORKER_LIST)]
+
+
+def _id_payload(runs: Sequence[Run]) -> str:
+    """Run ids for a notification; '*' (everyone re-reads) past the 8000-byte payload limit."""
+    ids = ",".join(str(r.id) for r in runs)
+    return ids if len(ids) < 7900 else "*"
 
 
 def _in_order(params: Sequence[RunInsertParams], by_key: dict[str, Run]) -> list[Run]:

@@ -26,7 +26,10 @@ CREATE TABLE runs (
     created_at       REAL    NOT NULL,
     started_at       REAL,
     finished_at      REAL,
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    last_seq         INTEGER NOT NULL DEFAULT 0,
+    parent_id        INTEGER,
+    wake_requested   INTEGER NOT NULL DEFAULT 0
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -35,6 +38,30 @@ CREATE INDEX runs_due ON runs (queue, priority, run_at, id) WHERE state = 'queue
 -- Lease renewal, cancel checks and the rescuer look up running runs by owner and expiry.
 CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'running';
 CREATE INDEX runs_state ON runs (state, id);
+
+CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+
+-- Keyed by (run, position): a second write of a position conflicts instead of doubling.
+CREATE TABLE steps (
+    run_id     INTEGER NOT NULL,
+    position   INTEGER NOT NULL,
+    name       TEXT    NOT NULL,
+    status     TEXT    NOT NULL CHECK (status IN ('done', 'failed')),
+    result     TEXT,
+    error      TEXT,
+    fence      INTEGER NOT NULL,
+    created_at REAL    NOT NULL,
+    PRIMARY KEY (run_id, position)
+) WITHOUT ROWID;
+
+CREATE TABLE events (
+    run_id INTEGER NOT NULL,
+    seq    INTEGER NOT NULL,
+    kind   TEXT    NOT NULL,
+    data   TEXT    NOT NULL,
+    at     REAL    NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
 
 CREATE TABLE workers (
     id           INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -21,9 +21,11 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
-from ...errors import RunNotFound, SchemaError, StoreError, StoreUnreachable
-from ...runs import Run, RunState, check_transition, sources_of
+from ...errors import SchemaError, StoreError, StoreUnreachable
+from ...journal import Event, StepRecord
+from ...runs import Run, RunState
 from ..base import (
+    EventAppendParams,
     RunClaimParams,
     RunExtendParams,
     RunExtendResult,
@@ -31,14 +33,15 @@ from ..base import (
     RunInsertParams,
     RunListParams,
     RunRescueParams,
+    StepRecordParams,
     WorkerInfo,
     WorkerRegisterParams,
     now_s,
 )
-from ..hub import CANCEL, QUEUED, Hub, done_topic
+from ..hub import QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
-from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
-from .liveness import pid_alive
+from ..rows import RUN_COLUMNS, run_from_row
+from . import writes
 
 __all__ = ["SqliteStore"]
 
@@ -188,27 +191,7 @@ class SqliteStore:
     # -- runs -----------------------------------------------------------------------
 
     async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
-        def insert(conn: sqlite3.Connection) -> list[Run]:
-            out = []
-            for p in params:
-                now = p.now if p.now is not None else now_s()
-                row = conn.execute(
-                    f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, "
-                    f"timeout_s, run_at, created_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?) "
-                    f"ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
-                    (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
-                     p.run_at if p.run_at is not None else now, now)).fetchone()
-                if row is None:
-                    row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
-                                       (p.key,)).fetchone()
-                    run = run_from_row(row)
-                    run.existed = True
-                else:
-                    run = run_from_row(row)
-                out.append(run)
-            return out
-
-        runs = await self._write(insert)
+        runs = await self._write(lambda conn: writes.insert_runs(conn, params))
         self.hub.fire(QUEUED)
         return runs
 
@@ -259,29 +242,22 @@ class SqliteStore:
             found.sort(key=lambda row: (row[1], row[2], row[0]))
             return [row[0] for row in found[:limit]]
 
-        def claim(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+        def claim(conn: sqlite3.Connection) -> list[Run]:
             # A read without the write lock first: idle pollers of many processes must not
             # queue up on BEGIN IMMEDIATE just to learn that nothing is due.
             if not due_ids(conn, 1):
                 return []
             conn.execute("BEGIN IMMEDIATE")
             try:
-                ids = due_ids(conn, params.limit)
-                rows = conn.execute(
-                    f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
-                    f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0"
-                    f" WHERE id IN (SELECT value FROM json_each(?)) AND state = 'queued'"
-                    f" RETURNING {RUN_COLUMNS}",
-                    (params.worker_id, now + params.lease_s, now, json.dumps(ids)),
-                ).fetchall()
+                runs = writes.claim_ids(conn, due_ids(conn, params.limit), params.worker_id,
+                                        params.lease_s, now)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            return rows
+            return runs
 
-        rows = await self._call(claim)
-        runs = [run_from_row(row) for row in rows]
+        runs = await self._call(claim)
         runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
         return runs
 
@@ -304,85 +280,34 @@ class SqliteStore:
         )
 
     async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
-        def finish(conn: sqlite3.Connection) -> list[int]:
-            refused = []
-            for p in params:
-                changed = conn.execute(_FINISH_SQL[p.state, p.release],
-                                       _finish_args(p)).rowcount
-                if changed != 1:
-                    refused.append(p.run_id)
-            return refused
-
-        refused = await self._write(finish) if params else []
+        refused = await self._write(lambda conn: writes.finish_runs(conn, params)) if params else []
         self._fire_finished(params)
         return refused
 
     def _fire_finished(self, params: Sequence[RunFinishParams]) -> None:
         for p in params:
             self.hub.fire(QUEUED if p.state is S.QUEUED else done_topic(p.run_id))
+            self.hub.fire(events_topic(p.run_id))
 
     async def run_cancel(self, run_id: int, now: float | None = None) -> Run:
         now = now if now is not None else now_s()
-
-        def cancel(conn: sqlite3.Connection) -> Run:
-            run = _get_or_raise(conn, run_id)
-            if run.state is S.RUNNING:
-                conn.execute("UPDATE runs SET cancel_requested = 1 WHERE id = ?", (run_id,))
-            else:
-                check_transition(run_id, run.state, S.CANCELLED)
-                conn.execute("UPDATE runs SET state = 'cancelled', finished_at = ?, error = ?,"
-                             " owner = NULL WHERE id = ?", (now, cancelled_error(), run_id))
-            return _get_or_raise(conn, run_id)
-
-        run = await self._write(cancel)
-        self.hub.fire(CANCEL)
-        self.hub.fire(done_topic(run_id))
+        run = await self._write(lambda conn: writes.cancel_run(conn, run_id, now))
+        self.hub.fire_all()  # cancel, done and events topics of a whole family
         return run
 
     async def run_retry(self, run_id: int, now: float | None = None) -> Run:
         now = now if now is not None else now_s()
-
-        def retry(conn: sqlite3.Connection) -> Run:
-            run = _get_or_raise(conn, run_id)
-            check_transition(run_id, run.state, S.QUEUED)
-            conn.execute("UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = ?,"
-                         " result = NULL, error = NULL, finished_at = NULL, owner = NULL,"
-                         " lease_expires_at = NULL WHERE id = ?", (now, run_id))
-            return _get_or_raise(conn, run_id)
-
-        run = await self._write(retry)
+        run = await self._write(lambda conn: writes.retry_run(conn, run_id, now))
         self.hub.fire(QUEUED)
+        self.hub.fire(events_topic(run_id))
         return run
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
-        now = params.now if params.now is not None else now_s()
-
-        def rescue(conn: sqlite3.Connection) -> list[Run]:
-            workers = conn.execute("SELECT id, host, pid, heartbeat_at FROM workers").fetchall()
-            dead = [wid for wid, host, pid, beat in workers
-                    if beat < now - params.worker_stale_s or (host == self._host and not pid_alive(pid))]
-            conn.executemany("DELETE FROM workers WHERE id = ?", [(wid,) for wid in dead])
-            # A run is taken back when its lease ran out (a stalled owner) or its owner is no
-            # longer registered (dead, or deregistered without giving it back).
-            rows = conn.execute(
-                f"UPDATE runs SET recoveries = recoveries + 1, attempt = attempt - 1,"
-                f" owner = NULL, lease_expires_at = NULL,"
-                f" state = CASE WHEN recoveries + 1 > ? THEN 'dead' ELSE 'queued' END,"
-                f" run_at = CASE WHEN recoveries + 1 > ? THEN run_at ELSE ? END,"
-                f" finished_at = CASE WHEN recoveries + 1 > ? THEN ? ELSE NULL END,"
-                f" error = CASE WHEN recoveries + 1 > ? THEN ? ELSE error END"
-                f" WHERE state = 'running' AND (lease_expires_at < ?"
-                f"  OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))"
-                f" RETURNING {RUN_COLUMNS}",
-                (params.max_recoveries, params.max_recoveries, now, params.max_recoveries, now,
-                 params.max_recoveries, worker_lost_error(params.max_recoveries + 1), now),
-            ).fetchall()
-            return [run_from_row(row) for row in rows]
-
-        runs = await self._write(rescue)
+        runs = await self._write(lambda conn: writes.rescue_runs(conn, params, self._host))
         if runs:
             self.hub.fire(QUEUED)
             self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
+            self.hub.fire_many([events_topic(r.id) for r in runs])
         return runs
 
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:
@@ -397,6 +322,28 @@ class SqliteStore:
             " AND queue IN (SELECT value FROM json_each(?)) GROUP BY task",
             (due_before, _json_list(queues))).fetchall())
         return dict(rows)
+
+    # -- journal and events ---------------------------------------------------------
+
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT run_id, position, name, status, result, error, fence, created_at FROM steps"
+            " WHERE run_id = ? ORDER BY position", (run_id,)).fetchall())
+        return [StepRecord(*row) for row in rows]
+
+    async def step_record(self, params: StepRecordParams) -> bool:
+        return await self._write(lambda conn: writes.record_step(conn, params))
+
+    async def event_append(self, params: EventAppendParams) -> list[int] | None:
+        seqs = await self._write(lambda conn: writes.append_fenced(conn, params))
+        self.hub.fire(events_topic(params.run_id))
+        return seqs
+
+    async def event_list(self, run_id: int, after: int = 0, limit: int = 1000) -> list[Event]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT run_id, seq, kind, data, at FROM events WHERE run_id = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?", (run_id, after, limit)).fetchall())
+        return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
 
     # -- workers --------------------------------------------------------------------
 
@@ -433,36 +380,3 @@ def _statements(sql: str) -> list[str]:
     our migrations keep `--` and `;` out of string literals."""
     code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
     return [part.strip() for part in code.split(";") if part.strip()]
-
-
-def _get_or_raise(conn: sqlite3.Connection, run_id: int) -> Run:
-    row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-    if row is None:
-        raise RunNotFound(f"run {run_id} not found")
-    return run_from_row(row)
-
-
-def _finish_sql(target: RunState, release: bool) -> str:
-    """The fenced finish: it changes the run only if the caller's fence is still current."""
-    if target is S.QUEUED:
-        # Retry after backoff keeps the attempt count; a release gives the attempt back.
-        attempt = "attempt - 1" if release else "attempt"
-        return (f"UPDATE runs SET state = 'queued', owner = NULL, lease_expires_at = NULL,"
-                f" attempt = {attempt}, error = coalesce(?, error), run_at = ?"
-                f" WHERE id = ? AND fence = ? AND state = 'running'")
-    assert "running" in sources_of(target)
-    return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
-            f" result = ?, error = ?, finished_at = ?"
-            f" WHERE id = ? AND fence = ? AND state = 'running'")
-
-
-_FINISH_SQL = {(state, release): _finish_sql(state, release)
-               for state in (S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.DEAD, S.INTERRUPTED)
-               for release in (False, True) if release is False or state is S.QUEUED}
-
-
-def _finish_args(p: RunFinishParams) -> tuple[Any, ...]:
-    now = p.now if p.now is not None else now_s()
-    if p.state is S.QUEUED:
-        return (p.error, p.run_at if p.run_at is not None else now, p.run_id, p.fence)
-    return (p.result, p.error, now, p.run_id, p.fence)

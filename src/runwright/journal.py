@@ -1,0 +1,44 @@
+"""Records of a run's history: journaled steps and events."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TERMINAL_EVENT_KINDS", "Event", "StepRecord"]
+
+# The kinds of the event that closes a run's log: a follower stops after one of these.
+TERMINAL_EVENT_KINDS = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted"})
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One journaled step: what `ctx.step` (or sleep, or submit) recorded at a position."""
+
+    run_id: int
+    position: int
+    name: str
+    status: str  # "done" or "failed"
+    result: str | None  # JSON, when done
+    error: str | None  # JSON object, when failed
+    fence: int
+    created_at: float
+
+    def value(self) -> Any:
+        return None if self.result is None else json.loads(self.result)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a run's gapless log (seq 1, 2, 3, ...)."""
+
+    run_id: int
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    at: float
+
+    @property
+    def terminal(self) -> bool:
+        return self.kind in TERMINAL_EVENT_KINDS

@@ -1,0 +1,127 @@
+"""The step journal, the event log and child runs, on every backend."""
+
+from __future__ import annotations
+
+import json
+
+from runwright.runs import RunState
+from runwright.store.base import (
+    EventAppendParams,
+    RunFinishParams,
+    RunInsertParams,
+    RunRescueParams,
+    StepRecordParams,
+)
+
+from .helpers import T0, claim, insert, worker
+
+S = RunState
+
+
+async def _claimed(store, **kw):
+    wid = await store.worker_register(worker())
+    (run,) = await store.run_insert_many([insert(**kw)])
+    (claimed,) = await store.run_claim(claim(wid))
+    return wid, claimed
+
+
+def _kinds(events) -> list[str]:
+    return [e.kind for e in events]
+
+
+async def test_a_run_log_is_gapless_from_submission_to_its_end(store):
+    wid, run = await _claimed(store)
+    seqs = await store.event_append(EventAppendParams(run.id, run.fence, [
+        ("progress", '{"pct":50}'), ("progress", '{"pct":90}')], now=T0))
+    assert seqs == [3, 4]
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)])
+    events = await store.event_list(run.id)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    assert _kinds(events) == ["submitted", "started", "progress", "progress", "succeeded"]
+    assert events[1].data == {"attempt": 1, "worker": wid, "fence": 1}
+    assert events[2].data == {"pct": 50} and events[4].terminal
+    assert [e.seq for e in await store.event_list(run.id, after=3)] == [4, 5]
+    assert (await store.run_get(run.id)).last_seq == 5
+
+
+async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
+    _, run = await _claimed(store)
+    new_worker = await store.worker_register(worker())
+    await store.run_rescue_many(RunRescueParams(now=T0 + 3600, worker_stale_s=1e9))
+    (retaken,) = await store.run_claim(claim(new_worker, now=T0 + 3600))
+    assert await store.event_append(EventAppendParams(run.id, run.fence, [("zombie", "{}")])) is None
+    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "charge", "done", "1"))
+    assert await store.step_list(run.id) == []
+    assert _kinds(await store.event_list(run.id)) == ["submitted", "started", "recovered", "started"]
+    assert await store.step_record(StepRecordParams(run.id, retaken.fence, 0, "charge", "done", "1"))
+
+
+async def test_steps_are_journaled_once_per_position(store):
+    _, run = await _claimed(store)
+    assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0))
+    assert await store.step_record(StepRecordParams(run.id, run.fence, 1, "parse", "failed",
+                                                    error='{"type":"X"}', now=T0))
+    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"again"'))
+    steps = await store.step_list(run.id)
+    assert [(s.position, s.name, s.status) for s in steps] == [(0, "fetch", "done"), (1, "parse", "failed")]
+    assert steps[0].value() == "page" and steps[0].fence == run.fence
+
+
+async def test_retry_release_cancel_and_rescue_are_logged(store):
+    wid, run = await _claimed(store)
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, error='{"type":"E"}',
+                                                 event_data='{"attempt":1}', run_at=T0, now=T0)])
+    (again,) = await store.run_claim(claim(wid))
+    await store.run_finish_many([RunFinishParams(run.id, again.fence, S.QUEUED, release=True,
+                                                 event_kind="parked", run_at=T0, now=T0)])
+    await store.run_cancel(run.id, now=T0)
+    assert _kinds(await store.event_list(run.id)) == [
+        "submitted", "started", "retrying", "started", "parked", "cancelled"]
+
+
+async def test_a_child_that_ends_wakes_its_parked_parent(store):
+    wid, parent = await _claimed(store)
+    (child,) = await store.run_insert_many([RunInsertParams(
+        key="child", task="t", args="{}", parent_id=parent.id, now=T0)])
+    assert child.parent_id == parent.id
+    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, S.QUEUED, release=True,
+                                                 event_kind="parked", run_at=T0 + 3600, now=T0)])
+    (claimed_child,) = await store.run_claim(claim(wid, now=T0 + 1))
+    assert claimed_child.id == child.id  # the parent is parked, not due
+    await store.run_finish_many([RunFinishParams(child.id, claimed_child.fence, S.SUCCEEDED,
+                                                 result="7", now=T0 + 2)])
+    woken = await store.run_get(parent.id)
+    assert woken.state is S.QUEUED and woken.run_at <= T0 + 2 + 1
+
+
+async def test_a_child_that_ends_before_its_parent_parks_is_not_missed(store):
+    wid = await store.worker_register(worker())
+    (parent,) = await store.run_insert_many([insert()])
+    (parent,) = await store.run_claim(claim(wid, limit=1))
+    await store.run_insert_many([RunInsertParams(key="c", task="t", args="{}", parent_id=parent.id, now=T0)])
+    (child,) = await store.run_claim(claim(wid))
+    await store.run_finish_many([RunFinishParams(child.id, child.fence, S.SUCCEEDED, result="1", now=T0)])
+    # The parent parks only now, long after its child ended: it must come due at once.
+    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, S.QUEUED, release=True,
+                                                 run_at=T0 + 3600, now=T0 + 5)])
+    assert (await store.run_get(parent.id)).run_at == T0 + 5
+
+
+async def test_cancel_reaches_open_descendants(store):
+    wid, parent = await _claimed(store)
+    (child,) = await store.run_insert_many([RunInsertParams(key="c1", task="t", args="{}",
+                                                            parent_id=parent.id, now=T0)])
+    (grandchild, done_child) = await store.run_insert_many([
+        RunInsertParams(key="g1", task="other", args="{}", parent_id=child.id, now=T0),
+        RunInsertParams(key="c2", task="t", args="{}", parent_id=parent.id, now=T0)])
+    (running_child,) = await store.run_claim(claim(wid, limit=1))
+    assert running_child.id == child.id
+    (c2,) = await store.run_claim(claim(wid, limit=1))
+    await store.run_finish_many([RunFinishParams(c2.id, c2.fence, S.SUCCEEDED, result="1", now=T0)])
+    cancelled = await store.run_cancel(parent.id, now=T0)
+    assert cancelled.cancel_requested and cancelled.state is S.RUNNING
+    states = {r.id: (r.state, r.cancel_requested) for r in await store.run_get_many(
+        [child.id, grandchild.id, done_child.id])}
+    assert states == {child.id: (S.RUNNING, True), grandchild.id: (S.CANCELLED, False),
+                      done_child.id: (S.SUCCEEDED, False)}
+    assert json.loads((await store.run_get(grandchild.id)).error)["type"] == "Cancelled"
