@@ -1,16 +1,18 @@
 """runwright: durable, distributed execution for AI agent runs and background jobs."""
 
 from .app import App, Call
-from .context import Context
+from .context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
     BadArguments,
+    ChildFailed,
     ConfigError,
     FinalError,
     InvalidInput,
     InvalidTime,
     InvalidTransition,
     LeaseLost,
+    NonDeterminismError,
     PayloadTooLarge,
     RunCancelled,
     RunEnded,
@@ -19,12 +21,14 @@ from .errors import (
     RunwrightError,
     SchemaError,
     SerializationError,
+    StepFailed,
     StoreError,
     StoreUnreachable,
     TaskTimeout,
     UnknownTask,
 )
 from .retry import Backoff, RetryPolicy
+from .journal import Event, StepRecord
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunHandle, RunState
 from .tasks import TaskSpec
 
@@ -41,13 +45,17 @@ __all__ = [
     "Backoff",
     "BadArguments",
     "Call",
+    "ChildFailed",
+    "ChildRun",
     "ConfigError",
     "Context",
+    "Event",
     "FinalError",
     "InvalidInput",
     "InvalidTime",
     "InvalidTransition",
     "LeaseLost",
+    "NonDeterminismError",
     "PayloadTooLarge",
     "RetryPolicy",
     "Run",
@@ -60,6 +68,8 @@ __all__ = [
     "RunwrightError",
     "SchemaError",
     "SerializationError",
+    "StepFailed",
+    "StepRecord",
     "StoreError",
     "StoreUnreachable",
     "TaskSpec",

@@ -6,19 +6,21 @@ import asyncio
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence, overload
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Mapping, Sequence, overload
 
-from .errors import ConfigError, InvalidInput, InvalidTime, RunNotFound, StoreError, UnknownTask
+from .errors import ConfigError, InvalidInput, RunNotFound, StoreError, UnknownTask
+from .resilience import durably
 from .retry import Backoff, RetryPolicy
 from .runs import NORMAL, Run, RunHandle
-from .serde import DEFAULT_MAX_PAYLOAD_BYTES, encode, finite
+from .serde import DEFAULT_MAX_PAYLOAD_BYTES, due_at, encode, finite
 from .store import Store, store_from_url
 from .store.base import RunInsertParams, now_s
-from .store.hub import done_topic
+from .store.hub import done_topic, events_topic
 from .tasks import TaskSpec, takes_context
 
 if TYPE_CHECKING:
     from .engine.worker import Worker
+    from .journal import Event
 
 __all__ = ["App", "Call"]
 
@@ -26,6 +28,7 @@ __all__ = ["App", "Call"]
 # listener reconnected. Short while the hub says it cannot deliver notifications.
 RESULT_FALLBACK_S = 2.0
 RESULT_DEGRADED_S = 0.1
+EVENT_PAGE = 1000
 
 
 @dataclass(slots=True)
@@ -187,7 +190,7 @@ class App:
             priority=priority,
             max_attempts=spec.retry.max_attempts,
             timeout_s=spec.timeout_s,
-            run_at=_due_at(now, delay_s, run_at),
+            run_at=due_at(now, delay_s, run_at),
             now=now,
         )
 
@@ -235,6 +238,40 @@ class App:
                 except TimeoutError:
                     pass
 
+    async def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
+        """A run's events with seq > `after`, in order; with `follow`, wait for more until
+        the run has ended and its terminal event was given. Woken by LISTEN/NOTIFY on
+        PostgreSQL and the data-version poll on SQLite, with a slow re-read as a safety."""
+        await self.open()
+        run_id = _run_id(run_id)
+        hub = self.store.hub
+        with hub.watch(events_topic(run_id)) as grown:
+            await self.store.listen()
+            while True:
+                grown.clear()
+                batch = await durably(self.store.event_list, run_id, after)
+                for item in batch:
+                    yield item
+                    after = item.seq
+                if batch and (batch[-1].terminal or len(batch) == EVENT_PAGE):
+                    if batch[-1].terminal:
+                        return
+                    continue
+                if not follow or await self._ended_with_log_read(run_id, after):
+                    return
+                fallback_s = RESULT_DEGRADED_S if hub.degraded else RESULT_FALLBACK_S
+                try:
+                    await asyncio.wait_for(grown.wait(), fallback_s)
+                except TimeoutError:
+                    pass
+
+    async def _ended_with_log_read(self, run_id: int, after: int) -> bool:
+        """True when the run has ended and `after` is its last event (nothing will come)."""
+        run = await durably(self.store.run_get, run_id)
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return run.done and run.last_seq <= after
+
     def worker(self, **options: Any) -> Worker:
         """A Worker executing this app's tasks; see `runwright.engine.worker.WorkerConfig`."""
         from .engine.worker import Worker, WorkerConfig
@@ -247,19 +284,3 @@ def _run_id(run_id: Any) -> int:
         return int(run_id)
     except (TypeError, ValueError):
         raise RunNotFound(f"run {run_id!r} not found: run ids are integers") from None
-
-
-def _due_at(now: float, delay_s: float | None, run_at: float | dt.datetime | None) -> float:
-    if delay_s is not None and run_at is not None:
-        raise InvalidTime("give delay_s or run_at, not both")
-    if delay_s is not None:
-        if finite(delay_s, "delay_s") < 0:
-            raise InvalidTime(f"delay_s must be >= 0, got {delay_s}")
-        return now + delay_s
-    if run_at is None:
-        return now
-    if isinstance(run_at, dt.datetime):
-        if run_at.tzinfo is None:
-            raise InvalidTime(f"run_at {run_at} has no time zone; give an aware datetime")
-        return run_at.timestamp()
-    return finite(run_at, "run_at")

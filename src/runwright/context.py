@@ -1,25 +1,55 @@
-"""The Context a task receives: who it is (run, attempt, fence, worker) and its App."""
+"""The Context a task receives: who it is, and the durable operations of a run.
+
+A run's function is executed again from the top after a takeover, a retry or a park.
+Each durable operation (`step`, `sleep`, `submit`) takes the next position in the run's
+journal: a position already journaled returns its recorded outcome without running
+anything; the first unjournaled one runs for real and is journaled (fenced) before the
+function goes on. So a step that completed never runs twice, across any number of crashes.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import asyncio
+import datetime as dt
+import inspect
+import json
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
-from .runs import Run
+from .crashpoints import crash_point
+from .errors import ChildFailed, LeaseLost, NonDeterminismError, StepFailed
+from .journal import TERMINAL_EVENT_KINDS, StepRecord
+from .parking import Park
+from .resilience import durably
+from .retry import RetryPolicy
+from .runs import Run, outcome_of
+from .serde import due_at, encode, encode_error, finite
+from .store.base import EventAppendParams, StepRecordParams, now_s
 
 if TYPE_CHECKING:
     from .app import App
+    from .tasks import TaskSpec
 
-__all__ = ["Context"]
+__all__ = ["ChildRun", "Context"]
+
+# A sleep this short is waited out in the slot: parking would cost more than it frees.
+INLINE_SLEEP_S = 0.05
+# A parent waiting on children is woken by the first child that ends; this re-check only
+# bounds the wait if that wake-up were ever lost.
+CHILD_RECHECK_S = 60.0
+RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
+    "submitted", "started", "retrying", "released", "parked", "recovered", "requeued",
+    "cancel_requested", "step"}
 
 
-@dataclass(slots=True)
 class Context:
     """Given to a task whose first parameter is `ctx` (or annotated `rw.Context`)."""
 
-    app: App
-    run: Run
-    worker_id: int
+    def __init__(self, app: App, run: Run, worker_id: int, journal: list[StepRecord] = ()) -> None:
+        self.app = app
+        self.run = run
+        self.worker_id = worker_id
+        self._journal = {record.position: record for record in journal}
+        self._position = 0
 
     @property
     def run_id(self) -> int:
@@ -38,3 +68,183 @@ class Context:
     def fence(self) -> int:
         """The claim's token: every write of this attempt carries it."""
         return self.run.fence
+
+    # -- the journal ----------------------------------------------------------------
+
+    def _next(self, name: str) -> tuple[int, StepRecord | None]:
+        """Take the next position; the journaled record there, if any, must bear `name`."""
+        position = self._position
+        self._position += 1
+        record = self._journal.get(position)
+        if record is not None and record.name != name:
+            raise NonDeterminismError(
+                f"run {self.run.id}: step #{position} is {name!r} in this replay, but the journal "
+                f"holds {record.name!r} there; the task's code or inputs changed its steps")
+        return position, record
+
+    async def _record(self, position: int, name: str, status: str, result: str | None = None,
+                      error: str | None = None) -> None:
+        recorded = await durably(self.app.store.step_record, StepRecordParams(
+            self.run.id, self.run.fence, position, name, status, result, error))
+        if not recorded:
+            raise LeaseLost(self.run.id, self.run.fence)
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any,
+                   retry: RetryPolicy | int | None = None, **kwargs: Any) -> Any:
+        """Run `fn(*args, **kwargs)` once for this run, journal its result, and return it.
+
+        On replay the journaled result is returned without calling `fn`. `retry` (a count
+        or a RetryPolicy) retries the call in place with backoff. A final error (FinalError,
+        `give_up_on`, outside `retry_on`) is journaled and raised as StepFailed, on every
+        replay too; any other error is not journaled, so the run's own retry runs the step
+        again. The result must serialize to JSON: if it does not, the step fails clearly
+        and nothing is journaled.
+        """
+        position, record = self._next(name)
+        if record is not None:
+            return _replay(record)
+        policy = RetryPolicy(retries=retry) if isinstance(retry, int) else retry or RetryPolicy(0)
+        try:
+            value = await _call_with_retries(fn, args, kwargs, policy)
+        except Exception as exc:
+            if not policy.is_final(exc):
+                raise
+            crash_point("step.after_side_effect")
+            detail = encode_error(exc)
+            await self._record(position, name, "failed", error=detail)
+            raise StepFailed(name, position, json.loads(detail)) from exc
+        result = encode(value, f"result of step {name!r}", self.app.max_payload_bytes)
+        crash_point("step.after_side_effect")
+        await self._record(position, name, "done", result=result)
+        crash_point("step.after_journal")
+        return value
+
+    # -- durable timers -------------------------------------------------------------
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable timer: the run gives its slot back and wakes after `seconds`, even if
+        every worker was restarted meanwhile."""
+        finite(seconds, "seconds")
+        await self._sleep_until(lambda: now_s() + max(0.0, seconds))
+
+    async def sleep_until(self, when: float | dt.datetime) -> None:
+        """Like `sleep`, to an epoch time or an aware datetime."""
+        when = due_at(0, None, when)
+        await self._sleep_until(lambda: float(when))
+
+    async def _sleep_until(self, wake_at_of: Callable[[], float]) -> None:
+        position, record = self._next("sleep")
+        if record is None:
+            wake_at = wake_at_of()
+            await self._record(position, "sleep", "done", result=json.dumps({"until": wake_at}))
+        else:
+            wake_at = record.value()["until"]
+        remaining = wake_at - now_s()
+        if remaining <= 0:
+            return
+        if remaining <= INLINE_SLEEP_S:
+            await asyncio.sleep(remaining)
+            return
+        raise Park(wake_at, "sleep")
+
+    # -- child runs -----------------------------------------------------------------
+
+    async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
+                     priority: int | None = None, queue: str | None = None,
+                     **kwargs: Any) -> ChildRun:
+        """Start a child run durably: the same child on every replay, never two. `await`
+        it (or `ctx.gather(...)` several) to park this run until it ends."""
+        spec = self.app.task_spec(task)
+        position, record = self._next(f"submit:{spec.name}")
+        if record is not None:
+            return ChildRun(self, record.value())
+        params = self.app._insert_params(spec, spec.bind(args, kwargs),
+                                         key or f"{self.run.key}/{position}", priority, None,
+                                         None, queue, now_s())
+        params.parent_id = self.run.id
+        # The child's key is fixed by this position: if we crash before journaling, the
+        # replay submits the same key again and gets the same child back.
+        (child,) = await durably(self.app.store.run_insert_many, [params])
+        await self._record(position, f"submit:{spec.name}", "done", result=json.dumps(child.id))
+        return ChildRun(self, child.id)
+
+    async def gather(self, *children: ChildRun, return_exceptions: bool = False) -> list[Any]:
+        """Results of several children in order, reading them in one query; parks this run
+        until all have ended. With return_exceptions, a failed child's ChildFailed is
+        returned in its place instead of raised."""
+        found = await durably(self.app.store.run_get_many, [c.id for c in children])
+        runs = {run.id: run for run in found}
+        if not all(runs[c.id].done for c in children):
+            raise Park(now_s() + CHILD_RECHECK_S, "children")
+        out = []
+        for child in children:
+            try:
+                out.append(_child_outcome(runs[child.id]))
+            except ChildFailed as exc:
+                if not return_exceptions:
+                    raise
+                out.append(exc)
+        return out
+
+    # -- events ---------------------------------------------------------------------
+
+    async def emit(self, kind: str, data: Any = None) -> int:
+        """Append an event to this run's log (fenced); returns its seq."""
+        if kind in RESERVED_KINDS:
+            raise ValueError(f"event kind {kind!r} is reserved for runwright's own events")
+        payload = encode(data if data is not None else {}, f"data of event {kind!r}",
+                         self.app.max_payload_bytes)
+        seqs = await durably(self.app.store.event_append, EventAppendParams(
+            self.run.id, self.run.fence, [(kind, payload)]))
+        if seqs is None:
+            raise LeaseLost(self.run.id, self.run.fence)
+        return seqs[0]
+
+
+class ChildRun:
+    """A child run started by `ctx.submit`. Awaiting it returns its value (or raises
+    ChildFailed), parking the parent, without holding a slot, until the child ends."""
+
+    __slots__ = ("_ctx", "id")
+
+    def __init__(self, ctx: Context, run_id: int) -> None:
+        self._ctx = ctx
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"<ChildRun {self.id}>"
+
+    async def result(self) -> Any:
+        (value,) = await self._ctx.gather(self)
+        return value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.result().__await__()
+
+
+def _child_outcome(run: Run) -> Any:
+    try:
+        return outcome_of(run)
+    except Exception as exc:
+        raise ChildFailed(run.id, run.state.value, run.error_info()) from exc
+
+
+def _replay(record: StepRecord) -> Any:
+    if record.status == "done":
+        return record.value()
+    raise StepFailed(record.name, record.position, json.loads(record.error or "{}"))
+
+
+async def _call_with_retries(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                             policy: RetryPolicy) -> Any:
+    attempt = 1
+    while True:
+        try:
+            value = fn(*args, **kwargs)
+            return await value if inspect.isawaitable(value) else value
+        except Exception as exc:
+            if policy.is_final(exc) or attempt >= policy.max_attempts:
+                raise
+            await asyncio.sleep(policy.backoff.delay_s(attempt))
+            attempt += 1
+

@@ -16,8 +16,11 @@
     │   └── RunEnded                e.g. cancel of a run that already ended
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
     ├── RunFailed                   raised by result(): the run ended failed or dead
-    │   └── RunCancelled            raised by result(): the run was cancelled
+    │   ├── RunCancelled            raised by result(): the run was cancelled
+    │   └── ChildFailed             raised in a parent awaiting a child run that did not succeed
     └── FinalError                  raised by a task to end its run `failed`, without retry
+        ├── StepFailed              a step ended with a final error (journaled: replays raise it)
+        └── NonDeterminismError     replay met another step than the journal holds
 
 `TaskTimeout` (a subclass of `TimeoutError`) is raised inside a run that passed its timeout.
 """
@@ -28,12 +31,14 @@ from typing import Any
 
 __all__ = [
     "BadArguments",
+    "ChildFailed",
     "ConfigError",
     "FinalError",
     "InvalidInput",
     "InvalidTime",
     "InvalidTransition",
     "LeaseLost",
+    "NonDeterminismError",
     "PayloadTooLarge",
     "RunCancelled",
     "RunEnded",
@@ -42,6 +47,7 @@ __all__ = [
     "RunwrightError",
     "SchemaError",
     "SerializationError",
+    "StepFailed",
     "StoreError",
     "StoreUnreachable",
     "TaskTimeout",
@@ -130,8 +136,29 @@ class RunCancelled(RunFailed):
     """The run was cancelled."""
 
 
+class ChildFailed(RunFailed):
+    """A child run awaited by its parent ended without success."""
+
+
 class FinalError(RunwrightError):
     """Raise from a task to end the run `failed` at once: no retry can help."""
+
+
+class StepFailed(FinalError):
+    """A step ended with a final error. It is journaled, so a replay raises it again
+    instead of running the step; `error` holds the original type and message."""
+
+    def __init__(self, name: str, position: int, error: dict[str, Any]) -> None:
+        super().__init__(f"step {name!r} (#{position}) failed: "
+                         f"{error.get('type', 'Error')}: {error.get('message', '')}")
+        self.name = name
+        self.position = position
+        self.error = error
+
+
+class NonDeterminismError(FinalError):
+    """Replay asked for a different step than the journal holds at that position: the
+    task's code or its inputs changed the sequence of steps. Ends the run `failed`."""
 
 
 class TaskTimeout(TimeoutError):

@@ -6,12 +6,13 @@ import asyncio
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from .errors import InvalidTransition, RunCancelled, RunEnded, RunFailed, RunNotFound
 
 if TYPE_CHECKING:
     from .app import App
+    from .journal import Event
 
 __all__ = [
     "CRITICAL",
@@ -159,6 +160,12 @@ class RunHandle:
         run = await self._app.cancel(self.id)
         self._run = run
         return run.state
+
+    def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
+        """The run's events after `after`: what is logged, then (with follow) what comes,
+        until the run's terminal event. Gapless and in order, in any process; resume from
+        the last seq you saw and nothing is missed or repeated."""
+        return self._app.events(self.id, after=after, follow=follow)
 
     async def result(self, timeout_s: float | None = None) -> Any:
         """Wait for the run to end and return its value, or raise `RunFailed`/`RunCancelled`.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import json
 import math
@@ -11,7 +12,8 @@ from typing import Any, Callable
 from .errors import BadArguments, InvalidTime, PayloadTooLarge, SerializationError
 
 __all__ = [
-    "DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "encode", "encode_error", "finite", "task_signature",
+    "DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "due_at", "encode", "encode_error", "finite",
+    "task_signature",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20  # 1 MiB: a job queue is not a blob store
@@ -71,3 +73,20 @@ def finite(value: float, what: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise InvalidTime(f"{what} must be a finite number of seconds, got {value!r}")
     return float(value)
+
+
+def due_at(now: float, delay_s: float | None, run_at: float | dt.datetime | None) -> float:
+    """When a run (or a timer) is due: now, now + delay_s, or run_at (epoch or aware datetime)."""
+    if delay_s is not None and run_at is not None:
+        raise InvalidTime("give delay_s or run_at, not both")
+    if delay_s is not None:
+        if finite(delay_s, "delay_s") < 0:
+            raise InvalidTime(f"delay_s must be >= 0, got {delay_s}")
+        return now + delay_s
+    if run_at is None:
+        return now
+    if isinstance(run_at, dt.datetime):
+        if run_at.tzinfo is None:
+            raise InvalidTime(f"run_at {run_at} has no time zone; give an aware datetime")
+        return run_at.timestamp()
+    return finite(run_at, "run_at")

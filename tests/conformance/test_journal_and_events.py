@@ -54,6 +54,8 @@ async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
     assert await store.step_list(run.id) == []
     assert _kinds(await store.event_list(run.id)) == ["submitted", "started", "recovered", "started"]
     assert await store.step_record(StepRecordParams(run.id, retaken.fence, 0, "charge", "done", "1"))
+    logged = (await store.event_list(run.id))[-1]
+    assert (logged.kind, logged.data) == ("step", {"position": 0, "name": "charge", "status": "done"})
 
 
 async def test_steps_are_journaled_once_per_position(store):

@@ -73,7 +73,7 @@ def test_task_registration_errors():
 
 
 def test_due_times_are_checked():
-    from runwright.app import _due_at
+    from runwright.serde import due_at as _due_at
 
     assert _due_at(100.0, 5, None) == 105.0
     assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC)) == 1893456000.0

@@ -187,6 +187,21 @@ def show(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
 
 
 @cli.command()
+def follow(run_id: int = typer.Argument(...),
+           after: int = typer.Option(0, "--after", help="Start after this event seq."),
+           url: str | None = URL) -> None:
+    """Print a run's events live; exit when the run ends (1 if it did not succeed)."""
+
+    async def go(app: App) -> RunState:
+        async for item in app.events(run_id, after=after):
+            out.print(views.event_line(item), highlight=False)
+        return (await app.get(run_id)).state
+
+    state = with_app(url, go)
+    raise typer.Exit(0 if state is RunState.SUCCEEDED else 1)
+
+
+@cli.command()
 def cancel(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
     """Cancel a run: a queued one never starts; a running one stops within a second."""
     run = with_app(url, lambda app: app.cancel(run_id))

@@ -9,9 +9,10 @@ from typing import Sequence
 from rich.panel import Panel
 from rich.table import Table
 
+from ..journal import Event
 from ..runs import Run
 
-__all__ = ["run_panel", "runs_table"]
+__all__ = ["event_line", "run_panel", "runs_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -51,3 +52,10 @@ def run_panel(run: Run) -> Panel:
         error = json.loads(run.error)
         lines.append(f"[red]error {error.get('type')}: {error.get('message')}[/]")
     return Panel("\n".join(lines), expand=False)
+
+
+def event_line(event: Event) -> str:
+    """`  7 12:00:01.250 progress {"pct": 50}`: one line per event, as `follow` prints it."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.at)) + f".{int(event.at % 1 * 1000):03d}"
+    data = json.dumps(event.data, separators=(",", ":")) if event.data else ""
+    return f"{event.seq:>4} {stamp} {event.kind:<16} {data}".rstrip()

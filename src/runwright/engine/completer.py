@@ -9,11 +9,10 @@ with backoff: a run is never failed because the database was briefly away.
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
+import math
 
-from ..errors import LeaseLost, StoreError
-from ..logs import event
+from ..errors import LeaseLost
+from ..resilience import durably
 from ..store import Store
 from ..store.base import RunFinishParams
 
@@ -61,12 +60,6 @@ class Completer:
                 future.set_result(params.run_id not in refused)
 
     async def _write(self, batch: list[RunFinishParams]) -> list[int]:
-        delay_s = 0.05
-        while True:
-            try:
-                return await self._store.run_finish_many(batch)
-            except StoreError as exc:
-                event(logging.WARNING, "store unavailable while finishing runs; retrying",
-                      runs=len(batch), error=str(exc), retry_in_s=round(delay_s, 2))
-                await asyncio.sleep(delay_s * random.uniform(0.8, 1.2))
-                delay_s = min(5.0, delay_s * 2)
+        # No time limit: a finish is retried until the store answers; if that takes past
+        # the lease, the fence refuses it and the run's new owner decides.
+        return await durably(self._store.run_finish_many, batch, limit_s=math.inf)

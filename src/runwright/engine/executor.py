@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..context import Context
-from ..errors import PayloadTooLarge, SerializationError, TaskTimeout
+from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..logs import event
+from ..parking import Park
+from ..resilience import durably
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
 from ..store.base import RunFinishParams, now_s
@@ -61,9 +63,13 @@ async def run_attempt(app: App, run: Run, worker_id: int,
     """Run the function once; return the finish to write (None: write nothing)."""
     spec = app.tasks[run.task]
     try:
+        # The first claim (fence 1) cannot have a journal yet: skip the read.
+        journal = await durably(app.store.step_list, run.id) if run.fence > 1 else []
         async with asyncio.timeout(spec.timeout_s):
-            value = await spec.invoke(Context(app, run, worker_id), json.loads(run.args))
+            value = await spec.invoke(Context(app, run, worker_id, journal), json.loads(run.args))
         result = encode(value, f"result of task {run.task!r}", app.max_payload_bytes)
+    except Park as park:
+        return _parked(run, park, worker_id)
     except asyncio.CancelledError:
         why = stop_of()
         if why is None:
@@ -73,10 +79,23 @@ async def run_attempt(app: App, run: Run, worker_id: int,
         timeout = TaskTimeout(f"attempt {run.attempt} ran past timeout_s={spec.timeout_s}")
         timeout.__cause__ = exc
         return _failed(run, spec, timeout, worker_id)
+    except LeaseLost as exc:
+        event(WARNING, f"{exc}; run abandoned to its new owner", run_id=run.id,
+              attempt=run.attempt, worker=worker_id, fence=run.fence)
+        return None
     except Exception as exc:
         return _failed(run, spec, exc, worker_id)
     event(DEBUG, "run succeeded", run_id=run.id, attempt=run.attempt, worker=worker_id)
     return RunFinishParams(run.id, run.fence, S.SUCCEEDED, result=result)
+
+
+def _parked(run: Run, park: Park, worker_id: int) -> RunFinishParams:
+    """Give the slot back until `park.until`; the attempt goes on when the run is resumed."""
+    event(DEBUG, f"run parked ({park.reason})", run_id=run.id, attempt=run.attempt,
+          worker=worker_id, until=round(park.until, 3))
+    return RunFinishParams(run.id, run.fence, S.QUEUED, release=True, run_at=park.until,
+                           event_kind="parked",
+                           event_data=json.dumps({"until": park.until, "reason": park.reason}))
 
 
 def _stopped(run: Run, why: Stop, worker_id: int) -> RunFinishParams | None:
@@ -98,10 +117,17 @@ def _failed(run: Run, spec: TaskSpec, error: BaseException, worker_id: int) -> R
     detail = encode_error(error)
     if spec.retry.is_final(error) or isinstance(error, (SerializationError, PayloadTooLarge)):
         event(WARNING, "run failed (final error, no retry)", **fields)
-        return RunFinishParams(run.id, run.fence, S.FAILED, error=detail)
+        return RunFinishParams(run.id, run.fence, S.FAILED, error=detail,
+                               event_data=_summary(error, attempt=run.attempt))
     if run.attempt >= run.max_attempts:
         event(WARNING, "run dead: attempts exhausted", **fields)
-        return RunFinishParams(run.id, run.fence, S.DEAD, error=detail)
+        return RunFinishParams(run.id, run.fence, S.DEAD, error=detail,
+                               event_data=_summary(error, attempt=run.attempt))
     delay_s = spec.retry.backoff.delay_s(run.attempt)
     event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
-    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s)
+    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s,
+                           event_data=_summary(error, attempt=run.attempt, retry_in_s=delay_s))
+
+
+def _summary(error: BaseException, **fields: object) -> str:
+    return json.dumps({**fields, "error": f"{type(error).__name__}: {error}"[:500]})

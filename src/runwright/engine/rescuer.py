@@ -8,10 +8,10 @@ import time
 from typing import Callable, Collection, Sequence
 
 from ..logs import event
+from ..resilience import store_call
 from ..runs import Run, RunState
 from ..store import Store
 from ..store.base import RunRescueParams, now_s
-from .resilience import store_call
 
 __all__ = ["Rescuer"]
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
+from ..resilience import jittered, store_call
 from ..runs import Run, RunState
 from ..store.base import (
     RunClaimParams,
@@ -32,7 +33,6 @@ from ..store.hub import CANCEL, QUEUED
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
 from .rescuer import Rescuer
-from .resilience import jittered, store_call
 
 if TYPE_CHECKING:
     from ..app import App

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from ..runs import Run, RunState
 
-__all__ = ["RUN_COLUMNS", "cancelled_error", "run_from_row", "worker_lost_error"]
+__all__ = ["RUN_COLUMNS", "cancelled_error", "run_from_row", "step_event_data", "worker_lost_error"]
 
 RUN_COLUMNS = (
     "id, key, task, queue, priority, state, args, attempt, max_attempts, fence, run_at, "
@@ -35,3 +35,11 @@ def worker_lost_error(recoveries: int) -> str:
 
 def cancelled_error(reason: str = "cancelled on request") -> str:
     return json.dumps({"type": "Cancelled", "message": reason})
+
+
+def step_event_data(p: Any) -> str:
+    """The `step` event that logs a journal write (the result stays in the journal)."""
+    data = {"position": p.position, "name": p.name, "status": p.status}
+    if p.error is not None:
+        data["error"] = json.loads(p.error).get("type")
+    return json.dumps(data)

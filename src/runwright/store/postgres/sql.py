@@ -196,17 +196,25 @@ LIST_EVENTS = """
 SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
 """
 
-# FOR SHARE on the run's row: a takeover's UPDATE of that row waits for this insert to
-# commit (or this insert sees the takeover and writes nothing), so a journal entry of a
-# superseded claim can never land after the new owner read the journal.
+# The fence check is the UPDATE of the run's row (bumping last_seq for the `step` event):
+# it takes the row lock, so a takeover's UPDATE of that row is ordered strictly before
+# (and this writes nothing) or after (and then the new owner reads this entry).
 RECORD_STEP = """
-WITH owner AS (
-    SELECT id FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR SHARE
+WITH bumped AS (
+    UPDATE runs SET last_seq = last_seq + 1
+    WHERE id = $1 AND fence = $2 AND state = 'running'
+    RETURNING last_seq
+), stepped AS (
+    INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)
+    SELECT $1, $3, $4, $5, $6, $7, $2, $8 FROM bumped
+    ON CONFLICT DO NOTHING
+    RETURNING position
+), logged AS (
+    INSERT INTO events (run_id, seq, kind, data, at) SELECT $1, last_seq, 'step', $9, $8 FROM bumped
+), notified AS (
+    SELECT pg_notify($10, $1::text) FROM bumped
 )
-INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)
-SELECT $1, $3, $4, $5, $6, $7, $2, $8 FROM owner
-ON CONFLICT DO NOTHING
-RETURNING position
+SELECT position, (SELECT count(*) FROM notified) FROM stepped
 """
 
 LIST_STEPS = """

@@ -36,7 +36,7 @@ from ..base import (
 )
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
-from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
+from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, step_event_data, worker_lost_error
 from . import sql
 
 __all__ = ["PostgresStore"]
@@ -385,7 +385,9 @@ class PostgresStore:
     async def step_record(self, params: StepRecordParams) -> bool:
         now = params.now if params.now is not None else now_s()
         rows = await self._fetch(sql.RECORD_STEP, params.run_id, params.fence, params.position,
-                                 params.name, params.status, params.result, params.error, now)
+                                 params.name, params.status, params.result, params.error, now,
+                                 step_event_data(params), self.channels["events"])
+        self.hub.fire(events_topic(params.run_id))
         return bool(rows)
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:

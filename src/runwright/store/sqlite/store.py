@@ -332,7 +332,9 @@ class SqliteStore:
         return [StepRecord(*row) for row in rows]
 
     async def step_record(self, params: StepRecordParams) -> bool:
-        return await self._write(lambda conn: writes.record_step(conn, params))
+        recorded = await self._write(lambda conn: writes.record_step(conn, params))
+        self.hub.fire(events_topic(params.run_id))
+        return recorded
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         seqs = await self._write(lambda conn: writes.append_fenced(conn, params))

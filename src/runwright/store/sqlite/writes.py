@@ -21,7 +21,7 @@ from ..base import (
     StepRecordParams,
     now_s,
 )
-from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, worker_lost_error
+from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, step_event_data, worker_lost_error
 from .liveness import pid_alive
 
 __all__ = [
@@ -185,13 +185,11 @@ def retry_run(conn: sqlite3.Connection, run_id: int, now: float) -> Run:
 
 
 def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
-    """Journal a step only while the caller's claim is current; a position written twice
-    (which only a superseded owner could try) is refused by the primary key."""
-    owner = conn.execute("SELECT 1 FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
-                         (p.run_id, p.fence)).fetchone()
-    if owner is None:
-        return False
+    """Journal a step and log it, only while the caller's claim is current; a position
+    written twice (which only a superseded owner could try) is refused by the primary key."""
     now = p.now if p.now is not None else now_s()
+    if append_events(conn, p.run_id, [("step", step_event_data(p))], now, fence=p.fence) is None:
+        return False
     conn.execute("INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)"
                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                  (p.run_id, p.position, p.name, p.status, p.result, p.error, p.fence, now))

@@ -1,0 +1,206 @@
+"""Durable execution in one process: the journal, replay, timers, children, events."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import runwright as rw
+
+from .conftest import running_worker
+
+FAST = rw.Backoff(base_s=0.01, factor=2, cap_s=0.05)
+
+
+async def test_a_retried_run_replays_journaled_steps_without_running_them(app):
+    calls: list[str] = []
+
+    async def charge(amount: int) -> dict:
+        calls.append("charge")
+        return {"charged": amount}
+
+    def ship(order: dict) -> str:
+        calls.append("ship")
+        if calls.count("ship") == 1:
+            raise ConnectionError("carrier down")
+        return f"shipped {order['charged']}"
+
+    @app.task(retries=2, backoff=FAST)
+    async def order(ctx: rw.Context, amount: int) -> str:
+        charged = await ctx.step("charge", charge, amount)
+        return await ctx.step("ship", ship, charged)
+
+    async with running_worker(app):
+        handle = await app.submit(order, 30)
+        assert await handle.result(timeout_s=30) == "shipped 30"
+    assert calls == ["charge", "ship", "ship"]  # charge ran once, across two attempts
+    steps = await app.store.step_list(handle.id)
+    assert [(s.position, s.name, s.status) for s in steps] == [(0, "charge", "done"), (1, "ship", "done")]
+    kinds = [e.kind for e in await app.store.event_list(handle.id)]
+    assert kinds == ["submitted", "started", "step", "retrying", "started", "step", "succeeded"]
+
+
+async def test_a_step_that_changes_name_on_replay_is_a_non_determinism_error(app):
+    names = iter(["first", "renamed"])
+
+    @app.task(retries=1, backoff=FAST)
+    async def drifting(ctx: rw.Context) -> None:
+        await ctx.step(next(names), lambda: 1)
+        raise ConnectionError("fail after the step, so that the run replays")
+
+    async with running_worker(app):
+        with pytest.raises(rw.RunFailed, match="NonDeterminismError: .*step #0 is 'renamed' in this "
+                                               "replay, but the journal holds 'first'") as info:
+            await (await app.submit(drifting)).result(timeout_s=30)
+    assert info.value.state == "failed"
+
+
+async def test_a_final_step_error_is_journaled_and_raised_again_on_replay(app):
+    calls = []
+
+    def refuse() -> None:
+        calls.append(1)
+        raise rw.FinalError("card declined")
+
+    @app.task(retries=2, backoff=FAST)
+    async def pay(ctx: rw.Context) -> str:
+        try:
+            await ctx.step("charge", refuse)
+        except rw.StepFailed as exc:
+            if ctx.attempt == 1:
+                raise ConnectionError("retry the run") from exc
+            return f"{exc.error['type']}: {exc.error['message']} (attempt {ctx.attempt})"
+
+    async with running_worker(app):
+        assert await (await app.submit(pay)).result(timeout_s=30) == "FinalError: card declined (attempt 2)"
+    assert calls == [1]
+
+
+async def test_step_retries_and_unserializable_results(app):
+    attempts = []
+
+    def flaky() -> int:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise TimeoutError("slow")
+        return 7
+
+    @app.task(retries=0)
+    async def job(ctx: rw.Context) -> int:
+        value = await ctx.step("flaky", flaky, retry=rw.RetryPolicy(retries=3, backoff=FAST))
+        await ctx.step("bad", lambda: object())
+        return value
+
+    async with running_worker(app):
+        handle = await app.submit(job)
+        with pytest.raises(rw.RunFailed, match="SerializationError: result of step 'bad'"):
+            await handle.result(timeout_s=30)
+    assert len(attempts) == 3
+    assert [s.name for s in await app.store.step_list(handle.id)] == ["flaky"]  # nothing for "bad"
+
+
+async def test_a_durable_sleep_gives_the_slot_back(app):
+    order: list[str] = []
+
+    @app.task
+    async def sleeper(ctx: rw.Context) -> float:
+        order.append("sleeper starts")
+        await ctx.sleep(0.5)
+        order.append("sleeper wakes")
+        return time.time()
+
+    @app.task
+    async def quick(ctx: rw.Context) -> None:
+        order.append("quick")
+
+    async with running_worker(app, concurrency=1):
+        slept = await app.submit(sleeper)
+        await asyncio.sleep(0)  # submit order: the sleeper first
+        other = await app.submit(quick, delay_s=0.1)
+        await other.result(timeout_s=30)
+        woke_at = await slept.result(timeout_s=30)
+    # With one slot, `quick` could only run while the sleeper was parked.
+    assert order == ["sleeper starts", "quick", "sleeper starts", "sleeper wakes"]
+    wake = (await app.store.step_list(slept.id))[0].value()["until"]
+    assert woke_at >= wake
+    kinds = [e.kind for e in await app.store.event_list(slept.id)]
+    assert kinds == ["submitted", "started", "step", "parked", "started", "succeeded"]
+
+
+async def test_children_fan_out_and_in_and_a_failure_reaches_the_parent(app):
+    @app.task(retries=0)
+    async def square(ctx: rw.Context, n: int) -> int:
+        if n < 0:
+            raise rw.FinalError(f"negative {n}")
+        return n * n
+
+    @app.task
+    async def total(ctx: rw.Context, count: int) -> dict:
+        children = [await ctx.submit(square, n) for n in range(count)]
+        values = await ctx.gather(*children)
+        bad = await ctx.submit(square, -1)
+        try:
+            await bad
+        except rw.ChildFailed as exc:
+            return {"sum": sum(values), "failed": exc.state}
+        return {"sum": sum(values), "failed": None}
+
+    async with running_worker(app, concurrency=4):
+        handle = await app.submit(total, 10)
+        assert await handle.result(timeout_s=60) == {"sum": sum(n * n for n in range(10)), "failed": "failed"}
+    children = [r for r in await app.store.run_list(rw.store.base.RunListParams(task="square"))]
+    assert len(children) == 11 and {r.parent_id for r in children} == {handle.id}
+    assert len({r.key for r in children}) == 11
+
+
+async def test_cancelling_a_parent_cancels_its_open_children(app):
+    @app.task
+    async def forever(ctx: rw.Context) -> None:
+        await ctx.sleep(3600)
+
+    @app.task
+    async def parent(ctx: rw.Context) -> None:
+        child = await ctx.submit(forever)
+        await child
+
+    async with running_worker(app):
+        handle = await app.submit(parent)
+        async for item in handle.events():
+            if item.kind == "parked":
+                break
+        await handle.cancel()
+        with pytest.raises(rw.RunCancelled):
+            await handle.result(timeout_s=30)
+        (child,) = await app.store.run_list(rw.store.base.RunListParams(task="forever"))
+        assert child.state is rw.RunState.CANCELLED
+
+
+async def test_emit_and_follow_from_any_point(app, store_url):
+    gate = asyncio.Event()
+
+    @app.task
+    async def progress(ctx: rw.Context) -> str:
+        for pct in (25, 50):
+            await ctx.emit("progress", {"pct": pct})
+        await gate.wait()
+        await ctx.emit("progress", {"pct": 100})
+        return "done"
+
+    async with running_worker(app):
+        handle = await app.submit(progress)
+        seen = []
+        async with rw.App(store_url) as follower:  # another connection follows live
+            async for item in follower.events(handle.id):
+                seen.append((item.seq, item.kind, item.data))
+                if item.data == {"pct": 50}:
+                    gate.set()
+        resumed = [(e.seq, e.kind) async for e in handle.events(after=3)]
+    assert [s for s, _, _ in seen] == list(range(1, len(seen) + 1))
+    assert [k for _, k, _ in seen] == ["submitted", "started", "progress", "progress", "progress", "succeeded"]
+    assert resumed == [(s, k) for s, k, _ in seen[3:]]
+    with pytest.raises(ValueError, match="reserved"):
+        from runwright.context import Context
+
+        await Context(app, handle.run, 0).emit("succeeded")
