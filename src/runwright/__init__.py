@@ -27,8 +27,8 @@ from .errors import (
     TaskTimeout,
     UnknownTask,
 )
-from .retry import Backoff, RetryPolicy
 from .journal import Event, StepRecord
+from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunHandle, RunState
 from .tasks import TaskSpec
 

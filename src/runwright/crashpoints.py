@@ -5,9 +5,11 @@ action)`, or for a worker subprocess with RUNWRIGHT_CRASH_POINTS="name=action,..
 Actions: `raise` (an unexpected error right there), `kill` (SIGKILL this process),
 `stop` (SIGSTOP this process: a stall). Points in the engine:
 
-    worker.claim_loop     before each claim
-    worker.after_claim    runs claimed (fence bumped), none started yet
-    worker.before_finish  a run's function returned; its terminal write not yet made
+    worker.claim_loop          before each claim
+    worker.after_claim         runs claimed (fence bumped), none started yet
+    step.after_side_effect     a step's function returned; its journal write not yet made
+    step.after_journal         a step's journal write is durable; the task not yet resumed
+    worker.before_finish       a run's function returned; its terminal write not yet made
 """
 
 from __future__ import annotations
