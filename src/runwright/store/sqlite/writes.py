@@ -61,38 +61,48 @@ def _event(kind: str, **data: Any) -> tuple[str, str]:
 
 
 def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams]) -> list[Run]:
-    out = []
+    """Insert new runs (each with its `submitted` event, seq 1); an existing key returns
+    the existing run, marked `existed`."""
+    out, events = [], []
     for p in params:
         now = p.now if p.now is not None else now_s()
         row = conn.execute(
-            "INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            " run_at, created_at, parent_id) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (key) DO NOTHING RETURNING id",
+            f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
+            f" run_at, created_at, parent_id, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, 1)"
+            f" ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id)).fetchone()
-        if row is not None:
-            append_events(conn, row[0], [_event("submitted", task=p.task, key=p.key, queue=p.queue,
-                                                priority=p.priority, parent=p.parent_id)], now)
-        run = run_from_row(conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
-                                        (p.key,)).fetchone())
-        run.existed = row is None
+        if row is None:
+            run = run_from_row(conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
+                                            (p.key,)).fetchone())
+            run.existed = True
+        else:
+            run = run_from_row(row)
+            events.append((run.id, 1, *_event("submitted", task=p.task, key=p.key, queue=p.queue,
+                                               priority=p.priority, parent=p.parent_id), now))
         out.append(run)
+    _insert_events(conn, events)
     return out
+
+
+def _insert_events(conn: sqlite3.Connection, rows: list[tuple[int, int, str, str, float]]) -> None:
+    """Insert events whose seqs the caller already took (by bumping last_seq in its UPDATE)."""
+    conn.executemany("INSERT INTO events (run_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)", rows)
 
 
 def claim_ids(conn: sqlite3.Connection, ids: list[int], worker_id: int, lease_s: float,
               now: float) -> list[Run]:
     rows = conn.execute(
         f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
-        f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0, wake_requested = 0"
+        f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0,"
+        f" wake_requested = 0, last_seq = last_seq + 1"
         f" WHERE id IN (SELECT value FROM json_each(?)) AND state = 'queued'"
         f" RETURNING {RUN_COLUMNS}",
         (worker_id, now + lease_s, now, json.dumps(ids))).fetchall()
     runs = [run_from_row(row) for row in rows]
-    for run in runs:
-        append_events(conn, run.id, [_event("started", attempt=run.attempt, worker=worker_id,
-                                            fence=run.fence)], now)
-        run.last_seq += 1
+    _insert_events(conn, [(r.id, r.last_seq, *_event("started", attempt=r.attempt, worker=worker_id,
+                                                     fence=r.fence), now) for r in runs])
     return runs
 
 
@@ -104,11 +114,12 @@ def _finish_sql(target: RunState, release: bool) -> str:
         attempt = "attempt - 1" if release else "attempt"
         return (f"UPDATE runs SET state = 'queued', owner = NULL, lease_expires_at = NULL,"
                 f" attempt = {attempt}, error = coalesce(?, error),"
-                f" run_at = CASE WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0"
-                f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id")
+                f" run_at = CASE WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0,"
+                f" last_seq = last_seq + 1"
+                f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id, last_seq")
     return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
-            f" result = ?, error = ?, finished_at = ?, wake_requested = 0"
-            f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id")
+            f" result = ?, error = ?, finished_at = ?, wake_requested = 0, last_seq = last_seq + 1"
+            f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id, last_seq")
 
 
 _FINISH_SQL = {(state, release): _finish_sql(state, release)
@@ -124,17 +135,19 @@ def _finish_args(p: RunFinishParams, now: float) -> tuple[Any, ...]:
 
 
 def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams]) -> list[int]:
-    """Apply fenced finishes; return the refused run ids."""
-    refused, parents = [], []
+    """Apply fenced finishes, each with its event; return the refused run ids."""
+    refused, parents, events = [], [], []
     for p in params:
         now = p.now if p.now is not None else now_s()
         row = conn.execute(_FINISH_SQL[p.state, p.release], _finish_args(p, now)).fetchone()
         if row is None:
             refused.append(p.run_id)
             continue
-        append_events(conn, p.run_id, [(p.kind, p.event_data)], now)
-        if row[0] is not None and p.state is not S.QUEUED:
-            parents.append(row[0])
+        parent_id, seq = row
+        events.append((p.run_id, seq, p.kind, p.event_data, now))
+        if parent_id is not None and p.state is not S.QUEUED:
+            parents.append(parent_id)
+    _insert_events(conn, events)
     wake_parents(conn, parents, now_s())
     return refused
 
