@@ -162,3 +162,29 @@ async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, sto
     assert "Traceback" not in worker.stderr
     with pytest.raises(rw.SchemaError, match="Nothing was written"):
         await rw.App(store_url).open()
+
+
+async def test_follow_prints_the_log_live_and_exits_with_the_outcome(app: rw.App, store_url: str,
+                                                                      tmp_path) -> None:
+    handle = await app.submit(apps.record, n=3)
+    follower = subprocess.Popen([sys.executable, "-m", "runwright", "follow", str(handle.id)],
+                                env={**os.environ, "RUNWRIGHT_URL": store_url, "COLUMNS": "200"},
+                                stdout=subprocess.PIPE, text=True)
+    worker = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC, "--url", store_url],
+                              cwd=ROOT, env={**os.environ, apps.LEDGER_ENV: str(tmp_path)},
+                              stderr=subprocess.DEVNULL)
+    try:
+        out, _ = follower.communicate(timeout=120)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+        follower.kill()
+    lines = [line.split() for line in out.splitlines()]
+    assert follower.returncode == 0
+    assert [(int(cells[0]), cells[2]) for cells in lines] == [(1, "submitted"), (2, "started"),
+                                                              (3, "succeeded")]
+    cancelled = await app.submit(apps.record, n=4)
+    await cancelled.cancel()
+    replay = runwright("follow", str(cancelled.id), url=store_url)
+    assert replay.returncode == 1 and [line.split()[2] for line in replay.stdout.splitlines()] == [
+        "submitted", "cancelled"]
