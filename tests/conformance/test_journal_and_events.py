@@ -127,3 +127,12 @@ async def test_cancel_reaches_open_descendants(store):
     assert states == {child.id: (S.RUNNING, True), grandchild.id: (S.CANCELLED, False),
                       done_child.id: (S.SUCCEEDED, False)}
     assert json.loads((await store.run_get(grandchild.id)).error)["type"] == "Cancelled"
+
+
+async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(store):
+    _, run = await _claimed(store)
+    await store.step_record(StepRecordParams(run.id, run.fence, 0, "a", "done", "1", now=T0))
+    await store.step_record(StepRecordParams(run.id, run.fence, 1, "b", "failed", error='{"type":"X"}'))
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)])
+    await store.run_retry(run.id, now=T0)
+    assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done")]

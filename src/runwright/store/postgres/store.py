@@ -344,6 +344,9 @@ class PostgresStore:
             run = await _get_for_update(conn, run_id)
             check_transition(run_id, run.state, S.QUEUED)
             await conn.execute(sql.RETRY, run_id, now, list(sources_of(S.QUEUED)))
+            # A retry asked for by hand means "try again": journaled failures run again,
+            # while completed steps keep their results.
+            await conn.execute("DELETE FROM steps WHERE run_id = $1 AND status = 'failed'", run_id)
             await conn.execute(sql.APPEND_EVENT, run_id, "requeued",
                                json.dumps({"previous": run.state.value}), now)
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])

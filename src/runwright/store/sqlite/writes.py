@@ -193,6 +193,9 @@ def retry_run(conn: sqlite3.Connection, run_id: int, now: float) -> Run:
     conn.execute("UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = ?,"
                  " result = NULL, error = NULL, finished_at = NULL, owner = NULL,"
                  " lease_expires_at = NULL WHERE id = ?", (now, run_id))
+    # A retry asked for by hand means "try again": journaled failures run again, while
+    # completed steps keep their results.
+    conn.execute("DELETE FROM steps WHERE run_id = ? AND status = 'failed'", (run_id,))
     append_events(conn, run_id, [_event("requeued", previous=run.state.value)], now)
     return get_or_raise(conn, run_id)
 
