@@ -104,6 +104,8 @@ class Run:
     cancel_requested: bool = False
     last_seq: int = 0  # the number of the run's last event
     parent_id: int | None = None  # set on a child run started by ctx.submit
+    budget: str | None = None  # JSON of a Budget
+    deadline_at: float | None = None
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

@@ -24,8 +24,10 @@ def _sqlite_shape(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
 
 
 def _normal(sql: str) -> str:
-    """SQLite keeps a CREATE statement's text as written: drop comments and spacing."""
+    """SQLite keeps a CREATE statement's text as written (and quotes a renamed table's
+    name): drop comments, spacing and those quotes."""
     sql = re.sub(r"--[^\n]*", "", sql)
+    sql = re.sub(r'^CREATE TABLE "(\w+)"', r"CREATE TABLE \1", sql.strip())
     sql = re.sub(r"\s+", " ", sql)
     return sql.replace("( ", "(").replace(" )", ")").replace(" ,", ",").strip()
 

@@ -54,6 +54,8 @@ class RunInsertParams:
     timeout_s: float | None = None
     run_at: float | None = None  # defaults to now
     parent_id: int | None = None
+    budget: str | None = None  # JSON of a Budget
+    deadline_at: float | None = None
     now: float | None = None
 
 
@@ -135,7 +137,7 @@ class StepRecordParams:
     fence: int
     position: int
     name: str
-    status: str  # "done" or "failed"
+    status: str  # "started" (an at-most-once mark), then "done" or "failed"
     result: str | None = None
     error: str | None = None
     now: float | None = None
@@ -232,6 +234,9 @@ class Store(Protocol):
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]: ...
 
+    async def run_expire_many(self, now: float | None = None) -> list[Run]:
+        """End `failed` (DeadlineExceeded) every open run whose deadline has passed."""
+
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None: ...
 
     async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
@@ -241,7 +246,8 @@ class Store(Protocol):
         """The run's journal, in position order."""
 
     async def step_record(self, params: StepRecordParams) -> bool:
-        """Journal a step; False when the fence was refused (nothing written)."""
+        """Journal a step; False when the fence was refused (nothing written). A position
+        marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         """Append to the run's log; the new seqs, or None when the fence was refused."""

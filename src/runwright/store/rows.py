@@ -7,12 +7,15 @@ from typing import Any, Sequence
 
 from ..runs import Run, RunState
 
-__all__ = ["RUN_COLUMNS", "cancelled_error", "run_from_row", "step_event_data", "worker_lost_error"]
+__all__ = [
+    "RUN_COLUMNS", "cancelled_error", "deadline_error", "run_from_row", "step_event_data",
+    "worker_lost_error",
+]
 
 RUN_COLUMNS = (
     "id, key, task, queue, priority, state, args, attempt, max_attempts, fence, run_at, "
     "created_at, timeout_s, owner, lease_expires_at, started_at, finished_at, result, error, "
-    "recoveries, cancel_requested, last_seq, parent_id"
+    "recoveries, cancel_requested, last_seq, parent_id, budget, deadline_at"
 )
 
 
@@ -21,8 +24,13 @@ def run_from_row(row: Sequence[Any]) -> Run:
     return Run(
         row[0], row[1], row[2], row[3], row[4], RunState(row[5]), row[6], row[7], row[8],
         row[9], row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17],
-        row[18], row[19], bool(row[20]), row[21], row[22],
+        row[18], row[19], bool(row[20]), row[21], row[22], row[23], row[24],
     )
+
+
+def deadline_error() -> str:
+    return json.dumps({"type": "DeadlineExceeded",
+                       "message": "the run's deadline passed before it ended"})
 
 
 def worker_lost_error(recoveries: int) -> str:

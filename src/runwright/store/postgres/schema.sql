@@ -27,7 +27,9 @@ CREATE TABLE runs (
     cancel_requested boolean NOT NULL DEFAULT false,
     last_seq         integer NOT NULL DEFAULT 0,
     parent_id        bigint,
-    wake_requested   boolean NOT NULL DEFAULT false
+    wake_requested   boolean NOT NULL DEFAULT false,
+    budget           text,
+    deadline_at      double precision
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -38,13 +40,15 @@ CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'runni
 CREATE INDEX runs_state ON runs (state, id);
 
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
+    AND state IN ('queued', 'running');
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (
     run_id     bigint  NOT NULL,
     position   integer NOT NULL,
     name       text    NOT NULL,
-    status     text    NOT NULL CHECK (status IN ('done', 'failed')),
+    status     text    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
     result     text,
     error      text,
     fence      bigint  NOT NULL,

@@ -9,16 +9,17 @@ R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
-                         $6::integer[], $7::float8[], $8::float8[], $11::bigint[])
+                         $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
+                         $13::float8[])
         WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, ord)
+                             parent_id, budget, deadline_at, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, last_seq)
+                      created_at, parent_id, budget, deadline_at, last_seq)
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
-           parent_id, 1
+           parent_id, budget, deadline_at, 1
     FROM input ORDER BY ord
     ON CONFLICT (key) DO NOTHING
     RETURNING {RUN_COLUMNS}
@@ -205,9 +206,13 @@ WITH bumped AS (
     WHERE id = $1 AND fence = $2 AND state = 'running'
     RETURNING last_seq
 ), stepped AS (
-    INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)
+    INSERT INTO steps AS s (run_id, position, name, status, result, error, fence, created_at)
     SELECT $1, $3, $4, $5, $6, $7, $2, $8 FROM bumped
-    ON CONFLICT DO NOTHING
+    -- Only a "started" mark (an at-most-once call) may be completed in place, once.
+    ON CONFLICT (run_id, position) DO UPDATE SET
+        status = excluded.status, result = excluded.result, error = excluded.error,
+        fence = excluded.fence
+    WHERE s.status = 'started' AND s.name = excluded.name AND excluded.status <> 'started'
     RETURNING position
 ), logged AS (
     INSERT INTO events (run_id, seq, kind, data, at) SELECT $1, last_seq, 'step', $9, $8 FROM bumped
@@ -251,6 +256,21 @@ WITH live AS (
     SELECT pg_notify($5, '') FROM rescued LIMIT 1
 )
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM gone), (SELECT count(*) FROM notified) FROM rescued
+"""
+
+# Every worker sweeps: a deadline holds even when the run's own worker is dead. A
+# running run's owner finds its next fenced write refused (no longer running).
+EXPIRE = f"""
+WITH expired AS (
+    UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL,
+        finished_at = $1::float8, error = $2, last_seq = last_seq + 1
+    WHERE deadline_at < $1::float8 AND state IN ('queued', 'running')
+    RETURNING {RUN_COLUMNS}
+), logged AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, last_seq, 'failed', '{{"error": "DeadlineExceeded"}}', $1 FROM expired
+)
+SELECT * FROM expired
 """
 
 NEXT_DUE = """

@@ -36,7 +36,14 @@ from ..base import (
 )
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
-from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, step_event_data, worker_lost_error
+from ..rows import (
+    RUN_COLUMNS,
+    cancelled_error,
+    deadline_error,
+    run_from_row,
+    step_event_data,
+    worker_lost_error,
+)
 from . import sql
 
 __all__ = ["PostgresStore"]
@@ -221,11 +228,11 @@ class PostgresStore:
             return []
         now = params[0].now if params[0].now is not None else now_s()
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
-                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id)
-                             for p in params]))
+                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
+                              p.budget, p.deadline_at) for p in params]))
         async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
-                                    columns[8])
+                                    *columns[8:])
             by_key = {row[1]: run_from_row(row) for row in rows}
             missing = [p.key for p in params if p.key not in by_key]
             if missing:
@@ -372,6 +379,18 @@ class PostgresStore:
                     parents = [r.parent_id for r in ended if r.parent_id is not None]
                     if parents:
                         await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
+        return runs
+
+    async def run_expire_many(self, now: float | None = None) -> list[Run]:
+        now = now if now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            runs = [run_from_row(row) for row in await conn.fetch(sql.EXPIRE, now, deadline_error())]
+            if runs:
+                await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"], _id_payload(runs))
+                await conn.execute("SELECT pg_notify($1, $2)", self.channels["events"], _id_payload(runs))
+                parents = [r.parent_id for r in runs if r.parent_id is not None]
+                if parents:
+                    await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
         return runs
 
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:

@@ -29,7 +29,9 @@ CREATE TABLE runs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     last_seq         INTEGER NOT NULL DEFAULT 0,
     parent_id        INTEGER,
-    wake_requested   INTEGER NOT NULL DEFAULT 0
+    wake_requested   INTEGER NOT NULL DEFAULT 0,
+    budget           TEXT,
+    deadline_at      REAL
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -40,13 +42,15 @@ CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'runni
 CREATE INDEX runs_state ON runs (state, id);
 
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
+    AND state IN ('queued', 'running');
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (
     run_id     INTEGER NOT NULL,
     position   INTEGER NOT NULL,
     name       TEXT    NOT NULL,
-    status     TEXT    NOT NULL CHECK (status IN ('done', 'failed')),
+    status     TEXT    NOT NULL CHECK (status IN ('started', 'done', 'failed')),
     result     TEXT,
     error      TEXT,
     fence      INTEGER NOT NULL,

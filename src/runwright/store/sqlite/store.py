@@ -171,11 +171,13 @@ class SqliteStore:
 
     async def listen(self) -> None:
         if self._poller is None:
-            self._poller = asyncio.get_running_loop().create_task(self._poll_changes())
+            # Read the starting version before returning: a commit made after listen()
+            # returns must be seen as a change, never taken for the baseline.
+            baseline = await self._call(_data_version)
+            self._poller = asyncio.get_running_loop().create_task(self._poll_changes(baseline))
 
-    async def _poll_changes(self) -> None:
+    async def _poll_changes(self, last: int) -> None:
         """Wake the hub when another process commits (PRAGMA data_version changes)."""
-        last = await self._call(_data_version)
         while True:
             await asyncio.sleep(POLL_INTERVAL_S)
             if not self.hub.has_waiters():
@@ -308,6 +310,14 @@ class SqliteStore:
             self.hub.fire(QUEUED)
             self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
             self.hub.fire_many([events_topic(r.id) for r in runs])
+        return runs
+
+    async def run_expire_many(self, now: float | None = None) -> list[Run]:
+        now = now if now is not None else now_s()
+        runs = await self._write(lambda conn: writes.expire_runs(conn, now))
+        for run in runs:
+            self.hub.fire(done_topic(run.id))
+            self.hub.fire(events_topic(run.id))
         return runs
 
     async def run_next_due_at(self, queues: Sequence[str], tasks: Sequence[str]) -> float | None:

@@ -21,12 +21,19 @@ from ..base import (
     StepRecordParams,
     now_s,
 )
-from ..rows import RUN_COLUMNS, cancelled_error, run_from_row, step_event_data, worker_lost_error
+from ..rows import (
+    RUN_COLUMNS,
+    cancelled_error,
+    deadline_error,
+    run_from_row,
+    step_event_data,
+    worker_lost_error,
+)
 from .liveness import pid_alive
 
 __all__ = [
     "append_events", "append_fenced", "cancel_run", "claim_ids", "finish_runs", "get_or_raise",
-    "insert_runs", "record_step", "rescue_runs", "retry_run", "wake_parents",
+    "expire_runs", "insert_runs", "record_step", "rescue_runs", "retry_run", "wake_parents",
 ]
 
 S = RunState
@@ -68,11 +75,12 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams]) -> 
         now = p.now if p.now is not None else now_s()
         row = conn.execute(
             f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            f" run_at, created_at, parent_id, last_seq)"
-            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, 1)"
+            f" run_at, created_at, parent_id, budget, deadline_at, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
-             p.run_at if p.run_at is not None else now, now, p.parent_id)).fetchone()
+             p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
+             p.deadline_at)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
                                             (p.key,)).fetchone())
@@ -206,8 +214,12 @@ def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
     now = p.now if p.now is not None else now_s()
     if append_events(conn, p.run_id, [("step", step_event_data(p))], now, fence=p.fence) is None:
         return False
+    # Only a "started" mark (an at-most-once call) may be completed in place, once.
     conn.execute("INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)"
-                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, position) DO UPDATE SET"
+                 " status = excluded.status, result = excluded.result, error = excluded.error,"
+                 " fence = excluded.fence WHERE steps.status = 'started' AND steps.name = excluded.name"
+                 " AND excluded.status <> 'started'",
                  (p.run_id, p.position, p.name, p.status, p.result, p.error, p.fence, now))
     return conn.execute("SELECT changes()").fetchone()[0] == 1
 
@@ -242,4 +254,19 @@ def rescue_runs(conn: sqlite3.Connection, p: RunRescueParams, host: str) -> list
         append_events(conn, run.id, [_event(kind, recoveries=run.recoveries)], now)
         run.last_seq += 1
     wake_parents(conn, [r.parent_id for r in runs if r.done and r.parent_id is not None], now)
+    return runs
+
+
+def expire_runs(conn: sqlite3.Connection, now: float) -> list[Run]:
+    """End `failed` every open run past its deadline. A running one's owner finds its
+    next fenced write refused (the run is no longer running) and abandons it."""
+    rows = conn.execute(
+        f"UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = ?,"
+        f" error = ?, last_seq = last_seq + 1"
+        f" WHERE deadline_at < ? AND state IN ('queued', 'running') RETURNING {RUN_COLUMNS}",
+        (now, deadline_error(), now)).fetchall()
+    runs = [run_from_row(row) for row in rows]
+    _insert_events(conn, [(r.id, r.last_seq, *_event("failed", error="DeadlineExceeded"), now)
+                          for r in runs])
+    wake_parents(conn, [r.parent_id for r in runs if r.parent_id is not None], now)
     return runs
