@@ -136,3 +136,33 @@ async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(stor
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)])
     await store.run_retry(run.id, now=T0)
     assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done")]
+
+
+async def test_a_started_mark_is_completed_once_and_never_restarted(store):
+    _, run = await _claimed(store)
+    started = StepRecordParams(run.id, run.fence, 0, "tool:pay", "started", now=T0)
+    assert await store.step_record(started)
+    assert not await store.step_record(started)  # a second "started" is refused
+    assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"ok"'))
+    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"x"'))
+    (step,) = await store.step_list(run.id)
+    assert (step.status, step.value()) == ("done", "ok")
+
+
+async def test_deadlines_end_open_runs_failed_whatever_their_worker(store):
+    wid = await store.worker_register(worker())
+    late_running, late_queued, in_time = await store.run_insert_many([
+        RunInsertParams(key="a", task="t", args="{}", deadline_at=T0 + 10, now=T0),
+        RunInsertParams(key="b", task="other", args="{}", deadline_at=T0 + 10, now=T0),
+        RunInsertParams(key="c", task="t", args="{}", deadline_at=T0 + 100, now=T0)])
+    (running,) = await store.run_claim(claim(wid, limit=1))
+    assert running.id == late_running.id
+    assert await store.run_expire_many(now=T0 + 5) == []
+    expired = await store.run_expire_many(now=T0 + 11)
+    assert sorted(r.id for r in expired) == [late_running.id, late_queued.id]
+    assert all(r.state is S.FAILED and r.error_info()["type"] == "DeadlineExceeded" for r in expired)
+    # The expired run's worker cannot finish it any more.
+    assert await store.run_finish_many([RunFinishParams(running.id, running.fence, S.SUCCEEDED,
+                                                        result="1", now=T0 + 12)]) == [running.id]
+    assert (await store.run_get(in_time.id)).state is S.QUEUED
+    assert (await store.event_list(late_queued.id))[-1].kind == "failed"
