@@ -15,16 +15,11 @@ import asyncio
 import multiprocessing
 import os
 import random
-import re
 import shutil
-import signal
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -33,13 +28,14 @@ import asyncpg
 
 import runwright as rw
 
-ROOT = Path(__file__).resolve().parent.parent
+from .common import BenchError, Workers, drop_schema, event_loop_runner, p99, run_main, say, store_url
+
+APP_SPEC = "benchmarks.drain:app"
 POLL_S = 0.02  # how often run counts are read while a batch drains
 RUN_POLL_S = 0.005  # how often one run is re-read while waiting for a takeover
 DRAIN_TIMEOUT_S = 120.0
 LATENCY_WARMUP = 5  # first round trips open the listener and warm caches: not counted
 SLEEP_S = 60.0  # the sleeper outlives every takeover measurement
-LOG_FIELD = re.compile(r" \w+=")  # where a worker log line's key=value fields begin
 
 
 async def noop(n: int) -> None:
@@ -60,19 +56,6 @@ def with_tasks(target: rw.App) -> rw.App:
 app = with_tasks(rw.App())
 
 
-def event_loop_runner() -> asyncio.Runner:
-    """uvloop when installed, as the real workers use it."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.Runner()
-    return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-
-
-class BenchError(RuntimeError):
-    """A phase could not finish (timeout, runs left over): reported, not raised further."""
-
-
 @dataclass
 class Figures:
     backend: str
@@ -86,94 +69,6 @@ class Figures:
     takeovers_s: list[float] = field(default_factory=list)
     rss_mib: list[tuple[float, float]] = field(default_factory=list)  # (now, peak) per worker
     notes: list[str] = field(default_factory=list)
-
-
-def say(backend: str, text: str) -> None:
-    print(f"[{backend}] {text}", flush=True)
-
-
-# -- worker processes -----------------------------------------------------------------
-
-
-class Workers:
-    """The `runwright worker` processes of one backend; each logs to a file of its own."""
-
-    def __init__(self, url: str, concurrency: int, log_dir: Path) -> None:
-        self.url = url
-        self.concurrency = concurrency
-        self.log_dir = log_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self._started = 0
-
-    def start(self, count: int) -> None:
-        for _ in range(count):
-            self._started += 1
-            with open(self.log_dir / f"worker-{self._started}.log", "wb") as log:
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "runwright", "worker", "benchmarks.drain:app",
-                     "--concurrency", str(self.concurrency), "--url", self.url],
-                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-
-    def by_pid(self, pid: int) -> subprocess.Popen[bytes]:
-        for proc in self.procs:
-            if proc.pid == pid:
-                return proc
-        raise BenchError(f"worker pid {pid} is not one this benchmark started")
-
-    def kill(self, proc: subprocess.Popen[bytes]) -> None:
-        """SIGKILL and reap at once, as a supervisor would: no zombie keeps looking alive."""
-        proc.kill()
-        proc.wait()
-        self.procs.remove(proc)
-
-    def stop(self, proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
-        """SIGTERM (the worker drains and deregisters), SIGKILL if it does not exit."""
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.procs.remove(proc)
-
-    def stop_all(self) -> None:
-        for proc in list(self.procs):
-            self.stop(proc)
-
-    def rss_mib(self) -> list[tuple[float, float]]:
-        """(VmRSS, VmHWM) in MiB of each live worker."""
-        out = []
-        for proc in self.procs:
-            fields = {}
-            with open(f"/proc/{proc.pid}/status") as status:
-                for line in status:
-                    key, _, value = line.partition(":")
-                    fields[key] = value
-            out.append((_kib(fields["VmRSS"]) / 1024, _kib(fields["VmHWM"]) / 1024))
-        return out
-
-    def log_problems(self) -> list[str]:
-        """WARNING/ERROR lines and tracebacks of all worker logs, counted by message
-        (the text before the first key=value field), each with one example line."""
-        seen: Counter[str] = Counter()
-        example: dict[str, str] = {}
-        for path in sorted(self.log_dir.glob("worker-*.log")):
-            for line in path.read_text(errors="replace").splitlines():
-                parts = line.split(maxsplit=2)
-                if len(parts) == 3 and parts[1] in ("WARNING", "ERROR", "CRITICAL"):
-                    message = f"{parts[1]} {LOG_FIELD.split(parts[2], maxsplit=1)[0]}"
-                elif line.startswith(("Traceback", "error:", "worker crashed")):
-                    message = f"{line.split(':')[0]} in {path.name}"
-                else:
-                    continue
-                seen[message] += 1
-                example.setdefault(message, f"{path.name}: {line}")
-        return [f"{count}x {message}  e.g. {example[message]}" for message, count in seen.most_common()]
-
-
-def _kib(value: str) -> int:
-    return int(value.split()[0])
 
 
 # -- waiting on the store ---------------------------------------------------------------
@@ -269,10 +164,6 @@ async def measure_latency(bench: rw.App, args: argparse.Namespace, figures: Figu
     figures.round_trip_ms = (statistics.median(round_trips), p99(round_trips))
     say(figures.backend, "submit-to-start p50 {:.2f} ms p99 {:.2f} ms; round trip p50 {:.2f} ms "
                          "p99 {:.2f} ms".format(*figures.start_ms, *figures.round_trip_ms))
-
-
-def p99(values: list[float]) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
 async def measure_takeovers(bench: rw.App, workers: Workers, count: int, rounds: int,
@@ -448,15 +339,12 @@ def record_raw(figures: Figures, args: argparse.Namespace, elapsed: float, total
 
 async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Figures:
     figures = Figures(backend)
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp / 'bench.db'}"  # tmp is absolute: sqlite:////tmp/...
-    else:
-        schema = f"bench_drain_{os.getpid()}"
-        url = f"{args.pg_url}{'&' if '?' in args.pg_url else '?'}schema={schema}"
+    schema = f"bench_drain_{os.getpid()}"
+    url = store_url(backend, tmp, args.pg_url, schema)
     log_dir = tmp / f"logs-{backend}"
     log_dir.mkdir()
     bench = with_tasks(rw.App(url))
-    workers = Workers(url, args.concurrency, log_dir)
+    workers = Workers(APP_SPEC, url, args.concurrency, log_dir)
     try:
         await bench.open()
         await bench_framework(bench, workers, args, figures)
@@ -472,7 +360,7 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         workers.stop_all()
         await bench.close()
         if backend == "postgres":
-            await drop_schema(args.pg_url, schema, figures)
+            await drop_schema(args.pg_url, schema, figures.notes)
     figures.notes.extend(workers.log_problems())
     return figures
 
@@ -492,17 +380,6 @@ async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namesp
     expected = 2 * args.runs + LATENCY_WARMUP + args.latency_runs
     if succeeded(counts) != expected or set(counts) - {"succeeded", "cancelled"}:
         figures.notes.append(f"runs by state at the end: {counts} (expected {expected} succeeded)")
-
-
-async def drop_schema(dsn: str, schema: str, figures: Figures) -> None:
-    try:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        finally:
-            await conn.close()
-    except (OSError, asyncpg.PostgresError) as exc:
-        figures.notes.append(f"could not drop schema {schema}: {exc}")
 
 
 # -- report -----------------------------------------------------------------------------
@@ -591,10 +468,4 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    # SIGTERM ends us like Ctrl-C does, so the `finally` blocks stop workers and drop schemas.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        with event_loop_runner() as runner:
-            runner.run(main(parse_args()))
-    except KeyboardInterrupt:
-        sys.exit("interrupted: workers stopped, temporary files and schemas removed")
+    run_main(main(parse_args()))

@@ -1,10 +1,13 @@
 """runwright: durable, distributed execution for AI agent runs and background jobs."""
 
+from .agents import ModelError, ModelUnavailable, Price, ToolSpec
 from .app import App, Call
+from .budget import Budget
 from .context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
     BadArguments,
+    BudgetExceeded,
     ChildFailed,
     ConfigError,
     FinalError,
@@ -13,6 +16,7 @@ from .errors import (
     InvalidTransition,
     LeaseLost,
     NonDeterminismError,
+    OutcomeUnknown,
     PayloadTooLarge,
     RunCancelled,
     RunEnded,
@@ -44,6 +48,8 @@ __all__ = [
     "App",
     "Backoff",
     "BadArguments",
+    "Budget",
+    "BudgetExceeded",
     "Call",
     "ChildFailed",
     "ChildRun",
@@ -55,8 +61,12 @@ __all__ = [
     "InvalidTime",
     "InvalidTransition",
     "LeaseLost",
+    "ModelError",
+    "ModelUnavailable",
     "NonDeterminismError",
+    "OutcomeUnknown",
     "PayloadTooLarge",
+    "Price",
     "RetryPolicy",
     "Run",
     "RunCancelled",
@@ -74,6 +84,7 @@ __all__ = [
     "StoreUnreachable",
     "TaskSpec",
     "TaskTimeout",
+    "ToolSpec",
     "UnknownTask",
     "Worker",
     "WorkerConfig",

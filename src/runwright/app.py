@@ -6,8 +6,19 @@ import asyncio
 import datetime as dt
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Mapping, Sequence, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+    overload,
+)
 
+from .budget import Budget
 from .errors import ConfigError, InvalidInput, RunNotFound, StoreError, UnknownTask
 from .resilience import durably
 from .retry import Backoff, RetryPolicy
@@ -19,6 +30,8 @@ from .store.hub import done_topic, events_topic
 from .tasks import TaskSpec, takes_context
 
 if TYPE_CHECKING:
+    from .agents.models import ModelClient
+    from .agents.tools import ToolSpec
     from .engine.worker import Worker
     from .journal import Event
 
@@ -57,6 +70,8 @@ class App:
         self.auto_migrate = auto_migrate
         self.max_payload_bytes = max_payload_bytes
         self.tasks: dict[str, TaskSpec] = {}
+        self.tools: dict[str, ToolSpec] = {}
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self._opened: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
@@ -96,6 +111,32 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    def tool(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+             delivery: str = "at_least_once") -> Any:
+        """Register a tool for agents: `@app.tool` or `@app.tool(delivery="at_most_once")`.
+        Its JSON schema comes from the type hints and the docstring (Args: section)."""
+        from .agents.tools import tool_spec
+
+        def register(f: Callable[..., Any]) -> ToolSpec:
+            spec = tool_spec(f, name, delivery)
+            if spec.name in self.tools:
+                raise ConfigError(f"tool {spec.name!r} is registered twice; give one a name=")
+            self.tools[spec.name] = spec
+            return spec
+
+        return register(fn) if fn is not None else register
+
+    def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
+              instructions: str = "", max_turns: int = 10, stream: bool = False,
+              prices: Mapping[str, Any] | None = None, **task_options: Any) -> TaskSpec:
+        """Register an agent: a task `name(input: str)` that loops model call -> tool calls
+        -> model call, each journaled, until the model answers without tool calls or a
+        bound is hit. Submit it like any task; `budget=` bounds cost, time and turns."""
+        from .agents.loop import define_agent
+
+        return define_agent(self, name, model=model, tools=tools, instructions=instructions,
+                            max_turns=max_turns, stream=stream, prices=prices, **task_options)
+
     def task_spec(self, task: TaskSpec | str) -> TaskSpec:
         name = task.name if isinstance(task, TaskSpec) else task
         spec = self.tasks.get(name)
@@ -124,7 +165,13 @@ class App:
         await self._opened
         return self
 
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer` when the app closes (e.g. a model client's connections)."""
+        self._closers.append(closer)
+
     async def close(self) -> None:
+        for closer in self._closers:
+            await closer()
         if self._opened is not None:
             self._opened = None
             await self.store.close()
@@ -140,12 +187,12 @@ class App:
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
                      priority: int | None = None, delay_s: float | None = None,
                      run_at: float | dt.datetime | None = None, queue: str | None = None,
-                     **kwargs: Any) -> RunHandle:
+                     budget: Budget | None = None, **kwargs: Any) -> RunHandle:
         """Submit one run. The same `key` always names the same run: submitting it again
         returns the existing run (`handle.existed` is True), whatever its state."""
         spec = self.task_spec(task)
         params = self._insert_params(spec, spec.bind(args, kwargs), key, priority, delay_s,
-                                     run_at, queue, now_s())
+                                     run_at, queue, now_s(), budget)
         await self.open()
         (run,) = await self.store.run_insert_many([params])
         return RunHandle(self, run)
@@ -176,7 +223,7 @@ class App:
     def _insert_params(self, spec: TaskSpec, kwargs: dict[str, Any], key: str | None,
                        priority: int | None, delay_s: float | None,
                        run_at: float | dt.datetime | None, queue: str | None,
-                       now: float) -> RunInsertParams:
+                       now: float, budget: Budget | None = None) -> RunInsertParams:
         priority = spec.priority if priority is None else priority
         if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 32767:
             raise InvalidInput(f"priority must be an int in 0..32767 (0 = most urgent), got {priority!r}")
@@ -191,6 +238,8 @@ class App:
             max_attempts=spec.retry.max_attempts,
             timeout_s=spec.timeout_s,
             run_at=due_at(now, delay_s, run_at),
+            budget=budget.to_json() if budget is not None else None,
+            deadline_at=now + budget.deadline_s if budget and budget.deadline_s else None,
             now=now,
         )
 

@@ -16,7 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Generator
 
 from .crashpoints import crash_point
-from .errors import ChildFailed, LeaseLost, NonDeterminismError, StepFailed
+from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
 from .parking import Park
 from .resilience import durably
@@ -89,8 +89,14 @@ class Context:
         if not recorded:
             raise LeaseLost(self.run.id, self.run.fence)
 
+    @property
+    def next_position(self) -> int:
+        """The journal position the next durable operation will take (stable on replay)."""
+        return self._position
+
     async def step(self, name: str, fn: Callable[..., Any], *args: Any,
-                   retry: RetryPolicy | int | None = None, **kwargs: Any) -> Any:
+                   retry: RetryPolicy | int | None = None, at_most_once: bool = False,
+                   **kwargs: Any) -> Any:
         """Run `fn(*args, **kwargs)` once for this run, journal its result, and return it.
 
         On replay the journaled result is returned without calling `fn`. `retry` (a count
@@ -99,25 +105,44 @@ class Context:
         replay too; any other error is not journaled, so the run's own retry runs the step
         again. The result must serialize to JSON: if it does not, the step fails clearly
         and nothing is journaled.
+
+        `at_most_once=True`: a fenced "started" mark is journaled before the call; if the
+        worker dies mid-call, the call is never made again and this step raises
+        OutcomeUnknown (on every replay). No in-place retries then: a retry could be a
+        second call.
         """
         position, record = self._next(name)
+        if record is not None and record.status == "started":
+            return await self._outcome_unknown(position, name)
         if record is not None:
             return _replay(record)
+        if at_most_once:
+            await self._record(position, name, "started")
+            crash_point("step.after_started_mark", name)
+            retry = 0
         policy = RetryPolicy(retries=retry) if isinstance(retry, int) else retry or RetryPolicy(0)
         try:
             value = await _call_with_retries(fn, args, kwargs, policy)
         except Exception as exc:
             if not policy.is_final(exc):
                 raise
-            crash_point("step.after_side_effect")
+            crash_point("step.after_side_effect", name)
             detail = encode_error(exc)
             await self._record(position, name, "failed", error=detail)
             raise StepFailed(name, position, json.loads(detail)) from exc
         result = encode(value, f"result of step {name!r}", self.app.max_payload_bytes)
-        crash_point("step.after_side_effect")
+        crash_point("step.after_side_effect", name)
         await self._record(position, name, "done", result=result)
-        crash_point("step.after_journal")
+        crash_point("step.after_journal", name)
         return value
+
+    async def _outcome_unknown(self, position: int, name: str) -> Any:
+        """A started mark with no outcome: journal that the outcome is unknown, and raise."""
+        error = {"type": "OutcomeUnknown",
+                 "message": "the call was started, but its worker stopped before recording how "
+                            "it ended; being at-most-once, it is not made again"}
+        await self._record(position, name, "failed", error=json.dumps(error))
+        raise OutcomeUnknown(name, position, error)
 
     # -- durable timers -------------------------------------------------------------
 
@@ -232,7 +257,9 @@ def _child_outcome(run: Run) -> Any:
 def _replay(record: StepRecord) -> Any:
     if record.status == "done":
         return record.value()
-    raise StepFailed(record.name, record.position, json.loads(record.error or "{}"))
+    error = json.loads(record.error or "{}")
+    kind = OutcomeUnknown if error.get("type") == "OutcomeUnknown" else StepFailed
+    raise kind(record.name, record.position, error)
 
 
 async def _call_with_retries(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],

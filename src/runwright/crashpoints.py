@@ -1,12 +1,15 @@
 """Named crash points: places in the engine where a test can make a process fail on purpose.
 
 Off unless armed, and then cheap (one dict lookup). Armed in-process with `arm(name,
-action)`, or for a worker subprocess with RUNWRIGHT_CRASH_POINTS="name=action,...".
+action)`, or for a worker subprocess with RUNWRIGHT_CRASH_POINTS="name=action,...". The
+step points can be narrowed to one step: `step.after_side_effect:charge` fires only at
+the step named `charge`.
 Actions: `raise` (an unexpected error right there), `kill` (SIGKILL this process),
 `stop` (SIGSTOP this process: a stall). Points in the engine:
 
     worker.claim_loop          before each claim
     worker.after_claim         runs claimed (fence bumped), none started yet
+    step.after_started_mark    an at-most-once step's "started" mark is durable; no call yet
     step.after_side_effect     a step's function returned; its journal write not yet made
     step.after_journal         a step's journal write is durable; the task not yet resumed
     worker.before_finish       a run's function returned; its terminal write not yet made
@@ -37,24 +40,41 @@ def _from_env() -> dict[str, str]:
 _armed: dict[str, str] = _from_env()
 
 
-def arm(name: str, action: str = "raise") -> None:
+_remaining: dict[str, int] = {}
+
+
+def arm(name: str, action: str = "raise", times: int | None = None) -> None:
+    """Arm a point; with `times`, it disarms itself after firing that many times."""
     if action not in ACTIONS:
         raise ValueError(f"crash point action must be one of {ACTIONS}, got {action!r}")
     _armed[name] = action
+    if times is not None:
+        _remaining[name] = times
 
 
 def disarm(name: str | None = None) -> None:
     """Disarm one point, or all of them."""
     if name is None:
         _armed.clear()
+        _remaining.clear()
     else:
         _armed.pop(name, None)
+        _remaining.pop(name, None)
 
 
-def crash_point(name: str) -> None:
-    action = _armed.get(name) if _armed else None
+def crash_point(name: str, detail: str = "") -> None:
+    """Fire `name` if armed, or `name:detail` (e.g. `step.after_side_effect:tool:pay`,
+    which fires only at the step named `tool:pay`)."""
+    if not _armed:
+        return
+    key = name if name in _armed else f"{name}:{detail}"
+    action = _armed.get(key)
     if action is None:
         return
+    if key in _remaining:
+        _remaining[key] -= 1
+        if _remaining[key] <= 0:
+            disarm(key)
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif action == "stop":

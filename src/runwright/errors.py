@@ -20,7 +20,9 @@
     │   └── ChildFailed             raised in a parent awaiting a child run that did not succeed
     └── FinalError                  raised by a task to end its run `failed`, without retry
         ├── StepFailed              a step ended with a final error (journaled: replays raise it)
-        └── NonDeterminismError     replay met another step than the journal holds
+        │   └── OutcomeUnknown      an at-most-once step started, and its worker died mid-call
+        ├── NonDeterminismError     replay met another step than the journal holds
+        └── BudgetExceeded          a run's budget ran out (cost, deadline, turns)
 
 `TaskTimeout` (a subclass of `TimeoutError`) is raised inside a run that passed its timeout.
 """
@@ -31,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "BadArguments",
+    "BudgetExceeded",
     "ChildFailed",
     "ConfigError",
     "FinalError",
@@ -39,6 +42,7 @@ __all__ = [
     "InvalidTransition",
     "LeaseLost",
     "NonDeterminismError",
+    "OutcomeUnknown",
     "PayloadTooLarge",
     "RunCancelled",
     "RunEnded",
@@ -163,3 +167,12 @@ class NonDeterminismError(FinalError):
 
 class TaskTimeout(TimeoutError):
     """The attempt ran past its task's `timeout_s`."""
+
+
+class OutcomeUnknown(StepFailed):
+    """An at-most-once step was started (its mark is journaled) but no outcome was
+    recorded: its worker died mid-call. It is never run again; this is what replays get."""
+
+
+class BudgetExceeded(FinalError):
+    """The run's budget ran out: max_cost_usd, deadline_s or max_turns."""

@@ -142,9 +142,10 @@ async def test_a_started_mark_is_completed_once_and_never_restarted(store):
     _, run = await _claimed(store)
     started = StepRecordParams(run.id, run.fence, 0, "tool:pay", "started", now=T0)
     assert await store.step_record(started)
-    assert not await store.step_record(started)  # a second "started" is refused
+    assert await store.step_record(started)  # the same mark re-sent (a lost reply): idempotent
     assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"ok"'))
     assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"x"'))
+    assert not await store.step_record(started)  # an outcome is never reopened
     (step,) = await store.step_list(run.id)
     assert (step.status, step.value()) == ("done", "ok")
 
@@ -166,3 +167,13 @@ async def test_deadlines_end_open_runs_failed_whatever_their_worker(store):
                                                         result="1", now=T0 + 12)]) == [running.id]
     assert (await store.run_get(in_time.id)).state is S.QUEUED
     assert (await store.event_list(late_queued.id))[-1].kind == "failed"
+
+
+async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
+    """A retry after a lost reply re-sends a write that already committed."""
+    _, run = await _claimed(store)
+    write = StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0)
+    assert await store.step_record(write)
+    assert await store.step_record(write)  # the same write again: ours, so a success
+    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
+    assert [e.kind for e in await store.event_list(run.id)].count("step") == 1

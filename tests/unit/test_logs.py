@@ -30,3 +30,15 @@ def test_crash_points_are_off_until_armed():
     crashpoints.crash_point("x")
     with pytest.raises(ValueError):
         crashpoints.arm("x", "explode")
+
+
+def test_crash_points_can_target_one_step_and_fire_a_set_number_of_times():
+    crashpoints.arm("step.after_side_effect:charge", times=2)
+    try:
+        crashpoints.crash_point("step.after_side_effect", "other")  # another step: nothing
+        for _ in range(2):
+            with pytest.raises(crashpoints.CrashPointReached):
+                crashpoints.crash_point("step.after_side_effect", "charge")
+        crashpoints.crash_point("step.after_side_effect", "charge")  # spent: nothing
+    finally:
+        crashpoints.disarm()

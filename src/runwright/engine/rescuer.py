@@ -1,5 +1,6 @@
-"""The rescuer: every worker takes back runs of dead workers and of expired leases, and
-says loudly when due runs wait for a task that it does not register."""
+"""The rescuer: every worker takes back runs of dead workers and of expired leases, ends
+runs whose deadline passed (so a deadline holds even when a run's own worker is dead),
+and says loudly when due runs wait for a task that it does not register."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ class Rescuer:
         if time.monotonic() >= self._next_orphan_check:
             self._next_orphan_check = time.monotonic() + self._orphan_check_s
             await self._report_orphans(worker_id)
+        for run in await store_call(self._store.run_expire_many, worker=worker_id) or ():
+            event(logging.WARNING, "run failed: its deadline passed", run_id=run.id,
+                  attempt=run.attempt, worker=worker_id)
         for run in await store_call(self._store.run_rescue_many, self._params, worker=worker_id) or ():
             on_rescued(run)
             level = logging.WARNING if run.state is RunState.DEAD else logging.INFO

@@ -204,6 +204,10 @@ RECORD_STEP = """
 WITH bumped AS (
     UPDATE runs SET last_seq = last_seq + 1
     WHERE id = $1 AND fence = $2 AND state = 'running'
+      -- Not when the position already holds an outcome: that write is refused, and must
+      -- not leave a `step` event behind (nor take a seq).
+      AND NOT EXISTS (SELECT 1 FROM steps WHERE run_id = $1 AND position = $3
+                      AND (status <> 'started' OR $5 = 'started'))
     RETURNING last_seq
 ), stepped AS (
     INSERT INTO steps AS s (run_id, position, name, status, result, error, fence, created_at)
@@ -220,6 +224,14 @@ WITH bumped AS (
     SELECT pg_notify($10, $1::text) FROM bumped
 )
 SELECT position, (SELECT count(*) FROM notified) FROM stepped
+"""
+
+# A refused journal write whose very entry is already there (same fence, name and
+# outcome) was our own earlier write, committed before its reply was lost: a success.
+STEP_CONFIRM = """
+SELECT 1 FROM steps
+WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
+  AND result IS NOT DISTINCT FROM $6 AND error IS NOT DISTINCT FROM $7
 """
 
 LIST_STEPS = """

@@ -91,7 +91,7 @@ class PostgresStore:
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
-                server_settings=self._settings)
+                server_settings=self._settings, reset=_no_reset)
         except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
         version = await self.schema_version()
@@ -410,7 +410,11 @@ class PostgresStore:
                                  params.name, params.status, params.result, params.error, now,
                                  step_event_data(params), self.channels["events"])
         self.hub.fire(events_topic(params.run_id))
-        return bool(rows)
+        if rows:
+            return True
+        return await self._fetchval(sql.STEP_CONFIRM, params.run_id, params.position, params.fence,
+                                    params.name, params.status, params.result,
+                                    params.error) is not None
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         now = params.now if params.now is not None else now_s()
@@ -474,6 +478,12 @@ class PostgresStore:
     async def worker_list(self) -> list[WorkerInfo]:
         return [WorkerInfo(r[0], r[1], r[2], json.loads(r[3]), json.loads(r[4]), r[5], r[6])
                 for r in await self._fetch(sql.WORKER_LIST)]
+
+
+async def _no_reset(_conn: asyncpg.Connection) -> None:
+    """The pool's default reset (UNLISTEN *, RESET ALL, unlock all ...) costs a round trip
+    on every release. Pooled connections never LISTEN, hold session locks or change
+    settings here (those live on connections of their own), so there is nothing to reset."""
 
 
 def _id_payload(runs: Sequence[Run]) -> str:

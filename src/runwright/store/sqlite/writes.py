@@ -212,6 +212,13 @@ def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
     """Journal a step and log it, only while the caller's claim is current; a position
     written twice (which only a superseded owner could try) is refused by the primary key."""
     now = p.now if p.now is not None else now_s()
+    existing = conn.execute("SELECT fence, name, status, result, error FROM steps"
+                            " WHERE run_id = ? AND position = ?", (p.run_id, p.position)).fetchone()
+    if existing is not None and (existing[2] != "started" or p.status == "started"):
+        # Our own write seen again (a retry after a lost reply) is a success; anything
+        # else at a position that holds an outcome is refused, and logs nothing.
+        ours = tuple(existing) == (p.fence, p.name, p.status, p.result, p.error)
+        return ours and _owns(conn, p.run_id, p.fence)
     if append_events(conn, p.run_id, [("step", step_event_data(p))], now, fence=p.fence) is None:
         return False
     # Only a "started" mark (an at-most-once call) may be completed in place, once.
@@ -222,6 +229,11 @@ def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
                  " AND excluded.status <> 'started'",
                  (p.run_id, p.position, p.name, p.status, p.result, p.error, p.fence, now))
     return conn.execute("SELECT changes()").fetchone()[0] == 1
+
+
+def _owns(conn: sqlite3.Connection, run_id: int, fence: int) -> bool:
+    return conn.execute("SELECT 1 FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
+                        (run_id, fence)).fetchone() is not None
 
 
 def append_fenced(conn: sqlite3.Connection, p: EventAppendParams) -> list[int] | None:

@@ -1,0 +1,449 @@
+"""Durable-execution benchmark: what a journaled step, an emitted event and a followed
+event cost on each backend, next to the bare SQL and the bare store call under them.
+
+    cd /work/main && .venv/bin/python -m benchmarks.durable [--backends sqlite,postgres]
+
+It prints figures; it asserts nothing. The worker processes it starts import this module
+(`benchmarks.durable:app`), so the module-level `app` and its tasks must stay importable
+without side effects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import queue
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import asyncpg
+
+import runwright as rw
+from runwright.store.base import EventAppendParams, RunClaimParams, RunFinishParams
+
+from .common import (
+    BenchError,
+    ProblemLog,
+    Workers,
+    drop_schema,
+    event_loop_runner,
+    p99,
+    run_main,
+    say,
+    store_url,
+)
+
+APP_SPEC = "benchmarks.durable:app"
+ROUNDS = 5  # timed runs (and bare-SQL rounds) whose median gives the cost of a step
+RATE_ROUNDS = 3  # timed runs whose median gives an append rate
+FOLLOW_INTERVAL_S = 0.005  # spacing of the followed events
+FOLLOW_WARMUP = 5  # first followed events warm the listener and the caches: not counted
+RAW_QUEUE = "bench-raw"  # served by no worker: the run claimed by hand for bare appends
+RUN_TIMEOUT_S = 60.0
+
+
+def nothing() -> None:
+    """The step body: as cheap as a step can be, so the step costs only its journal write."""
+    return None
+
+
+async def stepper(ctx: rw.Context, steps: int) -> None:
+    for i in range(steps):
+        await ctx.step(f"s{i}", nothing)
+
+
+async def emitter(ctx: rw.Context, events: int) -> float:
+    """Emit in a tight loop; return the seconds it took, measured inside the run so that
+    claim and finish are not counted."""
+    t0 = time.perf_counter()
+    for i in range(events):
+        await ctx.emit("tick", {"i": i})
+    return time.perf_counter() - t0
+
+
+async def paced_emitter(ctx: rw.Context, events: int, interval_s: float) -> None:
+    """Emit spaced events, each stamped with the wall clock just before its append."""
+    for _ in range(events):
+        await ctx.emit("tick", {"t": time.time()})
+        await asyncio.sleep(interval_s)
+
+
+def with_tasks(target: rw.App) -> rw.App:
+    target.task(stepper, retries=0)
+    target.task(emitter, retries=0)
+    target.task(paced_emitter, retries=0)
+    return target
+
+
+# The app the worker processes load; they set RUNWRIGHT_URL before importing us.
+app = with_tasks(rw.App())
+
+
+@dataclass
+class Figures:
+    backend: str
+    run_ms: tuple[float, float] | None = None  # median run of (0 steps, --steps steps)
+    step_us: float | None = None
+    raw_step_us: float | None = None
+    emit_per_s: float | None = None
+    append_per_s: float | None = None
+    follow_ms: tuple[float, float] | None = None  # p50, p99
+    followed: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# -- bare SQL: the journal write without runwright --------------------------------------
+
+# The same shape as runwright's step write, minus its `step` event and NOTIFY: a fenced
+# UPDATE of the run's row and an INSERT of the step, in one statement (one round trip).
+PG_RAW_SETUP = """
+CREATE TABLE raw_runs (id bigint PRIMARY KEY, fence bigint NOT NULL, state text NOT NULL,
+    last_seq integer NOT NULL DEFAULT 0);
+CREATE TABLE raw_steps (run_id bigint NOT NULL, position integer NOT NULL, name text NOT NULL,
+    status text NOT NULL, result text, error text, fence bigint NOT NULL,
+    created_at double precision NOT NULL, PRIMARY KEY (run_id, position));
+INSERT INTO raw_runs (id, fence, state) VALUES (1, 1, 'running');
+"""
+PG_RAW_STEP = """
+WITH bumped AS (
+    UPDATE raw_runs SET last_seq = last_seq + 1 WHERE id = 1 AND fence = 1 AND state = 'running'
+    RETURNING last_seq
+)
+INSERT INTO raw_steps (run_id, position, name, status, result, fence, created_at)
+SELECT 1, $1, $2, 'done', 'null', 1, $3 FROM bumped
+"""
+
+SQLITE_RAW_SETUP = """
+CREATE TABLE raw_runs (id INTEGER PRIMARY KEY, fence INTEGER NOT NULL, state TEXT NOT NULL,
+    last_seq INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE raw_steps (run_id INTEGER NOT NULL, position INTEGER NOT NULL, name TEXT NOT NULL,
+    status TEXT NOT NULL, result TEXT, error TEXT, fence INTEGER NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY (run_id, position)) WITHOUT ROWID;
+INSERT INTO raw_runs (id, fence, state) VALUES (1, 1, 'running');
+"""
+SQLITE_RAW_BUMP = ("UPDATE raw_runs SET last_seq = last_seq + 1"
+                   " WHERE id = 1 AND fence = 1 AND state = 'running'")
+SQLITE_RAW_STEP = ("INSERT INTO raw_steps (run_id, position, name, status, result, fence, created_at)"
+                   " VALUES (1, ?, ?, 'done', 'null', 1, ?)")
+
+
+async def raw_step_pg(dsn: str, schema: str, steps: int) -> float:
+    """µs per bare step write on one asyncpg connection: median of ROUNDS rounds."""
+    conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    try:
+        await conn.execute(PG_RAW_SETUP)
+        step = await conn.prepare(PG_RAW_STEP)
+        per_round, position = [], 0
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                await step.fetch(position, f"s{position}", time.time())
+                position += 1
+            per_round.append((time.perf_counter() - t0) / steps * 1e6)
+        return statistics.median(per_round)
+    finally:
+        await conn.close()
+
+
+def raw_step_sqlite(path: str, steps: int) -> float:
+    """µs per bare step write: BEGIN IMMEDIATE, UPDATE, INSERT, COMMIT on the calling thread,
+    with the store's own settings (WAL, synchronous=NORMAL). Median of ROUNDS rounds."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.executescript(SQLITE_RAW_SETUP)
+        per_round, position = [], 0
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(SQLITE_RAW_BUMP)
+                conn.execute(SQLITE_RAW_STEP, (position, f"s{position}", time.time()))
+                conn.execute("COMMIT")
+                position += 1
+            per_round.append((time.perf_counter() - t0) / steps * 1e6)
+        return statistics.median(per_round)
+    finally:
+        conn.close()
+
+
+# -- the store called directly: event appends without a task ----------------------------
+
+
+async def measure_store_append(bench: rw.App, events: int, figures: Figures) -> None:
+    """`store.event_append` in a loop on a run claimed by hand (worker id 0). Run while no
+    worker is up: a worker's rescuer would take back a run whose owner is no live worker."""
+    handle = await bench.submit("emitter", events=0, queue=RAW_QUEUE)
+    (run,) = await bench.store.run_claim(RunClaimParams(
+        worker_id=0, queues=[RAW_QUEUE], tasks=["emitter"], limit=1, lease_s=600))
+    if run.id != handle.id:
+        raise BenchError(f"claimed run {run.id}, expected {handle.id}")
+    data = json.dumps({"i": 0})
+    rates = []
+    for _ in range(RATE_ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(events):
+            if await bench.store.event_append(EventAppendParams(run.id, run.fence, [("tick", data)])) is None:
+                raise BenchError(f"event_append refused on run {run.id}: the fence moved")
+        rates.append(events / (time.perf_counter() - t0))
+    await bench.store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.SUCCEEDED,
+                                                       result="null")])
+    figures.append_per_s = statistics.median(rates)
+    say(figures.backend, f"store.event_append called directly: {figures.append_per_s:,.0f} events/s")
+
+
+# -- an in-process worker: steps and emits ----------------------------------------------
+
+
+async def run_once(bench: rw.App, task: str, **kwargs: Any) -> rw.Run:
+    handle = await bench.submit(task, **kwargs)
+    await handle.result(timeout_s=RUN_TIMEOUT_S)  # raises if the run failed
+    return handle.run
+
+
+def duration_ms(run: rw.Run) -> float:
+    """Claim to durable finish, as the store recorded them: no wake-up latency counted."""
+    return (run.finished_at - run.started_at) * 1000
+
+
+async def measure_steps(bench: rw.App, steps: int, figures: Figures) -> None:
+    """Runs of `steps` no-op steps and of none, interleaved; the step's cost is the
+    difference of the medians over `steps`. A first pair warms up and is not counted."""
+    empty, full = [], []
+    for i in range(ROUNDS + 1):
+        run_0 = await run_once(bench, "stepper", steps=0)
+        run_n = await run_once(bench, "stepper", steps=steps)
+        if i > 0:
+            empty.append(duration_ms(run_0))
+            full.append(duration_ms(run_n))
+    figures.run_ms = (statistics.median(empty), statistics.median(full))
+    figures.step_us = (figures.run_ms[1] - figures.run_ms[0]) / steps * 1000
+    say(figures.backend, f"run of 0 steps {figures.run_ms[0]:.2f} ms, of {steps} steps "
+                         f"{figures.run_ms[1]:.2f} ms: {figures.step_us:.0f} µs per step "
+                         f"(median of {ROUNDS})")
+
+
+async def measure_emit(bench: rw.App, events: int, figures: Figures) -> None:
+    rates = []
+    for _ in range(RATE_ROUNDS):
+        run = await run_once(bench, "emitter", events=events)
+        rates.append(events / run.value())
+    figures.emit_per_s = statistics.median(rates)
+    say(figures.backend, f"ctx.emit in a tight loop: {figures.emit_per_s:,.0f} events/s "
+                         f"(median of {RATE_ROUNDS} runs of {events:,})")
+
+
+async def with_worker(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
+    """The step and emit phases, on a worker in this process (`app.worker`, sharing the
+    benchmark's store); what it logs at WARNING or above becomes notes."""
+    worker = bench.worker(concurrency=4)
+    with ProblemLog("the in-process worker") as problems:
+        running = asyncio.create_task(worker.run())
+        try:
+            await measure_steps(bench, args.steps, figures)
+            await measure_emit(bench, args.events, figures)
+        finally:
+            worker.stop()
+            await running
+    figures.notes.extend(problems.problems())
+
+
+# -- follow latency: a worker process appends, another process follows ------------------
+
+
+def follower_process(url: str, run_id: int, ready: Any, out: Any) -> None:
+    """Follow the run's log; for each tick, the lag from its emission to its delivery here.
+    `ready` is set at the first event (the submission): by then the listener is up."""
+
+    async def follow() -> list[float]:
+        follower = rw.App(url)
+        lags = []
+        try:
+            async for event in follower.events(run_id):
+                received = time.time()
+                if event.kind == "tick":
+                    lags.append((received - event.data["t"]) * 1000)
+                ready.set()
+        finally:
+            await follower.close()
+        return lags
+
+    with ProblemLog("the follower") as problems, event_loop_runner() as runner:
+        try:
+            out.put((runner.run(follow()), problems.problems()))
+        except Exception as exc:  # reported by the parent, not lost in a child's stderr
+            out.put(([], [*problems.problems(), f"follower failed: {type(exc).__name__}: {exc}"]))
+
+
+async def measure_follow(bench: rw.App, workers: Workers, count: int, figures: Figures) -> None:
+    """Submit first, start the follower and let it reach the live wait, and only then start
+    the worker: every counted tick is delivered live, none read from a backlog."""
+    handle = await bench.submit("paced_emitter", events=count + FOLLOW_WARMUP,
+                                interval_s=FOLLOW_INTERVAL_S)
+    # Spawned, not forked: the parent holds an event loop and open connections.
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    follower = ctx.Process(target=follower_process, args=(bench.url, handle.id, ready, out), daemon=True)
+    follower.start()
+    try:
+        await poll(ready.is_set, follower, "the follower's first event")
+        workers.start(1)
+        await handle.result(timeout_s=RUN_TIMEOUT_S)
+        lags, problems = await poll(lambda: _get_nowait(out), follower, "the follower's figures")
+    finally:
+        follower.join(5)
+        if follower.is_alive():
+            follower.kill()
+            follower.join()
+    figures.notes.extend(problems)
+    counted = lags[FOLLOW_WARMUP:]
+    figures.followed = len(counted)
+    if len(lags) != count + FOLLOW_WARMUP:
+        figures.notes.append(f"follower saw {len(lags)} of {count + FOLLOW_WARMUP} ticks")
+    if len(counted) < 2:
+        raise BenchError(f"only {len(counted)} ticks followed: no percentile to give")
+    figures.follow_ms = (statistics.median(counted), p99(counted))
+    say(figures.backend, "append-to-delivery in another process, {} events {:.0f} ms apart: "
+                         "p50 {:.2f} ms p99 {:.2f} ms".format(len(counted), FOLLOW_INTERVAL_S * 1000,
+                                                             *figures.follow_ms))
+
+
+async def poll(check: Callable[[], Any], proc: Any, what: str, timeout_s: float = 30.0) -> Any:
+    """Wait for `check()` to be truthy, in the loop rather than in a blocked thread (which a
+    SIGTERM could not stop); give up when the process we wait on died."""
+    deadline = time.perf_counter() + timeout_s
+    while not (value := check()):
+        if not proc.is_alive() and not (value := check()):
+            raise BenchError(f"{what}: the process exited with code {proc.exitcode}")
+        if time.perf_counter() > deadline:
+            raise BenchError(f"{what}: nothing after {timeout_s:.0f} s")
+        await asyncio.sleep(0.01)
+    return value
+
+
+def _get_nowait(out: Any) -> Any:
+    try:
+        return out.get_nowait()
+    except queue.Empty:
+        return None
+
+
+# -- one backend, start to end ----------------------------------------------------------
+
+
+async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Figures:
+    figures = Figures(backend)
+    schema = f"bench_durable_{os.getpid()}"
+    url = store_url(backend, tmp, args.pg_url, schema)
+    log_dir = tmp / f"logs-{backend}"
+    log_dir.mkdir()
+    bench = with_tasks(rw.App(url))
+    workers = Workers(APP_SPEC, url, 4, log_dir)
+    try:
+        await bench.open()  # creates the schema, where the raw tables go too
+        if backend == "sqlite":
+            figures.raw_step_us = raw_step_sqlite(str(tmp / "raw.db"), args.steps)
+        else:
+            figures.raw_step_us = await raw_step_pg(args.pg_url, schema, args.steps)
+        say(backend, f"bare SQL step write (UPDATE + INSERT, one transaction): "
+                     f"{figures.raw_step_us:.0f} µs")
+        await measure_store_append(bench, args.events, figures)
+        await with_worker(bench, args, figures)
+        await measure_follow(bench, workers, args.follow_events, figures)
+    except Exception as exc:  # a failed phase is a figure to report, not a reason to stop
+        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
+        say(backend, figures.notes[-1])
+    finally:
+        workers.stop_all()
+        await bench.close()
+        if backend == "postgres":
+            await drop_schema(args.pg_url, schema, figures.notes)
+    figures.notes.extend(workers.log_problems())
+    return figures
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
+    def num(value: float | None, unit: str, digits: int = 0) -> str:
+        return "-" if value is None else f"{value:,.{digits}f} {unit}"
+
+    def ratio(f: Figures) -> str:
+        if f.step_us is None or not f.raw_step_us:
+            return "-"
+        return f"{f.step_us / f.raw_step_us:.1f}x"
+
+    def runs(f: Figures) -> str:
+        return "-" if f.run_ms is None else f"{f.run_ms[0]:.2f} / {f.run_ms[1]:.2f} ms"
+
+    def follow(f: Figures) -> str:
+        return "-" if f.follow_ms is None else "{:.2f} / {:.2f} ms".format(*f.follow_ms)
+
+    rows = [
+        ("run of 0 / N steps", runs),
+        ("ctx.step overhead", lambda f: num(f.step_us, "µs")),
+        ("  bare SQL step write", lambda f: num(f.raw_step_us, "µs")),
+        ("  step / bare", ratio),
+        ("ctx.emit, tight loop", lambda f: num(f.emit_per_s, "/s")),
+        ("store.event_append", lambda f: num(f.append_per_s, "/s")),
+        ("follow latency p50/p99", follow),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    columns = [[show(f) for f in all_figures] for _, show in rows]
+    col_width = max(len(f.backend) for f in all_figures)
+    col_width = max([col_width, *(len(cell) for row in columns for cell in row)]) + 2
+    lines = [f"steps {args.steps}, events {args.events:,}, followed events {args.follow_events}",
+             " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
+    for (label, _), cells in zip(rows, columns):
+        lines.append(label.ljust(width) + "".join(cell.ljust(col_width) for cell in cells))
+    for f in all_figures:
+        for note in f.notes:
+            lines.append(f"note [{f.backend}]: {note}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default="sqlite,postgres",
+                        help="comma-separated: sqlite, postgres (default both)")
+    parser.add_argument("--steps", type=int, default=200, help="no-op steps per timed run")
+    parser.add_argument("--events", type=int, default=2000, help="events per append-rate run")
+    parser.add_argument("--follow-events", type=int, default=300,
+                        help="events timed from append to delivery in another process")
+    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
+                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
+    args = parser.parse_args()
+    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(args.backends) - {"sqlite", "postgres"}
+    if unknown:
+        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
+    for name in ("steps", "events", "follow_events"):
+        if getattr(args, name) < 2:
+            parser.error(f"--{name.replace('_', '-')} must be at least 2")
+    return args
+
+
+async def main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
+    try:
+        all_figures = [await bench_backend(backend, args, tmp) for backend in args.backends]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(summary(all_figures, args))
+
+
+if __name__ == "__main__":
+    run_main(main(parse_args()))

@@ -1,0 +1,8 @@
+"""Agents: models over OpenAI-compatible endpoints, tools with delivery guarantees, the
+durable tool loop."""
+
+from .loop import AgentSpec
+from .models import ModelClient, ModelError, ModelUnavailable, Price
+from .tools import ToolSpec
+
+__all__ = ["AgentSpec", "ModelClient", "ModelError", "ModelUnavailable", "Price", "ToolSpec"]

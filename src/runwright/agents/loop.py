@@ -1,0 +1,155 @@
+"""The agent: a durable task that loops model call -> tool calls -> model call.
+
+Every model call and every tool call is a journaled step, so a takeover resumes the
+conversation where it stood: answered model calls are not paid for twice, completed tool
+calls are not made twice, and an at-most-once tool interrupted mid-call is reported to
+the model as a ToolOutcomeUnknown result rather than made again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from ..budget import Budget
+from ..errors import BudgetExceeded, ConfigError, OutcomeUnknown
+from ..store.base import now_s
+from .models import DEFAULT_PRICES, ModelClient, Price
+from .tools import ToolSpec
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..context import Context
+    from ..tasks import TaskSpec
+
+__all__ = ["AgentSpec", "define_agent", "run_agent"]
+
+
+@dataclass
+class AgentSpec:
+    name: str
+    model: ModelClient
+    tools: dict[str, ToolSpec]
+    instructions: str = ""
+    max_turns: int = 10
+    stream: bool = False
+    schemas: list[dict[str, Any]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.schemas = [tool.schema() for tool in self.tools.values()]
+
+
+def define_agent(app: App, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str],
+                 instructions: str, max_turns: int, stream: bool,
+                 prices: Mapping[str, Any] | None, **task_options: Any) -> TaskSpec:
+    table = dict(DEFAULT_PRICES)
+    for model_name, price in (prices or {}).items():
+        table[model_name] = price if isinstance(price, Price) else Price(*price)
+    resolved = {}
+    for tool in tools:
+        spec = app.tools.get(tool) if isinstance(tool, str) else tool
+        if spec is None:
+            raise ConfigError(f"agent {name!r}: unknown tool {tool!r}; register it with @app.tool")
+        resolved[spec.name] = spec
+    if max_turns < 1:
+        raise ConfigError(f"agent {name!r}: max_turns must be >= 1")
+    client = model if isinstance(model, ModelClient) else ModelClient(model, table)
+    agent = AgentSpec(name, client, resolved, instructions, max_turns, stream)
+
+    async def agent_task(ctx: Context, input: str) -> str:
+        return await run_agent(ctx, agent, input)
+
+    agent_task.__name__ = agent_task.__qualname__ = name
+    agent_task.__doc__ = f"Agent {name!r} on {client.spec}."
+    spec = app.task(name=name, **task_options)(agent_task)
+    app.on_close(client.aclose)  # its HTTP connections belong to the loop that used them
+    return spec
+
+
+async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
+    budget = Budget.from_json(ctx.run.budget)
+    max_turns = min(agent.max_turns, budget.max_turns or math.inf)
+    messages: list[dict[str, Any]] = []
+    if agent.instructions:
+        messages.append({"role": "system", "content": agent.instructions})
+    messages.append({"role": "user", "content": user_input})
+    spent_usd = 0.0
+    turn = 0
+    while turn < max_turns:
+        turn += 1
+        _check_deadline(ctx)
+        reply = await ctx.step("model", _call_model, ctx, agent, list(messages), turn)
+        spent_usd += reply["cost_usd"]
+        if budget.max_cost_usd is not None and spent_usd > budget.max_cost_usd:
+            raise BudgetExceeded(f"budget exceeded: spent ${spent_usd:.6f} of "
+                                 f"max_cost_usd=${budget.max_cost_usd} after {turn} model calls")
+        message = reply["message"]
+        messages.append(message)
+        calls = message.get("tool_calls") or []
+        if not calls:
+            return message.get("content") or ""
+        for call in calls:
+            _check_deadline(ctx)
+            content = await _call_tool(ctx, agent, call)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+    raise BudgetExceeded(f"budget exceeded: max_turns={int(max_turns)} model calls without a final answer")
+
+
+def _check_deadline(ctx: Context) -> None:
+    deadline_at = ctx.run.deadline_at
+    if deadline_at is not None and now_s() > deadline_at:
+        raise BudgetExceeded("budget exceeded: the run's deadline passed")
+
+
+async def _call_model(ctx: Context, agent: AgentSpec, messages: list[dict[str, Any]],
+                      turn: int) -> dict[str, Any]:
+    """One model call (runs only when not journaled): its usage and cost become an event."""
+
+    async def publish(text: str) -> None:
+        await ctx.emit("tokens", {"turn": turn, "text": text})
+
+    reply = await agent.model.complete(messages, agent.schemas, publish if agent.stream else None)
+    await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],
+                             "cost_usd": reply["cost_usd"], "priced": reply["priced"],
+                             "tool_calls": [c["function"]["name"]
+                                            for c in reply["message"].get("tool_calls") or ()]})
+    return reply
+
+
+async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> str:
+    """One tool call as a journaled step; what the model gets back is always a string:
+    the tool's result, or an error it can read and act on."""
+    name = call["function"]["name"]
+    step = f"tool:{name}"
+    tool = agent.tools.get(name)
+    if tool is None:
+        return await ctx.step(step, _error, f"unknown tool {name!r}; available: {sorted(agent.tools)}")
+    try:
+        arguments = tool.validate(call["function"].get("arguments") or "{}")
+    except ValueError as exc:
+        return await ctx.step(step, _error, str(exc))
+    key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
+
+    async def invoke() -> str:
+        try:
+            return _as_text(await tool.invoke(arguments, key))
+        except Exception as exc:
+            return _error(f"{type(exc).__name__}: {exc}")
+
+    try:
+        return await ctx.step(step, invoke, at_most_once=tool.delivery == "at_most_once")
+    except OutcomeUnknown:
+        return json.dumps({"error": "ToolOutcomeUnknown",
+                           "message": f"the call to {name!r} was started but its outcome is unknown "
+                                      f"(the worker stopped mid-call); it was not repeated because "
+                                      f"the tool is at-most-once. Check before calling it again."})
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _error(message: str) -> str:
+    return json.dumps({"error": message})
