@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import (
@@ -19,13 +20,21 @@ from typing import (
 )
 
 from .budget import Budget
-from .errors import ConfigError, InvalidInput, RunNotFound, StoreError, UnknownTask
+from .errors import (
+    ConfigError,
+    InvalidInput,
+    RunEnded,
+    RunNotFound,
+    StoreError,
+    ThreadDeleted,
+    UnknownTask,
+)
 from .resilience import durably
 from .retry import Backoff, RetryPolicy
-from .runs import NORMAL, Run, RunHandle
+from .runs import NORMAL, Run, RunHandle, RunState
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES, due_at, encode, finite
 from .store import Store, store_from_url
-from .store.base import RunInsertParams, now_s
+from .store.base import ON_BUSY, RunInsertParams, RunListParams, now_s
 from .store.hub import done_topic, events_topic
 from .tasks import TaskSpec, takes_context
 
@@ -187,15 +196,52 @@ class App:
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
                      priority: int | None = None, delay_s: float | None = None,
                      run_at: float | dt.datetime | None = None, queue: str | None = None,
-                     budget: Budget | None = None, **kwargs: Any) -> RunHandle:
+                     budget: Budget | None = None, thread: str | None = None,
+                     on_busy: str = "reject", **kwargs: Any) -> RunHandle:
         """Submit one run. The same `key` always names the same run: submitting it again
-        returns the existing run (`handle.existed` is True), whatever its state."""
+        returns the existing run (`handle.existed` is True), whatever its state.
+
+        With `thread`, the run joins that conversation; runs of a thread never overlap,
+        and `on_busy` says what happens when the thread has an open run: "reject"
+        (ThreadBusy), "enqueue" (run after it), "interrupt" (it stops at its next step
+        boundary and ends `interrupted`; this run goes next) or "rollback" (as interrupt,
+        and what it added to the thread is discarded)."""
         spec = self.task_spec(task)
         params = self._insert_params(spec, spec.bind(args, kwargs), key, priority, delay_s,
                                      run_at, queue, now_s(), budget)
         await self.open()
-        (run,) = await self.store.run_insert_many([params])
-        return RunHandle(self, run)
+        if thread is None:
+            (run,) = await self.store.run_insert_many([params])
+            return RunHandle(self, run)
+        if on_busy not in ON_BUSY:
+            raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+        if not isinstance(thread, str) or not thread or len(thread) > 256:
+            raise InvalidInput(f"thread must be a non-empty string of at most 256 characters, got {thread!r}")
+        params.thread = thread
+        return RunHandle(self, await self.store.run_insert_threaded(params, on_busy))
+
+    async def thread_history(self, thread: str) -> list[dict[str, Any]]:
+        """The thread's messages, in order (ThreadDeleted once it was deleted)."""
+        await self.open()
+        return [json.loads(message) for _, _, message in await self.store.thread_messages(thread)]
+
+    async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
+        """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
+        delete its history. Reading it afterwards raises ThreadDeleted."""
+        await self.open()
+        if not await self.store.thread_delete(thread, purge=False):
+            raise ThreadDeleted(f"thread {thread!r} does not exist")
+        open_runs = await self.store.run_list(RunListParams(
+            states=[RunState.QUEUED, RunState.RUNNING], thread=thread, limit=10_000))
+        for run in open_runs:
+            try:
+                await self.store.run_cancel(run.id)
+            except RunEnded:
+                pass
+        async with asyncio.timeout(timeout_s):
+            for run in open_runs:
+                await self.wait_done(run.id)
+        await self.store.thread_delete(thread, purge=True)
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,

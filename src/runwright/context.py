@@ -13,12 +13,12 @@ import asyncio
 import datetime as dt
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
-from .parking import Park
+from .parking import Interrupted, Park, RunSignals
 from .resilience import durably
 from .retry import RetryPolicy
 from .runs import Run, outcome_of
@@ -44,10 +44,12 @@ RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
 class Context:
     """Given to a task whose first parameter is `ctx` (or annotated `rw.Context`)."""
 
-    def __init__(self, app: App, run: Run, worker_id: int, journal: list[StepRecord] = ()) -> None:
+    def __init__(self, app: App, run: Run, worker_id: int, journal: Sequence[StepRecord] = (),
+                 signals: RunSignals | None = None) -> None:
         self.app = app
         self.run = run
         self.worker_id = worker_id
+        self.signals = signals or RunSignals(run.interrupt)
         self._journal = {record.position: record for record in journal}
         self._position = 0
 
@@ -90,6 +92,27 @@ class Context:
             raise LeaseLost(self.run.id, self.run.fence)
 
     @property
+    def interrupt_requested(self) -> str | None:
+        """"interrupt" or "rollback" once a newer run on this run's thread asked it to stop."""
+        return self.signals.interrupt
+
+    @property
+    def replaying(self) -> bool:
+        """True while the next durable operation is already journaled (a replay)."""
+        return self._position in self._journal
+
+    async def stop_if_interrupted(self) -> None:
+        """At a real step boundary (not during replay): end the run `interrupted` if asked.
+        With rollback, what this run added to its thread is dropped first."""
+        mode = self.signals.interrupt
+        if mode is None or self.replaying:
+            return
+        if mode == "rollback" and self.run.thread is not None:
+            if not await durably(self.app.store.thread_forget_run, self.run.id, self.run.fence):
+                raise LeaseLost(self.run.id, self.run.fence)
+        raise Interrupted(mode)
+
+    @property
     def next_position(self) -> int:
         """The journal position the next durable operation will take (stable on replay)."""
         return self._position
@@ -111,6 +134,7 @@ class Context:
         OutcomeUnknown (on every replay). No in-place retries then: a retry could be a
         second call.
         """
+        await self.stop_if_interrupted()
         position, record = self._next(name)
         if record is not None and record.status == "started":
             return await self._outcome_unknown(position, name)

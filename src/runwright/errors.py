@@ -12,6 +12,8 @@
     │   ├── PayloadTooLarge         an encoded payload over the size limit
     │   └── InvalidTime             a malformed run_at, delay or duration
     ├── RunNotFound                 an unknown run id
+    ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
+    ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
     │   └── RunEnded                e.g. cancel of a run that already ended
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
@@ -55,6 +57,8 @@ __all__ = [
     "StoreError",
     "StoreUnreachable",
     "TaskTimeout",
+    "ThreadBusy",
+    "ThreadDeleted",
     "UnknownTask",
 ]
 
@@ -176,3 +180,11 @@ class OutcomeUnknown(StepFailed):
 
 class BudgetExceeded(FinalError):
     """The run's budget ran out: max_cost_usd, deadline_s or max_turns."""
+
+
+class ThreadBusy(RunwrightError):
+    """The thread has an open run, and the submission said on_busy="reject"."""
+
+
+class ThreadDeleted(RunwrightError, LookupError):
+    """The thread was deleted: it can be neither read nor submitted to."""

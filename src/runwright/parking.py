@@ -1,4 +1,5 @@
-"""Parking: how a run gives its worker slot back while it waits (a durable timer, a child).
+"""Parking and interruption: how a run gives its slot back while it waits (a durable
+timer, a child), and how it stops when a newer run on its thread interrupts it.
 
 `Park` unwinds the task's function like an exception; the executor turns it into a
 fenced give-back with a later run_at, so any worker resumes the run when it comes due,
@@ -8,7 +9,7 @@ by replaying its journal. It derives from BaseException so that a task's own
 
 from __future__ import annotations
 
-__all__ = ["Park"]
+__all__ = ["Interrupted", "Park", "RunSignals"]
 
 
 class Park(BaseException):
@@ -16,3 +17,22 @@ class Park(BaseException):
         super().__init__(f"parked until {until} ({reason})")
         self.until = until
         self.reason = reason
+
+
+class Interrupted(BaseException):
+    """A newer run on the thread asked this one to stop at its next step boundary; the
+    executor ends it `interrupted`. `mode` is "interrupt" or "rollback"."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__(f"interrupted ({mode}) by a newer run on its thread")
+        self.mode = mode
+
+
+class RunSignals:
+    """What the worker learns about a live run while it executes (set by its watcher,
+    read by the run's Context at step boundaries)."""
+
+    __slots__ = ("interrupt",)
+
+    def __init__(self, interrupt: str | None = None) -> None:
+        self.interrupt = interrupt

@@ -48,8 +48,9 @@ S = RunState
 # (`WHERE state IN sources_of(target)`), so no backend can move a run along an edge
 # that is not here.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
-    # queued -> dead: a run rescued too many times; queued -> failed: unrunnable for too long.
-    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.FAILED}),
+    # queued -> failed: a deadline passed, or unrunnable for too long; queued -> interrupted:
+    # a newer run on its thread interrupted it before it started.
+    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.FAILED, S.INTERRUPTED}),
     # running -> queued: a retry waiting out its backoff, a graceful give-back, a takeover.
     S.RUNNING: frozenset(
         {S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.DEAD, S.INTERRUPTED}
@@ -106,6 +107,8 @@ class Run:
     parent_id: int | None = None  # set on a child run started by ctx.submit
     budget: str | None = None  # JSON of a Budget
     deadline_at: float | None = None
+    thread: str | None = None
+    interrupt: str | None = None  # "interrupt" or "rollback": stop at the next step boundary
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

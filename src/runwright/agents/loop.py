@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
-from ..errors import BudgetExceeded, ConfigError, OutcomeUnknown
-from ..store.base import now_s
+from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
+from ..resilience import durably
+from ..store.base import ThreadAppendParams, now_s
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
 
@@ -71,30 +72,75 @@ def define_agent(app: App, name: str, *, model: str | ModelClient, tools: Sequen
 async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
     budget = Budget.from_json(ctx.run.budget)
     max_turns = min(agent.max_turns, budget.max_turns or math.inf)
-    messages: list[dict[str, Any]] = []
+    conversation = Conversation(ctx)
     if agent.instructions:
-        messages.append({"role": "system", "content": agent.instructions})
-    messages.append({"role": "user", "content": user_input})
+        conversation.messages.append({"role": "system", "content": agent.instructions})
+    await conversation.load_history()
+    await conversation.add({"role": "user", "content": user_input})
     spent_usd = 0.0
     turn = 0
     while turn < max_turns:
         turn += 1
         _check_deadline(ctx)
-        reply = await ctx.step("model", _call_model, ctx, agent, list(messages), turn)
+        reply = await ctx.step("model", _call_model, ctx, agent, list(conversation.messages), turn)
         spent_usd += reply["cost_usd"]
+        message = reply["message"]
+        await conversation.add(message)
         if budget.max_cost_usd is not None and spent_usd > budget.max_cost_usd:
             raise BudgetExceeded(f"budget exceeded: spent ${spent_usd:.6f} of "
                                  f"max_cost_usd=${budget.max_cost_usd} after {turn} model calls")
-        message = reply["message"]
-        messages.append(message)
         calls = message.get("tool_calls") or []
         if not calls:
             return message.get("content") or ""
-        for call in calls:
+        for index, call in enumerate(calls):
+            if ctx.interrupt_requested and not ctx.replaying:
+                await conversation.close_unanswered(calls[index:])
+                await ctx.stop_if_interrupted()
             _check_deadline(ctx)
             content = await _call_tool(ctx, agent, call)
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            await conversation.add({"role": "tool", "tool_call_id": call["id"], "content": content})
     raise BudgetExceeded(f"budget exceeded: max_turns={int(max_turns)} model calls without a final answer")
+
+
+class Conversation:
+    """The messages of this run, and of its thread's earlier runs when it has a thread.
+    Each message is added to the thread as it is made (fenced, under its index in this
+    run, so that a replayed add is a no-op): an interrupted run leaves a valid history."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.thread = ctx.run.thread
+        self.messages: list[dict[str, Any]] = []
+        self._added = 0
+
+    async def load_history(self) -> None:
+        if self.thread is not None:
+            # Journaled: a replay sees the history this run started from.
+            self.messages += await self.ctx.step("thread:history", _history, self.ctx)
+
+    async def add(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        if self.thread is None:
+            return
+        store = self.ctx.app.store
+        added = await durably(store.thread_append, ThreadAppendParams(
+            self.ctx.run_id, self.ctx.fence, self.thread, self._added, json.dumps(message)))
+        if not added:
+            raise LeaseLost(self.ctx.run_id, self.ctx.fence)
+        self._added += 1
+
+    async def close_unanswered(self, calls: list[dict[str, Any]]) -> None:
+        """Give every tool call not yet made a synthetic result, so that each call id in
+        the history has exactly one result, as providers require."""
+        content = json.dumps({"error": "interrupted",
+                              "message": "not run: a newer message interrupted this turn"})
+        for call in calls:
+            await self.add({"role": "tool", "tool_call_id": call["id"], "content": content})
+
+
+async def _history(ctx: Context) -> list[dict[str, Any]]:
+    rows = await ctx.app.store.thread_messages(ctx.run.thread, before_run=ctx.run_id)
+    return [json.loads(message) for _, _, message in rows]
 
 
 def _check_deadline(ctx: Context) -> None:

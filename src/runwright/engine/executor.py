@@ -10,13 +10,13 @@ import asyncio
 import enum
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..logs import event
-from ..parking import Park
+from ..parking import Interrupted, Park, RunSignals
 from ..resilience import durably
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
@@ -49,6 +49,7 @@ class Active:
     task: asyncio.Task[None]
     stop: Stop | None = None
     finishing: bool = False  # the function returned; its fenced write is on its way
+    signals: RunSignals = field(default_factory=RunSignals)
 
     def interrupt(self, why: Stop) -> None:
         # Once the function has returned there is nothing to stop: its write goes out and
@@ -58,18 +59,24 @@ class Active:
             self.task.cancel()
 
 
-async def run_attempt(app: App, run: Run, worker_id: int,
-                      stop_of: Callable[[], Stop | None]) -> RunFinishParams | None:
+async def run_attempt(app: App, run: Run, worker_id: int, stop_of: Callable[[], Stop | None],
+                      signals: RunSignals | None = None) -> RunFinishParams | None:
     """Run the function once; return the finish to write (None: write nothing)."""
     spec = app.tasks[run.task]
     try:
         # The first claim (fence 1) cannot have a journal yet: skip the read.
         journal = await durably(app.store.step_list, run.id) if run.fence > 1 else []
         async with asyncio.timeout(spec.timeout_s):
-            value = await spec.invoke(Context(app, run, worker_id, journal), json.loads(run.args))
+            ctx = Context(app, run, worker_id, journal, signals)
+            value = await spec.invoke(ctx, json.loads(run.args))
         result = encode(value, f"result of task {run.task!r}", app.max_payload_bytes)
     except Park as park:
         return _parked(run, park, worker_id)
+    except Interrupted as stop:
+        event(INFO, f"run interrupted ({stop.mode}) by a newer run on its thread", run_id=run.id,
+              attempt=run.attempt, worker=worker_id)
+        return RunFinishParams(run.id, run.fence, S.INTERRUPTED, event_data=json.dumps({"mode": stop.mode}),
+                               error=json.dumps({"type": "Interrupted", "message": str(stop)}))
     except asyncio.CancelledError:
         why = stop_of()
         if why is None:

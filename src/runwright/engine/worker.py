@@ -226,7 +226,8 @@ class Worker:
               task=run.task, fence=run.fence)
         active = self._active[run.id]
         try:
-            finish = await run_attempt(self.app, run, self.id, lambda: active.stop)
+            active.signals.interrupt = run.interrupt
+            finish = await run_attempt(self.app, run, self.id, lambda: active.stop, active.signals)
             if finish is None:
                 self.stats.lease_lost += 1
                 return
@@ -285,6 +286,8 @@ class Worker:
                         active.interrupt(Stop.LEASE_LOST)
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
+                    elif run.interrupt:
+                        active.signals.interrupt = run.interrupt  # honoured at its next step
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:

@@ -27,6 +27,8 @@ __all__ = [
     "RunListParams",
     "RunRescueParams",
     "StepRecordParams",
+    "ON_BUSY",
+    "ThreadAppendParams",
     "Store",
     "WorkerInfo",
     "WorkerRegisterParams",
@@ -34,6 +36,7 @@ __all__ = [
 ]
 
 DEFAULT_SCHEMA = "runwright"
+ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
 
 
 def now_s() -> float:
@@ -56,6 +59,7 @@ class RunInsertParams:
     parent_id: int | None = None
     budget: str | None = None  # JSON of a Budget
     deadline_at: float | None = None
+    thread: str | None = None
     now: float | None = None
 
 
@@ -66,6 +70,7 @@ class RunListParams:
     states: Sequence[RunState] = ()
     task: str | None = None
     queue: str | None = None
+    thread: str | None = None
     limit: int = 100
     before_id: int | None = None
 
@@ -150,6 +155,18 @@ class EventAppendParams:
     run_id: int
     fence: int
     events: Sequence[tuple[str, str]]
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class ThreadAppendParams:
+    """Add one message to a thread's history, fenced by the run that produced it."""
+
+    run_id: int
+    fence: int
+    thread: str
+    idx: int  # its index within the run: a replayed append of the same index is a no-op
+    message: str  # JSON
     now: float | None = None
 
 
@@ -254,6 +271,25 @@ class Store(Protocol):
 
     async def event_list(self, run_id: int, after: int = 0, limit: int = 1000) -> list[Event]:
         """Events with seq > `after`, in order."""
+
+    async def run_insert_threaded(self, params: RunInsertParams, on_busy: str) -> Run:
+        """Submit to `params.thread`, applying the busy policy to its open runs at once:
+        reject (ThreadBusy, nothing stored), enqueue (runs after them), interrupt or
+        rollback (they stop at their next step boundary; a queued one ends `interrupted`
+        now). A deleted thread raises ThreadDeleted; an existing key returns its run."""
+
+    async def thread_messages(self, thread: str, before_run: int | None = None) -> list[tuple[int, int, str]]:
+        """(run_id, idx, message JSON) of the history, in order; ThreadDeleted if deleted."""
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        """Fenced; False when the run's claim was superseded."""
+
+    async def thread_forget_run(self, run_id: int, fence: int) -> bool:
+        """Rollback: drop what this run added to its thread (fenced)."""
+
+    async def thread_delete(self, thread: str, purge: bool, now: float | None = None) -> bool:
+        """Mark the thread deleted (new submissions refused); with purge, drop its history.
+        False if it does not exist."""
 
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 

@@ -29,7 +29,9 @@ CREATE TABLE runs (
     parent_id        bigint,
     wake_requested   boolean NOT NULL DEFAULT false,
     budget           text,
-    deadline_at      double precision
+    deadline_at      double precision,
+    thread           text,
+    interrupt        text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -63,6 +65,25 @@ CREATE TABLE events (
     data   text    NOT NULL,
     at     double precision NOT NULL,
     PRIMARY KEY (run_id, seq)
+);
+
+CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
+
+CREATE TABLE threads (
+    id         text PRIMARY KEY,
+    created_at double precision NOT NULL,
+    deleted_at double precision
+);
+
+-- A thread's history, in (run, index) order: runs of a thread never overlap, and run
+-- ids grow in submission order. Keyed so that a replayed append is a no-op.
+CREATE TABLE thread_messages (
+    thread_id  text    NOT NULL,
+    run_id     bigint  NOT NULL,
+    idx        integer NOT NULL,
+    message    text    NOT NULL,
+    created_at double precision NOT NULL,
+    PRIMARY KEY (thread_id, run_id, idx)
 );
 
 CREATE TABLE workers (

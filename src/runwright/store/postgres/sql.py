@@ -10,16 +10,16 @@ INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
                          $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
-                         $13::float8[])
+                         $13::float8[], $14::text[])
         WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, budget, deadline_at, ord)
+                             parent_id, budget, deadline_at, thread, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, budget, deadline_at, last_seq)
+                      created_at, parent_id, budget, deadline_at, thread, last_seq)
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
-           parent_id, budget, deadline_at, 1
+           parent_id, budget, deadline_at, thread, 1
     FROM input ORDER BY ord
     ON CONFLICT (key) DO NOTHING
     RETURNING {RUN_COLUMNS}
@@ -27,7 +27,8 @@ WITH input AS (
     -- Event 1 of every new run's log.
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, 1, 'submitted', json_build_object('task', task, 'key', key, 'queue', queue,
-                                                 'priority', priority, 'parent', parent_id)::text, $9
+                                                 'priority', priority, 'parent', parent_id,
+                                                 'thread', thread)::text, $9
     FROM inserted
 ), notified AS (
     SELECT pg_notify($10, q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
@@ -51,10 +52,14 @@ CLAIM = f"""
 WITH picked AS MATERIALIZED (
     SELECT c.id FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM runs
-        WHERE state = 'queued' AND queue = q.name AND run_at <= $3::float8
-          AND task = ANY($2::text[])
-        ORDER BY priority, run_at, id
+        SELECT t.id, t.priority, t.run_at FROM runs t
+        WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= $3::float8
+          AND t.task = ANY($2::text[])
+          -- A thread's run waits while an earlier run of its thread is open.
+          AND (t.thread IS NULL OR NOT EXISTS (
+                SELECT 1 FROM runs o WHERE o.thread = t.thread AND o.id < t.id
+                AND o.state IN ('queued', 'running')))
+        ORDER BY t.priority, t.run_at, t.id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
     ) c
@@ -107,7 +112,7 @@ WITH finished AS (
                 $8::bool[], $9::text[], $10::text[])
         AS v(id, fence, state, result, error, run_at, release, kind, data)
     WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running'
-    RETURNING r.id, v.state, r.last_seq, r.parent_id, v.kind, v.data
+    RETURNING r.id, v.state, r.last_seq, r.parent_id, v.kind, v.data, r.thread
 ), logged AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, kind, data, $1::float8 FROM finished
@@ -121,8 +126,8 @@ WITH finished AS (
     SELECT pg_notify($13, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
     FROM (SELECT string_agg(id::text, ',') AS ids FROM finished) s WHERE ids IS NOT NULL
 )
-SELECT f.id, f.state, f.parent_id, (SELECT count(*) FROM ended), (SELECT count(*) FROM requeued),
-       (SELECT count(*) FROM grown)
+SELECT f.id, f.state, f.parent_id, f.thread, (SELECT count(*) FROM ended),
+       (SELECT count(*) FROM requeued), (SELECT count(*) FROM grown)
 FROM finished f
 """
 
@@ -303,3 +308,33 @@ VALUES ($1, $2, $3, $4, $5, $5) RETURNING id
 WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
 WORKER_LIST = "SELECT id, host, pid, queues, tasks, started_at, heartbeat_at FROM workers ORDER BY id"
+
+THREAD_LOCK = """
+INSERT INTO threads (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING
+"""
+# Submissions to one thread take turns on its row: the busy check and the insert are
+# one step, so two submissions can never both see the thread idle.
+THREAD_FOR_UPDATE = "SELECT deleted_at FROM threads WHERE id = $1 FOR UPDATE"
+
+THREAD_OPEN_RUNS = f"""
+SELECT {RUN_COLUMNS} FROM runs WHERE thread = $1 AND state IN ('queued', 'running') ORDER BY id
+"""
+
+INTERRUPT_RUNNING = "UPDATE runs SET interrupt = $2 WHERE id = $1 AND state = 'running'"
+INTERRUPT_QUEUED = """
+UPDATE runs SET state = 'interrupted', interrupt = $2, finished_at = $3, owner = NULL
+WHERE id = $1 AND state = 'queued'
+"""
+
+THREAD_MESSAGES = """
+SELECT run_id, idx, message FROM thread_messages WHERE thread_id = $1 AND run_id < $2
+ORDER BY run_id, idx
+"""
+
+# FOR SHARE on the run's row: a takeover waits for this append (or this append sees the
+# takeover and writes nothing), as with the journal.
+OWNS_RUN = "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR SHARE"
+THREAD_APPEND = """
+INSERT INTO thread_messages (thread_id, run_id, idx, message, created_at)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
+"""

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Sequence
 
 import asyncpg
 
-from ...errors import RunNotFound, SchemaError, StoreUnreachable
+from ...errors import RunNotFound, SchemaError, StoreUnreachable, ThreadBusy, ThreadDeleted
 from ...journal import Event, StepRecord
 from ...runs import Run, RunState, check_transition, sources_of
 from ..base import (
@@ -30,6 +30,7 @@ from ..base import (
     RunListParams,
     RunRescueParams,
     StepRecordParams,
+    ThreadAppendParams,
     WorkerInfo,
     WorkerRegisterParams,
     now_s,
@@ -227,21 +228,26 @@ class PostgresStore:
         if not params:
             return []
         now = params[0].now if params[0].now is not None else now_s()
-        columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
-                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at) for p in params]))
         async with self._conn() as conn, conn.transaction():
-            rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
-                                    *columns[8:])
-            by_key = {row[1]: run_from_row(row) for row in rows}
-            missing = [p.key for p in params if p.key not in by_key]
-            if missing:
-                for row in await conn.fetch(sql.GET_BY_KEYS, missing):
-                    run = run_from_row(row)
-                    run.existed = True
-                    by_key[run.key] = run
+            by_key = await self._insert(conn, params, now)
         self.hub.fire(QUEUED)
         return _in_order(params, by_key)
+
+    async def _insert(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
+                      now: float) -> dict[str, Run]:
+        columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
+                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
+                              p.budget, p.deadline_at, p.thread) for p in params]))
+        rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
+                                *columns[8:])
+        by_key = {row[1]: run_from_row(row) for row in rows}
+        missing = [p.key for p in params if p.key not in by_key]
+        if missing:
+            for row in await conn.fetch(sql.GET_BY_KEYS, missing):
+                run = run_from_row(row)
+                run.existed = True
+                by_key[run.key] = run
+        return by_key
 
     async def run_get(self, run_id: int) -> Run | None:
         rows = await self._fetch(sql.GET, run_id)
@@ -255,7 +261,7 @@ class PostgresStore:
         if params.states:
             args.append([s.value for s in params.states])
             where.append(f"state = ANY(${len(args)}::text[])")
-        for column in ("task", "queue"):
+        for column in ("task", "queue", "thread"):
             if getattr(params, column) is not None:
                 args.append(getattr(params, column))
                 where.append(f"{column} = ${len(args)}")
@@ -303,6 +309,9 @@ class PostgresStore:
             parents = [row[2] for row in rows if row[2] is not None and row[1] != "queued"]
             if parents:
                 await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
+            if any(row[3] is not None and row[1] != "queued" for row in rows):
+                # A thread's run ended: the next run of its thread may be claimed now.
+                await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
         done = {row[0] for row in rows}
         refused = [p for p in params if p.run_id not in done]
         if refused:
@@ -398,6 +407,80 @@ class PostgresStore:
 
     async def run_count_due_by_task(self, queues: Sequence[str], due_before: float) -> dict[str, int]:
         return dict(await self._fetch(sql.COUNT_DUE_BY_TASK, list(queues), due_before))
+
+    # -- threads ----------------------------------------------------------------------
+
+    async def run_insert_threaded(self, params: RunInsertParams, on_busy: str) -> Run:
+        now = params.now if params.now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(sql.THREAD_LOCK, params.thread, now)
+            if await conn.fetchval(sql.THREAD_FOR_UPDATE, params.thread) is not None:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            existing = await conn.fetchrow(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = $1", params.key)
+            if existing is not None:
+                run = run_from_row(existing)
+                run.existed = True
+                return run
+            open_runs = [run_from_row(r) for r in await conn.fetch(sql.THREAD_OPEN_RUNS, params.thread)]
+            if open_runs and on_busy == "reject":
+                raise ThreadBusy(f"thread {params.thread!r} is busy with run {open_runs[0].id} "
+                                 f"({open_runs[0].state.value}); submit with on_busy='enqueue', "
+                                 f"'interrupt' or 'rollback' to queue behind it or stop it")
+            if on_busy in ("interrupt", "rollback"):
+                for run in open_runs:
+                    await self._interrupt(conn, run, on_busy, now)
+            by_key = await self._insert(conn, [params], now)
+        self.hub.fire_all()
+        return by_key[params.key]
+
+    async def _interrupt(self, conn: asyncpg.Connection, run: Run, mode: str, now: float) -> None:
+        """A running run stops at its next step boundary; a queued one ends at once."""
+        if run.state is S.RUNNING:
+            await conn.execute(sql.INTERRUPT_RUNNING, run.id, mode)
+            await conn.execute(sql.APPEND_EVENT, run.id, "interrupt_requested",
+                               json.dumps({"mode": mode}), now)
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["cancel"], str(run.id))
+        else:
+            await conn.execute(sql.INTERRUPT_QUEUED, run.id, mode, now)
+            if mode == "rollback":
+                await conn.execute("DELETE FROM thread_messages WHERE run_id = $1", run.id)
+            await conn.execute(sql.APPEND_EVENT, run.id, "interrupted", json.dumps({"mode": mode}), now)
+            await conn.execute("SELECT pg_notify($1, $2)", self.channels["done"], str(run.id))
+        await conn.execute("SELECT pg_notify($1, $2)", self.channels["events"], str(run.id))
+
+    async def thread_messages(self, thread: str, before_run: int | None = None) -> list[tuple[int, int, str]]:
+        async with self._conn() as conn:
+            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE id = $1", thread)
+            if deleted is not None and deleted[0] is not None:
+                raise ThreadDeleted(f"thread {thread!r} was deleted")
+            rows = await conn.fetch(sql.THREAD_MESSAGES, thread,
+                                    before_run if before_run is not None else 2**62)
+        return [tuple(row) for row in rows]
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        now = params.now if params.now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            if await conn.fetchval(sql.OWNS_RUN, params.run_id, params.fence) is None:
+                return False
+            await conn.execute(sql.THREAD_APPEND, params.thread, params.run_id, params.idx,
+                               params.message, now)
+        return True
+
+    async def thread_forget_run(self, run_id: int, fence: int) -> bool:
+        async with self._conn() as conn, conn.transaction():
+            if await conn.fetchval(sql.OWNS_RUN, run_id, fence) is None:
+                return False
+            await conn.execute("DELETE FROM thread_messages WHERE run_id = $1", run_id)
+        return True
+
+    async def thread_delete(self, thread: str, purge: bool, now: float | None = None) -> bool:
+        now = now if now is not None else now_s()
+        async with self._conn() as conn, conn.transaction():
+            status = await conn.execute(
+                "UPDATE threads SET deleted_at = coalesce(deleted_at, $2) WHERE id = $1", thread, now)
+            if purge:
+                await conn.execute("DELETE FROM thread_messages WHERE thread_id = $1", thread)
+        return status == "UPDATE 1"
 
     # -- journal and events ---------------------------------------------------------
 

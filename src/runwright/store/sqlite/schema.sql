@@ -31,7 +31,9 @@ CREATE TABLE runs (
     parent_id        INTEGER,
     wake_requested   INTEGER NOT NULL DEFAULT 0,
     budget           TEXT,
-    deadline_at      REAL
+    deadline_at      REAL,
+    thread           TEXT,
+    interrupt        TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -65,6 +67,25 @@ CREATE TABLE events (
     data   TEXT    NOT NULL,
     at     REAL    NOT NULL,
     PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+
+CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
+
+CREATE TABLE threads (
+    id         TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    deleted_at REAL
+) WITHOUT ROWID;
+
+-- A thread's history, in (run, index) order: runs of a thread never overlap, and run
+-- ids grow in submission order. Keyed so that a replayed append is a no-op.
+CREATE TABLE thread_messages (
+    thread_id  TEXT    NOT NULL,
+    run_id     INTEGER NOT NULL,
+    idx        INTEGER NOT NULL,
+    message    TEXT    NOT NULL,
+    created_at REAL    NOT NULL,
+    PRIMARY KEY (thread_id, run_id, idx)
 ) WITHOUT ROWID;
 
 CREATE TABLE workers (

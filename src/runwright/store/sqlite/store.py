@@ -34,6 +34,7 @@ from ..base import (
     RunListParams,
     RunRescueParams,
     StepRecordParams,
+    ThreadAppendParams,
     WorkerInfo,
     WorkerRegisterParams,
     now_s,
@@ -213,7 +214,7 @@ class SqliteStore:
         if params.states:
             where.append("state IN (SELECT value FROM json_each(?))")
             args.append(_json_list([s.value for s in params.states]))
-        for column in ("task", "queue"):
+        for column in ("task", "queue", "thread"):
             if getattr(params, column) is not None:
                 where.append(f"{column} = ?")
                 args.append(getattr(params, column))
@@ -234,8 +235,12 @@ class SqliteStore:
         tasks = _json_list(params.tasks)
         # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
         # after `limit` rows; `queue IN (...)` would make it sort every queued run.
-        probe = ("SELECT id, priority, run_at FROM runs WHERE state = 'queued' AND queue = ?"
+        # A thread's run waits while an earlier run of its thread is open: runs of one
+        # thread never overlap.
+        probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?"
                  " AND run_at <= ? AND task IN (SELECT value FROM json_each(?))"
+                 " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
+                 "  AND o.id < r.id AND o.state IN ('queued', 'running')))"
                  " ORDER BY priority, run_at, id LIMIT ?")
 
         def due_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
@@ -332,6 +337,42 @@ class SqliteStore:
             " AND queue IN (SELECT value FROM json_each(?)) GROUP BY task",
             (due_before, _json_list(queues))).fetchall())
         return dict(rows)
+
+    # -- threads ----------------------------------------------------------------------
+
+    async def run_insert_threaded(self, params: RunInsertParams, on_busy: str) -> Run:
+        run = await self._write(lambda conn: writes.insert_threaded(conn, params, on_busy))
+        self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
+        return run
+
+    async def thread_messages(self, thread: str, before_run: int | None = None) -> list[tuple[int, int, str]]:
+        return await self._call(lambda conn: writes.thread_messages(conn, thread, before_run))
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        now = params.now if params.now is not None else now_s()
+
+        def append(conn: sqlite3.Connection) -> bool:
+            if not writes.owns(conn, params.run_id, params.fence):
+                return False
+            conn.execute("INSERT INTO thread_messages (thread_id, run_id, idx, message, created_at)"
+                         " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                         (params.thread, params.run_id, params.idx, params.message, now))
+            return True
+
+        return await self._write(append)
+
+    async def thread_forget_run(self, run_id: int, fence: int) -> bool:
+        def forget(conn: sqlite3.Connection) -> bool:
+            if not writes.owns(conn, run_id, fence):
+                return False
+            conn.execute("DELETE FROM thread_messages WHERE run_id = ?", (run_id,))
+            return True
+
+        return await self._write(forget)
+
+    async def thread_delete(self, thread: str, purge: bool, now: float | None = None) -> bool:
+        now = now if now is not None else now_s()
+        return await self._write(lambda conn: writes.delete_thread(conn, thread, purge, now))
 
     # -- journal and events ---------------------------------------------------------
 

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from typing import Any, Sequence
 
-from ...errors import RunNotFound
+from ...errors import RunNotFound, ThreadBusy, ThreadDeleted
 from ...runs import Run, RunState, check_transition
 from ..base import (
     EventAppendParams,
@@ -32,8 +32,22 @@ from ..rows import (
 from .liveness import pid_alive
 
 __all__ = [
-    "append_events", "append_fenced", "cancel_run", "claim_ids", "finish_runs", "get_or_raise",
-    "expire_runs", "insert_runs", "record_step", "rescue_runs", "retry_run", "wake_parents",
+    "append_events",
+    "append_fenced",
+    "cancel_run",
+    "claim_ids",
+    "delete_thread",
+    "expire_runs",
+    "finish_runs",
+    "get_or_raise",
+    "insert_runs",
+    "insert_threaded",
+    "owns",
+    "record_step",
+    "rescue_runs",
+    "retry_run",
+    "thread_messages",
+    "wake_parents",
 ]
 
 S = RunState
@@ -75,12 +89,12 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams]) -> 
         now = p.now if p.now is not None else now_s()
         row = conn.execute(
             f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            f" run_at, created_at, parent_id, budget, deadline_at, last_seq)"
-            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" run_at, created_at, parent_id, budget, deadline_at, thread, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-             p.deadline_at)).fetchone()
+             p.deadline_at, p.thread)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
                                             (p.key,)).fetchone())
@@ -88,7 +102,8 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams]) -> 
         else:
             run = run_from_row(row)
             events.append((run.id, 1, *_event("submitted", task=p.task, key=p.key, queue=p.queue,
-                                               priority=p.priority, parent=p.parent_id), now))
+                                               priority=p.priority, parent=p.parent_id,
+                                               thread=p.thread), now))
         out.append(run)
     _insert_events(conn, events)
     return out
@@ -218,7 +233,7 @@ def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
         # Our own write seen again (a retry after a lost reply) is a success; anything
         # else at a position that holds an outcome is refused, and logs nothing.
         ours = tuple(existing) == (p.fence, p.name, p.status, p.result, p.error)
-        return ours and _owns(conn, p.run_id, p.fence)
+        return ours and owns(conn, p.run_id, p.fence)
     if append_events(conn, p.run_id, [("step", step_event_data(p))], now, fence=p.fence) is None:
         return False
     # Only a "started" mark (an at-most-once call) may be completed in place, once.
@@ -231,7 +246,7 @@ def record_step(conn: sqlite3.Connection, p: StepRecordParams) -> bool:
     return conn.execute("SELECT changes()").fetchone()[0] == 1
 
 
-def _owns(conn: sqlite3.Connection, run_id: int, fence: int) -> bool:
+def owns(conn: sqlite3.Connection, run_id: int, fence: int) -> bool:
     return conn.execute("SELECT 1 FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
                         (run_id, fence)).fetchone() is not None
 
@@ -282,3 +297,66 @@ def expire_runs(conn: sqlite3.Connection, now: float) -> list[Run]:
                           for r in runs])
     wake_parents(conn, [r.parent_id for r in runs if r.parent_id is not None], now)
     return runs
+
+
+# -- threads ------------------------------------------------------------------------
+
+OPEN = ("queued", "running")
+
+
+def insert_threaded(conn: sqlite3.Connection, p: RunInsertParams, on_busy: str) -> Run:
+    """Submit to a thread under the write lock: the busy check and the insert are one step."""
+    now = p.now if p.now is not None else now_s()
+    thread = conn.execute("SELECT deleted_at FROM threads WHERE id = ?", (p.thread,)).fetchone()
+    if thread is not None and thread[0] is not None:
+        raise ThreadDeleted(f"thread {p.thread!r} was deleted")
+    existing = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?", (p.key,)).fetchone()
+    if existing is not None:
+        run = run_from_row(existing)
+        run.existed = True
+        return run
+    if thread is None:
+        conn.execute("INSERT INTO threads (id, created_at) VALUES (?, ?)", (p.thread, now))
+    open_runs = [run_from_row(row) for row in conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs WHERE thread = ? AND state IN ('queued', 'running')"
+        f" ORDER BY id", (p.thread,))]
+    if open_runs and on_busy == "reject":
+        raise ThreadBusy(f"thread {p.thread!r} is busy with run {open_runs[0].id} "
+                         f"({open_runs[0].state.value}); submit with on_busy='enqueue', "
+                         f"'interrupt' or 'rollback' to queue behind it or stop it")
+    if on_busy in ("interrupt", "rollback"):
+        for run in open_runs:
+            _interrupt(conn, run, on_busy, now)
+    (run,) = insert_runs(conn, [p])
+    return run
+
+
+def _interrupt(conn: sqlite3.Connection, run: Run, mode: str, now: float) -> None:
+    """A running run is asked to stop at its next step boundary; a queued one (not yet
+    started, or parked) ends `interrupted` at once."""
+    if run.state is S.RUNNING:
+        conn.execute("UPDATE runs SET interrupt = ? WHERE id = ?", (mode, run.id))
+        append_events(conn, run.id, [_event("interrupt_requested", mode=mode)], now)
+        return
+    conn.execute("UPDATE runs SET state = 'interrupted', interrupt = ?, finished_at = ?, owner = NULL"
+                 " WHERE id = ?", (mode, now, run.id))
+    if mode == "rollback":
+        conn.execute("DELETE FROM thread_messages WHERE run_id = ?", (run.id,))
+    append_events(conn, run.id, [_event("interrupted", mode=mode)], now)
+
+
+def thread_messages(conn: sqlite3.Connection, thread: str, before_run: int | None) -> list[tuple]:
+    row = conn.execute("SELECT deleted_at FROM threads WHERE id = ?", (thread,)).fetchone()
+    if row is not None and row[0] is not None:
+        raise ThreadDeleted(f"thread {thread!r} was deleted")
+    return conn.execute(
+        "SELECT run_id, idx, message FROM thread_messages WHERE thread_id = ? AND run_id < ?"
+        " ORDER BY run_id, idx", (thread, before_run if before_run is not None else 2**62)).fetchall()
+
+
+def delete_thread(conn: sqlite3.Connection, thread: str, purge: bool, now: float) -> bool:
+    found = conn.execute("UPDATE threads SET deleted_at = coalesce(deleted_at, ?) WHERE id = ?",
+                         (now, thread)).rowcount
+    if purge:
+        conn.execute("DELETE FROM thread_messages WHERE thread_id = ?", (thread,))
+    return found == 1
