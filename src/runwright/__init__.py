@@ -29,6 +29,8 @@ from .errors import (
     StoreError,
     StoreUnreachable,
     TaskTimeout,
+    ThreadBusy,
+    ThreadDeleted,
     UnknownTask,
 )
 from .journal import Event, StepRecord
@@ -84,6 +86,8 @@ __all__ = [
     "StoreUnreachable",
     "TaskSpec",
     "TaskTimeout",
+    "ThreadBusy",
+    "ThreadDeleted",
     "ToolSpec",
     "UnknownTask",
     "Worker",

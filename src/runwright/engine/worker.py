@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
+from ..parking import RunSignals
 from ..resilience import jittered, store_call
 from ..runs import Run, RunState
 from ..store.base import (
@@ -111,6 +112,11 @@ class Worker:
     @property
     def active_count(self) -> int:
         return len(self._active)
+
+    def signals_of(self, run_id: int) -> RunSignals | None:
+        """What this worker has learnt about a run it executes (None if it has none)."""
+        active = self._active.get(run_id)
+        return None if active is None else active.signals
 
     async def run(self, ready: Callable[[Worker], Any] | None = None) -> None:
         """Work until `stop()`; raises WorkerCrashed if a side task died."""
