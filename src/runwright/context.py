@@ -121,6 +121,7 @@ class Context:
                    retry: RetryPolicy | int | None = None, at_most_once: bool = False,
                    **kwargs: Any) -> Any:
         """Run `fn(*args, **kwargs)` once for this run, journal its result, and return it.
+        A coroutine function runs on the loop, a plain function in a thread.
 
         On replay the journaled result is returned without calling `fn`. `retry` (a count
         or a RetryPolicy) retries the call in place with backoff. A final error (FinalError,
@@ -291,7 +292,11 @@ async def _call_with_retries(fn: Callable[..., Any], args: tuple[Any, ...], kwar
     attempt = 1
     while True:
         try:
-            value = fn(*args, **kwargs)
+            # Plain functions run in a thread: a blocking step must not stall the worker's
+            # lease renewals and its other runs.
+            if inspect.iscoroutinefunction(fn):
+                return await fn(*args, **kwargs)
+            value = await asyncio.to_thread(fn, *args, **kwargs)
             return await value if inspect.isawaitable(value) else value
         except Exception as exc:
             if policy.is_final(exc) or attempt >= policy.max_attempts:

@@ -45,6 +45,13 @@ def tool_results(body: dict[str, Any]) -> dict[str, str]:
 Script = Callable[[dict[str, Any], int], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The listen backlog: socketserver's default of 5 resets connections when many
+    # clients (worker processes with many runs in flight) connect at once.
+    request_queue_size = 128
+
+
 class ScriptedOpenAI:
     def __init__(self, script: Script) -> None:
         self.script = script
@@ -54,6 +61,10 @@ class ScriptedOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: with Nagle's algorithm the body waits
+            # for the client's delayed ACK of the headers, ~40 ms per reply on a kept-alive
+            # connection. TCP_NODELAY makes an instant reply instant.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -65,8 +76,7 @@ class ScriptedOpenAI:
                     server.requests.append(body)
                 server._answer(self, body, server.script(body, index))
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
+        self._http = _Server(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 

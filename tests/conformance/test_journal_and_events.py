@@ -133,9 +133,12 @@ async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(stor
     _, run = await _claimed(store)
     await store.step_record(StepRecordParams(run.id, run.fence, 0, "a", "done", "1", now=T0))
     await store.step_record(StepRecordParams(run.id, run.fence, 1, "b", "failed", error='{"type":"X"}'))
+    await store.step_record(StepRecordParams(run.id, run.fence, 2, "c", "failed",
+                                             error='{"type": "OutcomeUnknown", "message": "?"}'))
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)])
     await store.run_retry(run.id, now=T0)
-    assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done")]
+    # An unknown outcome of an at-most-once call stays: that call is never made again.
+    assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done"), (2, "failed")]
 
 
 async def test_a_started_mark_is_completed_once_and_never_restarted(store):

@@ -5,14 +5,22 @@ one line per event: `event run_id fence pid`), so a test can see every execution
 only the one the store recorded. The `hold*` tasks block on their first start only (a
 marker file per run records that start), which puts a run surely in flight for a test to
 kill, stop or drain its worker; any later start returns at once.
+
+The durable tasks (test_durable.py) log each execution of a step or child run the same
+way (`step-<i>`, `child`), so a test can tell a journaled execution from one whose
+worker died before its journal write (same step, another fence). Gates and stalls put a
+run surely at a chosen point for the test to act: a gate waits asynchronously for a file
+(gate_file); a stall blocks until released (stall_on_first_start).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 from pathlib import Path
+from typing import Awaitable
 
 import runwright as rw
 
@@ -83,3 +91,134 @@ def hold_sync(ctx: rw.Context, tag: str) -> str:
         time.sleep(0.01)
     note("zombie-finished", ctx)
     return f"from pid {os.getpid()}"
+
+
+# -- durable execution (test_durable.py) -----------------------------------------------
+
+def gate_file(directory: Path, run_id: int, position: int) -> Path:
+    """Creating this file opens the gate that step `position` of run `run_id` waits at."""
+    return directory / f"gate-{run_id}-{position}"
+
+
+def identity(ctx: rw.Context) -> dict:
+    """Who is executing: the claim (fence) and the process."""
+    return {"fence": ctx.fence, "pid": os.getpid()}
+
+
+async def wait_for_file(path: Path) -> None:
+    """Asynchronously, so that the run stays cancellable while it waits."""
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not path.exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def ledgered_step(ctx: rw.Context, i: int, min_s: float, max_s: float, gated: bool) -> int:
+    """Step `i` of a run: its side effect (the ledger line `step-<i>`) comes first, then
+    the work, so a kill during the work leaves an execution that the journal never saw."""
+    note(f"step-{i}", ctx)
+    if gated:
+        note(f"gate-{i}", ctx)  # reached: the test may now act while the step waits
+        await wait_for_file(gate_file(ledger_dir(), ctx.run_id, i))
+    if max_s > 0:
+        await asyncio.sleep(random.uniform(min_s, max_s))
+    return i
+
+
+@app.task(retries=0)
+async def steps_with_ledger(ctx: rw.Context, steps: int, min_s: float = 0.0, max_s: float = 0.0) -> int:
+    """`steps` journaled steps, each taking between min_s and max_s; returns the sum of 0..steps-1."""
+    total = 0
+    for i in range(steps):
+        total += await ctx.step(f"step-{i}", ledgered_step, ctx, i, min_s, max_s, False)
+    return total
+
+
+@app.task(retries=0)
+async def narrated_steps(ctx: rw.Context, steps: int, gates: list[int]) -> int:
+    """Journaled steps, each followed by a `progress` event (not journaled: a replay emits
+    it again). A step in `gates` waits at its gate (see gate_file) until the test opens it."""
+    for i in range(steps):
+        await ctx.step(f"step-{i}", ledgered_step, ctx, i, 0.0, 0.0, i in gates)
+        await ctx.emit("progress", {"step": i, **identity(ctx)})
+    return steps
+
+
+def stall_on_first_start(ctx: rw.Context, tag: str) -> dict:
+    """First start of the run: block until the release file appears; later starts pass at
+    once. Returns who executed it. Called in a task's body it blocks the worker's whole
+    event loop; as a step's function it may run in a thread, and the worker may notice
+    meanwhile that it lost its lease: hence write_surely for the write that follows."""
+    if first_start(ctx):
+        note("stalled", ctx)
+        release = release_file(ledger_dir(), tag)
+        deadline = time.monotonic() + HOLD_LIMIT_S
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return identity(ctx)
+
+
+async def write_surely(ctx: rw.Context, write: Awaitable[object]) -> None:
+    """Make the write reach the store even if the worker cancels the run meanwhile (a
+    resumed zombie's lost-lease check may win that race), and leave in the ledger whether
+    the store took it (`write-accepted`) or the fence refused it (`write-refused`)."""
+
+    async def attempt() -> rw.LeaseLost | None:
+        try:
+            await write
+        except rw.LeaseLost as exc:
+            note("write-refused", ctx)
+            return exc
+        note("write-accepted", ctx)
+        return None
+
+    refused = await asyncio.shield(asyncio.ensure_future(attempt()))
+    if refused is not None:
+        raise refused
+
+
+@app.task(retries=0)
+async def stall_then_write(ctx: rw.Context, tag: str, stall_in: str) -> dict:
+    """A journaled step, then a stall on the first start (see stall_on_first_start) right
+    before a write: the journal write of the stalled step (`stall_in="step"`), or an event
+    carrying who wrote it (`stall_in="emit"`). Then one more step."""
+    await ctx.step("before", identity, ctx)
+    if stall_in == "step":
+        await write_surely(ctx, ctx.step("stalled", stall_on_first_start, ctx, tag))
+        await ctx.emit("resumed", identity(ctx))
+    else:
+        stall_on_first_start(ctx, tag)
+        await write_surely(ctx, ctx.emit("resumed", identity(ctx)))
+    await ctx.step("after", identity, ctx)
+    return identity(ctx)
+
+
+def stamped(ctx: rw.Context, name: str) -> dict:
+    note(name, ctx)
+    return {"at": time.time(), **identity(ctx)}
+
+
+@app.task(retries=0)
+async def nap(ctx: rw.Context, seconds: float) -> dict:
+    """A step, a durable sleep, a step; each step records when and by whom it ran."""
+    await ctx.step("before", stamped, ctx, "before")
+    await ctx.sleep(seconds)
+    return await ctx.step("after", stamped, ctx, "after")
+
+
+@app.task(retries=0)
+async def child(ctx: rw.Context, n: int, hold_n: int) -> int:
+    """One child of fan_out: 50-100 ms of work; child `hold_n` holds its first start until
+    released with tag `child-<its run id>`, a run surely in flight for the test to kill."""
+    note("child", ctx)
+    if n == hold_n and first_start(ctx):
+        note("held", ctx)
+        await wait_for_file(release_file(ledger_dir(), f"child-{ctx.run_id}"))
+    await asyncio.sleep(random.uniform(0.05, 0.1))
+    return n * n
+
+
+@app.task(retries=0)
+async def fan_out(ctx: rw.Context, count: int, hold_n: int) -> int:
+    """Submit `count` children, park until they all ended, return the sum of their values."""
+    children = [await ctx.submit(child, n=i, hold_n=hold_n) for i in range(count)]
+    return sum(await ctx.gather(*children))

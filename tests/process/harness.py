@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -68,6 +70,11 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def logged(self, text: str, run_id: int) -> bool:
+        """True when a line of this worker's log about run `run_id` contains `text`."""
+        return any(text in line and f"run_id={run_id} " in f"{line} "
+                   for line in self.log().splitlines())
+
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
@@ -75,6 +82,10 @@ class WorkerProcess:
         await wait_until(lambda: self.exited, what or f"worker {self.name} exits")
         self._log.close()
         return self.proc.returncode
+
+    async def wait_started(self) -> None:
+        """Until the worker is up: before that, SIGTERM finds no handler and just kills it."""
+        await wait_until(lambda: "worker started" in self.log(), f"worker {self.name} starts")
 
     async def stop(self) -> int:
         """Graceful stop, as a deployment does it: SIGTERM, then wait for the exit."""
@@ -100,9 +111,11 @@ class WorkerFleet:
         self.logs = tmp_path / "logs"
         self.logs.mkdir()
         self.workers: list[WorkerProcess] = []
+        self.followers: list[Follower] = []
 
     def start(self, concurrency: int = 10, lease_s: float | None = None,
-              drain_grace_s: float | None = None) -> WorkerProcess:
+              drain_grace_s: float | None = None, env: dict[str, str] | None = None) -> WorkerProcess:
+        """Start a worker; `env` adds variables for this one only (e.g. RUNWRIGHT_CRASH_POINTS)."""
         name = f"w{len(self.workers) + 1}"
         argv = [sys.executable, "-m", "runwright", "worker", APP_SPEC, "-c", str(concurrency),
                 "--url", self.url]
@@ -110,7 +123,8 @@ class WorkerFleet:
             argv += ["--lease-s", str(lease_s)]
         if drain_grace_s is not None:
             argv += ["--drain-grace-s", str(drain_grace_s)]
-        env = {**os.environ, apps.LEDGER_ENV: str(self.ledger), "RUNWRIGHT_LOG_LEVEL": "INFO"}
+        env = {**os.environ, apps.LEDGER_ENV: str(self.ledger), "RUNWRIGHT_LOG_LEVEL": "INFO",
+               **(env or {})}
         log_path = self.logs / f"{name}.log"
         log = open(log_path, "wb")
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -118,9 +132,24 @@ class WorkerFleet:
         self.workers.append(worker)
         return worker
 
+    def follow(self, run_id: int, after: int = 0) -> Follower:
+        """Start a process that follows the run's events after `after` (see FOLLOWER)."""
+        name = f"f{len(self.followers) + 1}"
+        out_path, err_path = self.logs / f"{name}.out", self.logs / f"{name}.err"
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-c", FOLLOWER, self.url, str(run_id), str(after)],
+                                    cwd=ROOT, stdout=out, stderr=err)
+        follower = Follower(name, proc, out_path, err_path)
+        self.followers.append(follower)
+        return follower
+
     def release(self, tag: str) -> None:
         """Let the held first starts of runs tagged `tag` finish (see apps.hold)."""
         apps.release_file(self.ledger, tag).touch()
+
+    def open_gate(self, run_id: int, position: int) -> None:
+        """Let step `position` of run `run_id` go past its gate (see apps.narrated_steps)."""
+        apps.gate_file(self.ledger, run_id, position).touch()
 
     def ledger_lines(self) -> list[tuple[str, int, int, int]]:
         """Every ledger line of every process: (event, run_id, fence, pid)."""
@@ -142,10 +171,84 @@ class WorkerFleet:
     def kill_all(self) -> None:
         for worker in self.workers:
             worker.kill()
+        for follower in self.followers:
+            follower.kill()
 
     def dump_logs(self) -> str:
-        return "\n".join(f"----- worker {w.name} (pid {w.pid}) -----\n{w.log()}"
-                         for w in self.workers)
+        return "\n".join(
+            [f"----- worker {w.name} (pid {w.pid}) -----\n{w.log()}" for w in self.workers]
+            + [f"----- follower {f.name} (pid {f.proc.pid}) -----\n{f.out_path.read_text()}"
+               f"{f.err_path.read_text()}" for f in self.followers])
+
+
+# A follower in a process of its own: prints each event of a run after `after` as a JSON
+# line, flushed at once, and exits after the run's terminal event.
+FOLLOWER = """
+import asyncio, json, sys
+import runwright as rw
+
+async def follow(url, run_id, after):
+    async with rw.App(url, auto_migrate=False) as app:
+        async for event in app.events(run_id, after=after):
+            print(json.dumps({"seq": event.seq, "kind": event.kind}), flush=True)
+
+asyncio.run(follow(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+@dataclass
+class Follower:
+    """One follower process (see FOLLOWER); stdout and stderr go to files of their own."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    out_path: Path
+    err_path: Path
+
+    @property
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def seen(self) -> list[tuple[int, str]]:
+        """(seq, kind) of every event printed so far; a line cut short by a kill is left out."""
+        text = self.out_path.read_text()
+        complete = text[:text.rfind("\n") + 1]
+        return [(item["seq"], item["kind"]) for item in map(json.loads, complete.splitlines())]
+
+    async def wait_exit(self) -> int:
+        await wait_until(lambda: self.exited, f"follower {self.name} exits")
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if not self.exited:
+            self.proc.kill()
+        self.proc.wait()
+
+
+async def sigstop_outside_a_write(worker: WorkerProcess, store_url: str) -> None:
+    """SIGSTOP the worker. On SQLite, a process stopped inside a write transaction keeps
+    the database's single write lock, and every other worker waits on it: the lease cannot
+    help then (a limit of SQLite, not what the tests are about). So check that the lock is
+    free, and if the stopped worker holds it, let it run on and stop it again."""
+    if not store_url.startswith("sqlite:"):
+        worker.signal(signal.SIGSTOP)
+        return
+    path = store_url[len("sqlite:///"):]
+
+    def stopped_outside_a_write() -> bool:
+        worker.signal(signal.SIGSTOP)
+        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:  # "database is locked": held by the stopped worker
+            worker.signal(signal.SIGCONT)
+            return False
+        finally:
+            conn.close()
+
+    await wait_until(stopped_outside_a_write, "the worker is stopped outside a write transaction")
 
 
 async def owner_pid(app: rw.App, run: Run) -> int:

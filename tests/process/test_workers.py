@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,17 @@ import runwright as rw
 from runwright.runs import Run, RunState
 
 from . import apps
-from .harness import APP_SPEC, DEADLINE_S, ROOT, WorkerFleet, WorkerProcess, owner_pid, runs_of, wait_until
+from .harness import (
+    APP_SPEC,
+    DEADLINE_S,
+    ROOT,
+    WorkerFleet,
+    WorkerProcess,
+    owner_pid,
+    runs_of,
+    sigstop_outside_a_write,
+    wait_until,
+)
 
 pytestmark = pytest.mark.process
 
@@ -148,7 +157,7 @@ async def test_stalled_worker_past_its_lease_writes_nothing(app: rw.App, fleet: 
     zombie = _by_pid(workers, await owner_pid(app, first))
     (other,) = [w for w in workers if w is not zombie]
 
-    await _sigstop(zombie, store_url)
+    await sigstop_outside_a_write(zombie, store_url)
     taken = await wait_until(lambda: _done(handle), "the run is taken over and finished")
     assert taken.state is S.SUCCEEDED
     assert taken.value() == f"from pid {other.pid}", "finished by the other worker"
@@ -197,32 +206,6 @@ def _stop_stats(worker: WorkerProcess) -> str:
 async def _done(handle: rw.RunHandle) -> Run | None:
     run = await handle.refresh()
     return run if run.done else None
-
-
-async def _sigstop(worker: WorkerProcess, store_url: str) -> None:
-    """SIGSTOP the worker. On SQLite, a process stopped inside a write transaction keeps
-    the database's single write lock, and every other worker waits on it: the lease cannot
-    help then (a limit of SQLite, not what this test is about). So check that the lock is
-    free, and if the stopped worker holds it, let it run on and stop it again."""
-    if not store_url.startswith("sqlite:"):
-        worker.signal(signal.SIGSTOP)
-        return
-    path = store_url[len("sqlite:///"):]
-
-    def stopped_outside_a_write() -> bool:
-        worker.signal(signal.SIGSTOP)
-        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
-            return True
-        except sqlite3.OperationalError:  # "database is locked": held by the stopped worker
-            worker.signal(signal.SIGCONT)
-            return False
-        finally:
-            conn.close()
-
-    await wait_until(stopped_outside_a_write, "the worker is stopped outside a write transaction")
 
 
 # -- 4. graceful stop -------------------------------------------------------------------

@@ -142,7 +142,6 @@ class ModelClient:
             usage = response.usage.model_dump() if response.usage else {}
         else:
             message, usage = await self._stream(options, on_tokens)
-        message.setdefault("content", None)
         prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
         price = self.prices.get(self.ref.model)
         return {"message": _clean(message), "usage": {"prompt_tokens": prompt,
@@ -189,7 +188,9 @@ class ModelClient:
 
 def _clean(message: dict[str, Any]) -> dict[str, Any]:
     """Only what a provider accepts back in the history."""
-    out = {"role": "assistant", "content": message.get("content")}
+    out: dict[str, Any] = {"role": "assistant"}
+    if message.get("content") is not None or not message.get("tool_calls"):
+        out["content"] = message.get("content")  # a null content is left out beside tool calls
     if message.get("tool_calls"):
         out["tool_calls"] = [{"id": c["id"], "type": "function",
                               "function": {"name": c["function"]["name"],

@@ -12,6 +12,7 @@ tool's delivery guarantee.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from dataclasses import dataclass
@@ -64,9 +65,13 @@ class ToolSpec:
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def invoke(self, arguments: dict[str, Any], idempotency_key: str | None) -> Any:
+        """Coroutine functions run on the loop; plain ones in a thread, so that a blocking
+        tool cannot stall the worker's lease renewals and its other runs."""
         if self.delivery == "idempotent":
             arguments = {**arguments, IDEMPOTENCY_KEY: idempotency_key}
-        value = self.fn(**arguments)
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**arguments)
+        value = await asyncio.to_thread(self.fn, **arguments)
         return await value if inspect.isawaitable(value) else value
 
 

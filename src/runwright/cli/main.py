@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Iterator, TypeVar
@@ -83,6 +84,9 @@ def worker(
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
+    # Until the worker's own handlers are in place (after imports and connecting), a
+    # SIGTERM simply ends the process cleanly: nothing has been claimed yet.
+    signal.signal(signal.SIGTERM, _stop_before_start)
     from ..engine.supervisor import run_worker, supervise
     from ..engine.worker import WorkerConfig
     from ..loader import load_app
@@ -246,6 +250,10 @@ def demo(
     with clear_errors():
         ok = run_demo(runs_count, workers, url)
     raise typer.Exit(0 if ok else 1)
+
+
+def _stop_before_start(_signum: int, _frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _state(text: str) -> RunState:

@@ -85,6 +85,7 @@ class WorkerStats:
     failed: int = 0
     cancelled: int = 0
     released: int = 0
+    parked: int = 0
     lease_lost: int = 0
     rescued: int = 0
     started_at: float = field(default_factory=time.time)
@@ -251,7 +252,9 @@ class Worker:
 
     def _count(self, finish: RunFinishParams) -> None:
         """Tally an end once it is durable (a refused write counts as lease_lost instead)."""
-        if finish.state is S.QUEUED:
+        if finish.state is S.QUEUED and finish.event_kind == "parked":
+            name = "parked"
+        elif finish.state is S.QUEUED:
             name = "released" if finish.release else "retried"
         else:
             name = {S.SUCCEEDED: "succeeded", S.CANCELLED: "cancelled"}.get(finish.state, "failed")

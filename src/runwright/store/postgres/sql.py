@@ -237,6 +237,7 @@ STEP_CONFIRM = """
 SELECT 1 FROM steps
 WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
   AND result IS NOT DISTINCT FROM $6 AND error IS NOT DISTINCT FROM $7
+  AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND fence = $3 AND state = 'running')
 """
 
 LIST_STEPS = """

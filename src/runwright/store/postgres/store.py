@@ -362,7 +362,10 @@ class PostgresStore:
             await conn.execute(sql.RETRY, run_id, now, list(sources_of(S.QUEUED)))
             # A retry asked for by hand means "try again": journaled failures run again,
             # while completed steps keep their results.
-            await conn.execute("DELETE FROM steps WHERE run_id = $1 AND status = 'failed'", run_id)
+            # An OutcomeUnknown stays: that call may have happened, and at-most-once means
+            # never again.
+            await conn.execute("DELETE FROM steps WHERE run_id = $1 AND status = 'failed'"
+                               " AND coalesce(error::json->>'type', '') <> 'OutcomeUnknown'", run_id)
             await conn.execute(sql.APPEND_EVENT, run_id, "requeued",
                                json.dumps({"previous": run.state.value}), now)
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])

@@ -218,7 +218,9 @@ def retry_run(conn: sqlite3.Connection, run_id: int, now: float) -> Run:
                  " lease_expires_at = NULL WHERE id = ?", (now, run_id))
     # A retry asked for by hand means "try again": journaled failures run again, while
     # completed steps keep their results.
-    conn.execute("DELETE FROM steps WHERE run_id = ? AND status = 'failed'", (run_id,))
+    # An OutcomeUnknown stays: that call may have happened, and at-most-once means never again.
+    conn.execute("DELETE FROM steps WHERE run_id = ? AND status = 'failed'"
+                 " AND coalesce(json_extract(error, '$.type'), '') <> 'OutcomeUnknown'", (run_id,))
     append_events(conn, run_id, [_event("requeued", previous=run.state.value)], now)
     return get_or_raise(conn, run_id)
 
