@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -239,3 +240,16 @@ async def test_at_most_once_tools_are_never_made_twice_at_least_once_ones_are(ap
     assert calls["keys"][0] == calls["keys"][1] == f"{handle.id}:3"  # ... with the same key
     retries = [e.data["error"] for e in await app.store.event_list(handle.id) if e.kind == "retrying"]
     assert len(retries) == 2 and all("CrashPointReached" in error for error in retries)
+
+
+async def test_a_deadline_that_passed_while_no_worker_was_alive_is_never_run(app):
+    with ScriptedOpenAI(lambda body, index: Reply(content="too late")) as server:
+        app.agent("late", model=model_at(server))
+        handle = await app.submit("late", input="x", budget=rw.Budget(deadline_s=0.2))
+        while time.time() <= handle.run.deadline_at:  # no worker is alive meanwhile
+            await asyncio.sleep(0.05)
+        async with running_worker(app, rescue_interval_s=0.05):  # one that could run it
+            with pytest.raises(rw.RunFailed, match="ended failed: DeadlineExceeded"):
+                await handle.result(timeout_s=30)
+    assert server.requests == []  # the model was never called
+    assert [e.kind for e in await app.store.event_list(handle.id)] == ["submitted", "failed"]

@@ -180,3 +180,12 @@ async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
     assert await store.step_record(write)  # the same write again: ours, so a success
     assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
     assert [e.kind for e in await store.event_list(run.id)].count("step") == 1
+
+
+async def test_a_run_past_its_deadline_is_never_claimed(store):
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([RunInsertParams(key="late", task="t", args="{}",
+                                                 deadline_at=T0 + 1, now=T0)])
+    assert await store.run_claim(claim(wid, now=T0 + 2)) == []
+    (expired,) = await store.run_expire_many(now=T0 + 2)
+    assert expired.state is S.FAILED

@@ -237,11 +237,13 @@ class SqliteStore:
         # after `limit` rows; `queue IN (...)` would make it sort every queued run.
         # A thread's run waits while an earlier run of its thread is open: runs of one
         # thread never overlap.
-        probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?"
-                 " AND run_at <= ? AND task IN (SELECT value FROM json_each(?))"
+        # Past its deadline, a run is the sweeper's to end, not a worker's to start.
+        probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
+                 " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
+                 " AND (deadline_at IS NULL OR deadline_at >= ?2)"
                  " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
                  "  AND o.id < r.id AND o.state IN ('queued', 'running')))"
-                 " ORDER BY priority, run_at, id LIMIT ?")
+                 " ORDER BY priority, run_at, id LIMIT ?4")
 
         def due_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
             found = [row for queue in params.queues
