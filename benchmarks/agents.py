@@ -12,39 +12,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import multiprocessing
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import openai
 
 import runwright as rw
 from tests.agents.scripted_openai import Reply, ScriptedOpenAI, call
 
-from .common import (
-    BenchError,
-    ProblemLog,
-    Workers,
-    drop_schema,
-    event_loop_runner,
-    run_main,
-    say,
-    store_url,
-)
+from . import common
+from .common import BenchError, ProblemLog, Workers, event_loop_runner, num, pair, say
 
-APP_SPEC = "benchmarks.agents:app"
+NAME = "agents"  # the workers load benchmarks.agents:app; PostgreSQL's schema is bench_agents_<pid>
 AGENT = "bench_agent"
 MODEL_NAME = "bench-instant"  # priced at nothing: no price entry, so no cost is computed
 ROUNDS = 7  # timed rounds (runs and model-alone conversations) whose median is taken
 MAX_TURNS = 10_000  # the agent's own bound: never what ends a benchmark run
 RUN_TIMEOUT_S = 60.0
 WORKERS = 2
+
+# The command line: --backends and --pg-url, and these, in the order --help lists them.
+COUNTS = [
+    common.Count("--turns", 20, "tool turns per timed run", at_least=1),
+    common.Count("--runs", 500, "agent runs for the throughput phase", at_least=1),
+    common.Count("--concurrency", 50, "runs at once per worker process in the throughput phase", at_least=1),
+]
 
 
 def noop() -> str:
@@ -96,6 +95,23 @@ def model_process(urls: Any, stop: Any) -> None:
     with ScriptedOpenAI(instant_model) as server:
         urls.put(server.base_url)
         stop.wait()
+
+
+@contextlib.asynccontextmanager
+async def model_server() -> AsyncIterator[str]:
+    """The base URL of `model_process`, stopped on leaving. Spawned, not forked: this
+    process holds an event loop."""
+    ctx = multiprocessing.get_context("spawn")
+    urls, stop = ctx.Queue(), ctx.Event()
+    model = ctx.Process(target=model_process, args=(urls, stop), daemon=True)
+    model.start()
+    try:
+        yield await asyncio.to_thread(urls.get, True, 30)
+    finally:
+        stop.set()
+        model.join(5)
+        if model.is_alive():
+            model.kill()
 
 
 # -- 1. engine overhead per turn ---------------------------------------------------------
@@ -296,110 +312,46 @@ async def wait_for(check: Callable[[], Any | Awaitable[Any]], what: str,
 
 # -- one backend, start to end ----------------------------------------------------------
 
-async def bench_backend(backend: str, args: argparse.Namespace, base_url: str, tmp: Path) -> Figures:
+async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path, base_url: str) -> Figures:
     figures = Figures(backend, args.turns)
-    schema = f"bench_agents_{os.getpid()}"
-    url = store_url(backend, tmp, args.pg_url, schema)
-    log_dir = tmp / f"logs-{backend}"
-    log_dir.mkdir()
-    bench = with_agent(rw.App(url))
-    workers = Workers(APP_SPEC, url, args.concurrency, log_dir)
-    try:
-        await bench.open()
-        await with_worker(bench, base_url, figures)
+    async with common.backend_session(figures, NAME, with_agent, args.concurrency, tmp,
+                                      args.pg_url) as session:
+        await session.bench.open()
+        await with_worker(session.bench, base_url, figures)
         await measure_bare(base_url, args.runs, args.concurrency, figures)
-        await measure_throughput(bench, workers, args.runs, figures)
-    except Exception as exc:  # a failed phase is a figure to report, not a reason to stop
-        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
-        say(backend, figures.notes[-1])
-    finally:
-        workers.stop_all()
-        await bench.close()
-        if backend == "postgres":
-            await drop_schema(args.pg_url, schema, figures.notes)
-    figures.notes.extend(workers.log_problems())
+        await measure_throughput(session.bench, session.workers, args.runs, figures)
     return figures
 
 
 # -- report -----------------------------------------------------------------------------
 
+def per_call(f: Figures) -> str:
+    """The model's round trip: the N-turn conversation alone over its N + 1 calls."""
+    return "-" if f.model_ms is None else f"{f.model_ms[1] / (f.turns + 1) * 1000:,.0f} µs"
+
+
 def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
-    def pair(value: tuple[float, float] | None) -> str:
-        return "-" if value is None else "{:.2f} / {:.2f} ms".format(*value)
-
-    def num(value: float | None, unit: str) -> str:
-        return "-" if value is None else f"{value:,.0f} {unit}"
-
-    def per_call(f: Figures) -> str:
-        # The N-turn conversation makes N + 1 model calls.
-        return "-" if f.model_ms is None else f"{f.model_ms[1] / (f.turns + 1) * 1000:,.0f} µs"
-
     rows = [
-        (f"run of 0 / {args.turns} turns", lambda f: pair(f.run_ms)),
-        ("  the model alone", lambda f: pair(f.model_ms)),
+        (f"run of 0 / {args.turns} turns", lambda f: pair(f.run_ms, "ms")),
+        ("  the model alone", lambda f: pair(f.model_ms, "ms")),
         ("  model round trip", per_call),
         ("engine overhead per turn", lambda f: num(f.overhead_us, "µs")),
         (f"agent runs/s, {WORKERS} workers", lambda f: num(f.runs_per_s, "/s")),
         ("  model calls alone", lambda f: num(f.bare_runs_per_s, "runs/s")),
     ]
-    width = max(len(label) for label, _ in rows) + 2
-    columns = [[show(f) for f in all_figures] for _, show in rows]
-    col_width = max([*(len(f.backend) for f in all_figures),
-                     *(len(cell) for row in columns for cell in row)]) + 2
-    lines = [f"turns {args.turns}, runs {args.runs}, worker concurrency {args.concurrency}",
-             " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
-    for (label, _), cells in zip(rows, columns):
-        lines.append(label.ljust(width) + "".join(cell.ljust(col_width) for cell in cells))
-    for f in all_figures:
-        for note in f.notes:
-            lines.append(f"note [{f.backend}]: {note}")
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backends", default="sqlite,postgres",
-                        help="comma-separated: sqlite, postgres (default both)")
-    parser.add_argument("--turns", type=int, default=20, help="tool turns per timed run")
-    parser.add_argument("--runs", type=int, default=500, help="agent runs for the throughput phase")
-    parser.add_argument("--concurrency", type=int, default=50,
-                        help="runs at once per worker process in the throughput phase")
-    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
-                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
-    args = parser.parse_args()
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = set(args.backends) - {"sqlite", "postgres"}
-    if unknown:
-        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
-    for name in ("turns", "runs", "concurrency"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    return args
+    header = f"turns {args.turns}, runs {args.runs}, worker concurrency {args.concurrency}"
+    return common.render_table(header, rows, all_figures)
 
 
 async def main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
-    # Spawned, not forked: this process holds an event loop.
-    ctx = multiprocessing.get_context("spawn")
-    urls, stop = ctx.Queue(), ctx.Event()
-    model = ctx.Process(target=model_process, args=(urls, stop), daemon=True)
-    model.start()
-    try:
-        base_url = await asyncio.to_thread(urls.get, True, 30)
+    """The benchmark, with the model server up for all the backends (it is the same
+    server for each, so their figures compare)."""
+    async with model_server() as base_url:
         # The agent in this process and the workers it starts find the model through these.
         os.environ["OPENAI_BASE_URL"] = base_url
         os.environ["OPENAI_API_KEY"] = "bench"
-        all_figures = [await bench_backend(backend, args, base_url, tmp) for backend in args.backends]
-    finally:
-        stop.set()
-        model.join(5)
-        if model.is_alive():
-            model.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print()
-    print(summary(all_figures, args))
+        await common.bench_all(args, functools.partial(bench_backend, base_url=base_url), summary)
 
 
 if __name__ == "__main__":
-    run_main(main(parse_args()))
+    common.run_main(main(common.parse_benchmark_args(__doc__, COUNTS)))

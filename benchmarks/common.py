@@ -1,20 +1,29 @@
 """What the benchmarks share: the event loop, worker processes and their logs, percentiles,
-the store URL of a backend, and leaving nothing behind (schemas, files) even on SIGTERM."""
+the store URL of a backend, leaving nothing behind (schemas, files) even on SIGTERM, the
+command line (backends, PostgreSQL URL) and the summary table."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Coroutine
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
 
 import asyncpg
+
+import runwright as rw
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG_FIELD = re.compile(r" \w+=")  # where a worker log line's key=value fields begin
@@ -171,7 +180,156 @@ class ProblemLog(logging.Handler):
                 for message, count in self.seen.most_common()]
 
 
+# -- one backend, start to end ----------------------------------------------------------
+
+
+class Report(Protocol):
+    """What each benchmark's figures of one backend hold besides the figures themselves."""
+
+    backend: str
+    notes: list[str]
+
+
+FiguresT = TypeVar("FiguresT", bound=Report)
+
+
+@dataclass
+class Backend:
+    """A backend as a benchmark phase uses it: the benchmark's app on a fresh store, worker
+    processes of the same app on the same store, and the PostgreSQL schema of the store
+    (where a raw SQL baseline puts its tables, so that they are dropped with it)."""
+
+    schema: str
+    bench: rw.App
+    workers: Workers
+
+
+@contextlib.asynccontextmanager
+async def backend_session(figures: Report, name: str, with_tasks: Callable[[rw.App], rw.App],
+                          concurrency: int, tmp: Path, pg_url: str) -> AsyncIterator[Backend]:
+    """A fresh store for benchmark `name` on `figures.backend`, its workers loading
+    `benchmarks.<name>:app`. The body opens the store, as its first phase: a context
+    manager cannot skip its body, so a store that does not open must fail inside it.
+    A phase that fails is a figure to report, not a reason to stop: its exception becomes
+    a note and the next backend still runs. Whatever happened, the workers are stopped,
+    the store closed, the schema dropped, and the workers' logged problems become notes."""
+    schema = f"bench_{name}_{os.getpid()}"
+    url = store_url(figures.backend, tmp, pg_url, schema)
+    log_dir = tmp / f"logs-{figures.backend}"
+    log_dir.mkdir()
+    backend = Backend(schema, with_tasks(rw.App(url)),
+                      Workers(f"benchmarks.{name}:app", url, concurrency, log_dir))
+    try:
+        yield backend
+    except Exception as exc:
+        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
+        say(figures.backend, figures.notes[-1])
+    finally:
+        backend.workers.stop_all()
+        await backend.bench.close()
+        if figures.backend == "postgres":
+            await drop_schema(pg_url, backend.schema, figures.notes)
+    figures.notes.extend(backend.workers.log_problems())
+
+
+# -- report -----------------------------------------------------------------------------
+
+
+def num(value: float | None, unit: str) -> str:
+    """A table cell: '-' where the phase that measures the figure did not get that far."""
+    return "-" if value is None else f"{value:,.0f} {unit}"
+
+
+def pair(values: tuple[float, float] | None, unit: str) -> str:
+    """A table cell of two figures (p50 / p99, a run of 0 / of N), or '-' as `num`."""
+    return "-" if values is None else f"{values[0]:.2f} / {values[1]:.2f} {unit}"
+
+
+def render_table(header_line: str, rows: Sequence[tuple[str, Callable[[FiguresT], str]]],
+                 all_figures: Sequence[FiguresT]) -> str:
+    """The summary a benchmark ends with: `header_line` (its options), a column a backend,
+    a line a row of (label, cell of a backend's figures), then each backend's notes. The
+    columns are as wide as their widest cell, so that the backends' figures line up."""
+    width = max(len(label) for label, _ in rows) + 2
+    cells = [[show(f) for f in all_figures] for _, show in rows]
+    texts = [f.backend for f in all_figures] + [cell for row in cells for cell in row]
+    col_width = max(len(text) for text in texts) + 2
+    lines = [header_line, " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
+    lines += [label.ljust(width) + "".join(cell.ljust(col_width) for cell in row)
+              for (label, _), row in zip(rows, cells)]
+    lines += [f"note [{f.backend}]: {note}" for f in all_figures for note in f.notes]
+    return "\n".join(line.rstrip() for line in lines)
+
+
 # -- the program ------------------------------------------------------------------------
+
+BACKENDS = ("sqlite", "postgres")
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@dataclass(frozen=True)
+class Count:
+    """A whole-number option of a benchmark. `at_least` refuses at the start a value its
+    figures would mean nothing with (a percentile of one value, a takeover without a
+    survivor), rather than failing at the end; `why` says so where it is not plain."""
+
+    flag: str
+    default: int
+    help: str
+    at_least: int | None = None
+    why: str = ""
+
+    def check(self, parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+        value = getattr(args, self.flag.removeprefix("--").replace("-", "_"))
+        if self.at_least is not None and value < self.at_least:
+            why = f": {self.why}" if self.why else ""
+            parser.error(f"{self.flag} must be at least {self.at_least}{why}")
+
+
+def parse_benchmark_args(doc: str, counts: Sequence[Count]) -> argparse.Namespace:
+    """The command line of a benchmark: --backends, its own `counts`, --pg-url. Its
+    description is the first paragraph of the benchmark's docstring (the rest is for
+    readers of the code)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help="comma-separated: sqlite, postgres (default both)")
+    for count in counts:
+        parser.add_argument(count.flag, type=int, default=count.default, help=count.help)
+    parser.add_argument("--pg-url", default=PG_URL,
+                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
+    args = parser.parse_args()
+    args.backends = backends_of(args, parser)
+    for count in counts:
+        count.check(parser, args)
+    return args
+
+
+def backends_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """--backends as a list: a misspelt backend is refused at once, not after the first
+    backend's figures have taken their time."""
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(backends) - set(BACKENDS)
+    if unknown:
+        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
+    if not backends:
+        parser.error("--backends names no backend")
+    return backends
+
+
+async def bench_all(args: argparse.Namespace,
+                    bench_backend: Callable[[str, argparse.Namespace, Path], Awaitable[FiguresT]],
+                    summary: Callable[[list[FiguresT], argparse.Namespace], str]) -> None:
+    """`bench_backend(backend, args, tmp)` for each backend, one after the other so that
+    they do not compete for the machine, then the table that sums them up. `tmp` is
+    removed at the end, on an error or on SIGTERM."""
+    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
+    try:
+        all_figures = [await bench_backend(backend, args, tmp) for backend in args.backends]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print()
+    print(summary(all_figures, args))
 
 
 def run_main(main: Coroutine[Any, Any, None]) -> None:

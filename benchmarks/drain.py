@@ -13,12 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
 import random
-import shutil
 import sqlite3
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +25,24 @@ import asyncpg
 
 import runwright as rw
 
-from .common import BenchError, Workers, drop_schema, event_loop_runner, p99, run_main, say, store_url
+from . import common
+from .common import BenchError, Workers, event_loop_runner, p99, pair, say
 
-APP_SPEC = "benchmarks.drain:app"
+NAME = "drain"  # the workers load benchmarks.drain:app; PostgreSQL's schema is bench_drain_<pid>
 POLL_S = 0.02  # how often run counts are read while a batch drains
 RUN_POLL_S = 0.005  # how often one run is re-read while waiting for a takeover
 DRAIN_TIMEOUT_S = 120.0
 LATENCY_WARMUP = 5  # first round trips open the listener and warm caches: not counted
 SLEEP_S = 60.0  # the sleeper outlives every takeover measurement
+
+# The command line: --backends and --pg-url, and these, in the order --help lists them.
+COUNTS = [
+    common.Count("--runs", 10_000, "runs per drained batch"),
+    common.Count("--concurrency", 200, "slots per worker; also the raw baseline's batch size"),
+    common.Count("--workers", 2, "worker processes", at_least=2, why="a takeover needs a survivor"),
+    common.Count("--latency-runs", 200, "runs timed one at a time"),
+    common.Count("--takeovers", 3, "SIGKILL rounds (median printed)"),
+]
 
 
 async def noop(n: int) -> None:
@@ -339,29 +346,15 @@ def record_raw(figures: Figures, args: argparse.Namespace, elapsed: float, total
 
 async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Figures:
     figures = Figures(backend)
-    schema = f"bench_drain_{os.getpid()}"
-    url = store_url(backend, tmp, args.pg_url, schema)
-    log_dir = tmp / f"logs-{backend}"
-    log_dir.mkdir()
-    bench = with_tasks(rw.App(url))
-    workers = Workers(APP_SPEC, url, args.concurrency, log_dir)
-    try:
-        await bench.open()
-        await bench_framework(bench, workers, args, figures)
-        await bench.close()  # before the raw phase: nothing of ours competes for the CPU
+    async with common.backend_session(figures, NAME, with_tasks, args.concurrency, tmp,
+                                      args.pg_url) as session:
+        await session.bench.open()
+        await bench_framework(session.bench, session.workers, args, figures)
+        await session.bench.close()  # before the raw phase: nothing of ours competes for the CPU
         if backend == "sqlite":
             await measure_raw_sqlite(str(tmp / "raw.db"), args, figures)
         else:
-            await measure_raw_pg(args.pg_url, schema, args, figures)
-    except Exception as exc:  # a failed phase is a figure to report, not a reason to stop
-        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
-        say(backend, figures.notes[-1])
-    finally:
-        workers.stop_all()
-        await bench.close()
-        if backend == "postgres":
-            await drop_schema(args.pg_url, schema, figures.notes)
-    figures.notes.extend(workers.log_problems())
+            await measure_raw_pg(args.pg_url, session.schema, args, figures)
     return figures
 
 
@@ -385,29 +378,36 @@ async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namesp
 # -- report -----------------------------------------------------------------------------
 
 
+def rate(value: float | None) -> str:
+    """A rate cell: '-' where the phase that measures it did not get that far."""
+    return "-" if value is None else f"{value:,.0f}/s"
+
+
+def share(f: Figures) -> str:
+    """The drain's rate as a share of the raw SQL limit: what runwright keeps of what the
+    database allows on this machine."""
+    if f.drain_per_s is None or not f.raw_per_s:
+        return "-"
+    return f"{100 * f.drain_per_s / f.raw_per_s:.0f}%"
+
+
+def takeover(f: Figures) -> str:
+    """The median, and each round: a takeover's time depends on where the kill lands in
+    the survivor's rescue cycle, so the spread is part of the figure."""
+    if not f.takeovers_s:
+        return "-"
+    each = " ".join(f"{s:.2f}" for s in f.takeovers_s)
+    return f"{statistics.median(f.takeovers_s):.2f} s ({each})"
+
+
+def rss(f: Figures) -> str:
+    """Each worker's memory now and at its peak, in MiB."""
+    if not f.rss_mib:
+        return "-"
+    return ", ".join(f"{now:.0f} (peak {peak:.0f})" for now, peak in f.rss_mib) + " MiB"
+
+
 def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
-    def rate(value: float | None) -> str:
-        return "-" if value is None else f"{value:,.0f}/s"
-
-    def pair(values: tuple[float, float] | None, unit: str) -> str:
-        return "-" if values is None else f"{values[0]:.2f} / {values[1]:.2f} {unit}"
-
-    def share(f: Figures) -> str:
-        if f.drain_per_s is None or not f.raw_per_s:
-            return "-"
-        return f"{100 * f.drain_per_s / f.raw_per_s:.0f}%"
-
-    def takeover(f: Figures) -> str:
-        if not f.takeovers_s:
-            return "-"
-        each = " ".join(f"{s:.2f}" for s in f.takeovers_s)
-        return f"{statistics.median(f.takeovers_s):.2f} s ({each})"
-
-    def rss(f: Figures) -> str:
-        if not f.rss_mib:
-            return "-"
-        return ", ".join(f"{now:.0f} (peak {peak:.0f})" for now, peak in f.rss_mib) + " MiB"
-
     rows = [
         ("submit_many", lambda f: rate(f.submit_per_s)),
         ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
@@ -420,52 +420,10 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("takeover after SIGKILL", takeover),
         ("worker RSS", rss),
     ]
-    width = max(len(label) for label, _ in rows) + 2
-    columns = [[show(f) for f in all_figures] for _, show in rows]
-    col_width = max(len(f.backend) for f in all_figures)
-    col_width = max([col_width, *(len(cell) for row in columns for cell in row)]) + 2
-    lines = [f"runs {args.runs:,}, workers {args.workers}, concurrency {args.concurrency}",
-             " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
-    for (label, _), cells in zip(rows, columns):
-        lines.append(label.ljust(width) + "".join(cell.ljust(col_width) for cell in cells))
-    for f in all_figures:
-        for note in f.notes:
-            lines.append(f"note [{f.backend}]: {note}")
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backends", default="sqlite,postgres",
-                        help="comma-separated: sqlite, postgres (default both)")
-    parser.add_argument("--runs", type=int, default=10_000, help="runs per drained batch")
-    parser.add_argument("--concurrency", type=int, default=200,
-                        help="slots per worker; also the raw baseline's batch size")
-    parser.add_argument("--workers", type=int, default=2, help="worker processes")
-    parser.add_argument("--latency-runs", type=int, default=200, help="runs timed one at a time")
-    parser.add_argument("--takeovers", type=int, default=3, help="SIGKILL rounds (median printed)")
-    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
-                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
-    args = parser.parse_args()
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = set(args.backends) - {"sqlite", "postgres"}
-    if unknown:
-        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
-    if args.workers < 2:
-        parser.error("--workers must be at least 2: a takeover needs a survivor")
-    return args
-
-
-async def main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
-    try:
-        all_figures = [await bench_backend(backend, args, tmp) for backend in args.backends]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print()
-    print(summary(all_figures, args))
+    header = f"runs {args.runs:,}, workers {args.workers}, concurrency {args.concurrency}"
+    return common.render_table(header, rows, all_figures)
 
 
 if __name__ == "__main__":
-    run_main(main(parse_args()))
+    args = common.parse_benchmark_args(__doc__, COUNTS)
+    common.run_main(common.bench_all(args, bench_backend, summary))

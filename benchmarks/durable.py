@@ -14,12 +14,9 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import queue
-import shutil
 import sqlite3
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,25 +27,24 @@ import asyncpg
 import runwright as rw
 from runwright.store.base import EventAppendParams, RunClaimParams, RunFinishParams
 
-from .common import (
-    BenchError,
-    ProblemLog,
-    Workers,
-    drop_schema,
-    event_loop_runner,
-    p99,
-    run_main,
-    say,
-    store_url,
-)
+from . import common
+from .common import BenchError, ProblemLog, Workers, event_loop_runner, num, p99, pair, say
 
-APP_SPEC = "benchmarks.durable:app"
+NAME = "durable"  # the workers load benchmarks.durable:app; PostgreSQL's schema is bench_durable_<pid>
 ROUNDS = 5  # timed runs (and bare-SQL rounds) whose median gives the cost of a step
 RATE_ROUNDS = 3  # timed runs whose median gives an append rate
 FOLLOW_INTERVAL_S = 0.005  # spacing of the followed events
 FOLLOW_WARMUP = 5  # first followed events warm the listener and the caches: not counted
 RAW_QUEUE = "bench-raw"  # served by no worker: the run claimed by hand for bare appends
 RUN_TIMEOUT_S = 60.0
+
+# The command line: --backends and --pg-url, and these, in the order --help lists them.
+COUNTS = [
+    common.Count("--steps", 200, "no-op steps per timed run", at_least=2),
+    common.Count("--events", 2000, "events per append-rate run", at_least=2),
+    common.Count("--follow-events", 300, "events timed from append to delivery in another process",
+                 at_least=2),
+]
 
 
 def nothing() -> None:
@@ -343,107 +339,44 @@ def _get_nowait(out: Any) -> Any:
 
 async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Figures:
     figures = Figures(backend)
-    schema = f"bench_durable_{os.getpid()}"
-    url = store_url(backend, tmp, args.pg_url, schema)
-    log_dir = tmp / f"logs-{backend}"
-    log_dir.mkdir()
-    bench = with_tasks(rw.App(url))
-    workers = Workers(APP_SPEC, url, 4, log_dir)
-    try:
-        await bench.open()  # creates the schema, where the raw tables go too
+    async with common.backend_session(figures, NAME, with_tasks, 4, tmp, args.pg_url) as session:
+        await session.bench.open()  # creates the schema, where the raw tables go too
         if backend == "sqlite":
             figures.raw_step_us = raw_step_sqlite(str(tmp / "raw.db"), args.steps)
         else:
-            figures.raw_step_us = await raw_step_pg(args.pg_url, schema, args.steps)
+            figures.raw_step_us = await raw_step_pg(args.pg_url, session.schema, args.steps)
         say(backend, f"bare SQL step write (UPDATE + INSERT, one transaction): "
                      f"{figures.raw_step_us:.0f} µs")
-        await measure_store_append(bench, args.events, figures)
-        await with_worker(bench, args, figures)
-        await measure_follow(bench, workers, args.follow_events, figures)
-    except Exception as exc:  # a failed phase is a figure to report, not a reason to stop
-        figures.notes.append(f"stopped early: {type(exc).__name__}: {exc}")
-        say(backend, figures.notes[-1])
-    finally:
-        workers.stop_all()
-        await bench.close()
-        if backend == "postgres":
-            await drop_schema(args.pg_url, schema, figures.notes)
-    figures.notes.extend(workers.log_problems())
+        await measure_store_append(session.bench, args.events, figures)
+        await with_worker(session.bench, args, figures)
+        await measure_follow(session.bench, session.workers, args.follow_events, figures)
     return figures
 
 
 # -- report -----------------------------------------------------------------------------
 
 
+def ratio(f: Figures) -> str:
+    """What a step costs over the bare SQL write under it: the framework's share of it."""
+    if f.step_us is None or not f.raw_step_us:
+        return "-"
+    return f"{f.step_us / f.raw_step_us:.1f}x"
+
+
 def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
-    def num(value: float | None, unit: str, digits: int = 0) -> str:
-        return "-" if value is None else f"{value:,.{digits}f} {unit}"
-
-    def ratio(f: Figures) -> str:
-        if f.step_us is None or not f.raw_step_us:
-            return "-"
-        return f"{f.step_us / f.raw_step_us:.1f}x"
-
-    def runs(f: Figures) -> str:
-        return "-" if f.run_ms is None else f"{f.run_ms[0]:.2f} / {f.run_ms[1]:.2f} ms"
-
-    def follow(f: Figures) -> str:
-        return "-" if f.follow_ms is None else "{:.2f} / {:.2f} ms".format(*f.follow_ms)
-
     rows = [
-        ("run of 0 / N steps", runs),
+        ("run of 0 / N steps", lambda f: pair(f.run_ms, "ms")),
         ("ctx.step overhead", lambda f: num(f.step_us, "µs")),
         ("  bare SQL step write", lambda f: num(f.raw_step_us, "µs")),
         ("  step / bare", ratio),
         ("ctx.emit, tight loop", lambda f: num(f.emit_per_s, "/s")),
         ("store.event_append", lambda f: num(f.append_per_s, "/s")),
-        ("follow latency p50/p99", follow),
+        ("follow latency p50/p99", lambda f: pair(f.follow_ms, "ms")),
     ]
-    width = max(len(label) for label, _ in rows) + 2
-    columns = [[show(f) for f in all_figures] for _, show in rows]
-    col_width = max(len(f.backend) for f in all_figures)
-    col_width = max([col_width, *(len(cell) for row in columns for cell in row)]) + 2
-    lines = [f"steps {args.steps}, events {args.events:,}, followed events {args.follow_events}",
-             " " * width + "".join(f.backend.ljust(col_width) for f in all_figures)]
-    for (label, _), cells in zip(rows, columns):
-        lines.append(label.ljust(width) + "".join(cell.ljust(col_width) for cell in cells))
-    for f in all_figures:
-        for note in f.notes:
-            lines.append(f"note [{f.backend}]: {note}")
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backends", default="sqlite,postgres",
-                        help="comma-separated: sqlite, postgres (default both)")
-    parser.add_argument("--steps", type=int, default=200, help="no-op steps per timed run")
-    parser.add_argument("--events", type=int, default=2000, help="events per append-rate run")
-    parser.add_argument("--follow-events", type=int, default=300,
-                        help="events timed from append to delivery in another process")
-    parser.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432/test",
-                        help="PostgreSQL database; each run uses a schema of its own, dropped after")
-    args = parser.parse_args()
-    args.backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    unknown = set(args.backends) - {"sqlite", "postgres"}
-    if unknown:
-        parser.error(f"unknown backend(s): {', '.join(sorted(unknown))}")
-    for name in ("steps", "events", "follow_events"):
-        if getattr(args, name) < 2:
-            parser.error(f"--{name.replace('_', '-')} must be at least 2")
-    return args
-
-
-async def main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="runwright-bench-"))
-    try:
-        all_figures = [await bench_backend(backend, args, tmp) for backend in args.backends]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print()
-    print(summary(all_figures, args))
+    header = f"steps {args.steps}, events {args.events:,}, followed events {args.follow_events}"
+    return common.render_table(header, rows, all_figures)
 
 
 if __name__ == "__main__":
-    run_main(main(parse_args()))
+    args = common.parse_benchmark_args(__doc__, COUNTS)
+    common.run_main(common.bench_all(args, bench_backend, summary))

@@ -189,3 +189,13 @@ async def test_a_run_past_its_deadline_is_never_claimed(store):
     assert await store.run_claim(claim(wid, now=T0 + 2)) == []
     (expired,) = await store.run_expire_many(now=T0 + 2)
     assert expired.state is S.FAILED
+
+
+async def test_a_cancel_requested_as_the_run_parks_ends_it_cancelled(store):
+    _, run = await _claimed(store)
+    await store.run_cancel(run.id, now=T0)  # it is running: only flagged
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, release=True,
+                                                 event_kind="parked", run_at=T0 + 3600, now=T0)])
+    ended = await store.run_get(run.id)
+    assert ended.state is S.CANCELLED and ended.error_info()["type"] == "Cancelled"
+    assert [e.kind for e in await store.event_list(run.id)][-2:] == ["cancel_requested", "cancelled"]

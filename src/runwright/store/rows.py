@@ -8,8 +8,8 @@ from typing import Any, Sequence
 from ..runs import Run, RunState
 
 __all__ = [
-    "RUN_COLUMNS", "cancelled_error", "deadline_error", "run_from_row", "step_event_data",
-    "worker_lost_error",
+    "RUN_COLUMNS", "cancelled_error", "deadline_error", "interrupted_error", "run_from_row",
+    "step_event_data", "worker_lost_error",
 ]
 
 RUN_COLUMNS = (
@@ -43,6 +43,10 @@ def worker_lost_error(recoveries: int) -> str:
 
 def cancelled_error(reason: str = "cancelled on request") -> str:
     return json.dumps({"type": "Cancelled", "message": reason})
+
+
+def interrupted_error() -> str:
+    return json.dumps({"type": "Interrupted", "message": "interrupted by a newer run on its thread"})
 
 
 def step_event_data(p: Any) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..rows import RUN_COLUMNS
+from ..rows import RUN_COLUMNS, cancelled_error, interrupted_error
 
 R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 
@@ -92,19 +92,32 @@ WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running' AND r.owner = $2
 RETURNING r.id, r.cancel_requested
 """
 
+# The state an attempt's end really leads to: a run that would go back to the queue (a
+# retry, a park, a give-back) while a cancel or an interrupt was requested ends now
+# instead, so such a request is never lost to a run that was finishing as it came.
+CANCELLED_ERROR = cancelled_error()  # JSON without a quote: safe as a literal
+INTERRUPTED_ERROR = interrupted_error()
+ENDS_AS = """CASE WHEN v.state <> 'queued' THEN v.state
+                  WHEN r.cancel_requested THEN 'cancelled'
+                  WHEN r.interrupt IS NOT NULL THEN 'interrupted'
+                  ELSE 'queued' END"""
+
 # One statement for every fenced end of an attempt: a row changes only if its fence is
 # still current and it is still running. `queued` is a retry (run_at = backoff) or, with
 # release, a give-back or a park whose attempt does not count (a park woken meanwhile by
 # its child comes due at once). Each end appends its event under the next seq, and the
 # notifications ride along: ids of ended runs (or '*' when too many for a payload),
 # "work is due", and "these logs grew".
-FINISH_MANY = """
+FINISH_MANY = f"""
 WITH finished AS (
     UPDATE runs r SET
-        state = v.state, owner = NULL, lease_expires_at = NULL,
+        state = {ENDS_AS}, owner = NULL, lease_expires_at = NULL,
         result = v.result,
-        error = CASE WHEN v.state = 'queued' THEN coalesce(v.error, r.error) ELSE v.error END,
-        finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE $1::float8 END,
+        error = CASE WHEN {ENDS_AS} = 'queued' THEN coalesce(v.error, r.error)
+                     WHEN {ENDS_AS} = v.state THEN v.error
+                     WHEN {ENDS_AS} = 'cancelled' THEN '{CANCELLED_ERROR}'
+                     ELSE '{INTERRUPTED_ERROR}' END,
+        finished_at = CASE WHEN {ENDS_AS} = 'queued' THEN NULL ELSE $1::float8 END,
         run_at = CASE WHEN v.state <> 'queued' THEN r.run_at
                       WHEN r.wake_requested THEN least(v.run_at, $1::float8) ELSE v.run_at END,
         attempt = r.attempt - v.release::int,
@@ -114,7 +127,9 @@ WITH finished AS (
                 $8::bool[], $9::text[], $10::text[])
         AS v(id, fence, state, result, error, run_at, release, kind, data)
     WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running'
-    RETURNING r.id, v.state, r.last_seq, r.parent_id, v.kind, v.data, r.thread
+    RETURNING r.id, r.state, r.last_seq, r.parent_id, v.state AS asked,
+              CASE WHEN r.state = v.state THEN v.kind ELSE r.state END AS kind,
+              CASE WHEN r.state = v.state THEN v.data ELSE '{{}}' END AS data, r.thread, r.interrupt
 ), logged AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, kind, data, $1::float8 FROM finished
@@ -128,7 +143,7 @@ WITH finished AS (
     SELECT pg_notify($13, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
     FROM (SELECT string_agg(id::text, ',') AS ids FROM finished) s WHERE ids IS NOT NULL
 )
-SELECT f.id, f.state, f.parent_id, f.thread, (SELECT count(*) FROM ended),
+SELECT f.id, f.state, f.parent_id, f.thread, f.asked, f.interrupt, (SELECT count(*) FROM ended),
        (SELECT count(*) FROM requeued), (SELECT count(*) FROM grown)
 FROM finished f
 """
@@ -151,7 +166,8 @@ SELECT count(pg_notify($3, '')) FROM woken
 # our fence and target state is a success, not a lost lease.
 FINISH_CONFIRM = """
 SELECT r.id FROM runs r JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, fence, state)
-    ON r.id = v.id AND r.fence = v.fence AND r.state = v.state
+    ON r.id = v.id AND r.fence = v.fence
+    AND (r.state = v.state OR (v.state = 'queued' AND r.state IN ('cancelled', 'interrupted')))
 """
 
 CANCEL_QUEUED = """

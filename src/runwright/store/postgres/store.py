@@ -309,6 +309,10 @@ class PostgresStore:
             parents = [row[2] for row in rows if row[2] is not None and row[1] != "queued"]
             if parents:
                 await conn.fetchval(sql.WAKE_PARENTS, parents, now, self.channels["queued"])
+            rolled_back = [row[0] for row in rows if row[1] == "interrupted" and row[5] == "rollback"]
+            if rolled_back:
+                await conn.execute("DELETE FROM thread_messages WHERE run_id = ANY($1::bigint[])",
+                                   rolled_back)
             if any(row[3] is not None and row[1] != "queued" for row in rows):
                 # A thread's run ended: the next run of its thread may be claimed now.
                 await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])

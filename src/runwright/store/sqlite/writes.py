@@ -25,6 +25,7 @@ from ..rows import (
     RUN_COLUMNS,
     cancelled_error,
     deadline_error,
+    interrupted_error,
     run_from_row,
     step_event_data,
     worker_lost_error,
@@ -129,20 +130,32 @@ def claim_ids(conn: sqlite3.Connection, ids: list[int], worker_id: int, lease_s:
     return runs
 
 
+# The state an attempt's end really leads to: a run that would go back to the queue (a
+# retry, a park, a give-back) while a cancel or an interrupt was requested ends now
+# instead, so such a request is never lost to a run that was finishing as it came.
+_REQUEUE_ENDS_AS = ("CASE WHEN cancel_requested THEN 'cancelled'"
+                    " WHEN interrupt IS NOT NULL THEN 'interrupted' ELSE 'queued' END")
+_STOPPED_ERROR = ("CASE WHEN cancel_requested THEN ? WHEN interrupt IS NOT NULL THEN ?"
+                  " ELSE coalesce(?, error) END")
+
+
 def _finish_sql(target: RunState, release: bool) -> str:
     """The fenced finish: it changes the run only if the caller's fence is still current."""
     if target is S.QUEUED:
         # Retry after backoff keeps the attempt count; a release (give-back or park) gives
         # the attempt back. A park woken meanwhile by its child comes due at once.
         attempt = "attempt - 1" if release else "attempt"
-        return (f"UPDATE runs SET state = 'queued', owner = NULL, lease_expires_at = NULL,"
-                f" attempt = {attempt}, error = coalesce(?, error),"
+        return (f"UPDATE runs SET state = {_REQUEUE_ENDS_AS}, owner = NULL, lease_expires_at = NULL,"
+                f" attempt = {attempt}, error = {_STOPPED_ERROR},"
+                f" finished_at = CASE WHEN {_REQUEUE_ENDS_AS} = 'queued' THEN NULL ELSE ? END,"
                 f" run_at = CASE WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0,"
                 f" last_seq = last_seq + 1"
-                f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id, last_seq")
+                f" WHERE id = ? AND fence = ? AND state = 'running'"
+                f" RETURNING parent_id, last_seq, state, interrupt")
     return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
             f" result = ?, error = ?, finished_at = ?, wake_requested = 0, last_seq = last_seq + 1"
-            f" WHERE id = ? AND fence = ? AND state = 'running' RETURNING parent_id, last_seq")
+            f" WHERE id = ? AND fence = ? AND state = 'running'"
+            f" RETURNING parent_id, last_seq, state, interrupt")
 
 
 _FINISH_SQL = {(state, release): _finish_sql(state, release)
@@ -153,7 +166,8 @@ _FINISH_SQL = {(state, release): _finish_sql(state, release)
 def _finish_args(p: RunFinishParams, now: float) -> tuple[Any, ...]:
     if p.state is S.QUEUED:
         run_at = p.run_at if p.run_at is not None else now
-        return (p.error, run_at, now, run_at, p.run_id, p.fence)
+        return (cancelled_error(), interrupted_error(), p.error, now, run_at, now, run_at,
+                p.run_id, p.fence)
     return (p.result, p.error, now, p.run_id, p.fence)
 
 
@@ -166,9 +180,14 @@ def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams]) -> 
         if row is None:
             refused.append(p.run_id)
             continue
-        parent_id, seq = row
-        events.append((p.run_id, seq, p.kind, p.event_data, now))
-        if parent_id is not None and p.state is not S.QUEUED:
+        parent_id, seq, state, interrupt = row
+        if state == p.state.value:
+            events.append((p.run_id, seq, p.kind, p.event_data, now))
+        else:  # a cancel or an interrupt came as it finished: it ends that way instead
+            events.append((p.run_id, seq, state, "{}", now))
+            if interrupt == "rollback":
+                conn.execute("DELETE FROM thread_messages WHERE run_id = ?", (p.run_id,))
+        if parent_id is not None and state != "queued":
             parents.append(parent_id)
     _insert_events(conn, events)
     wake_parents(conn, parents, now_s())
