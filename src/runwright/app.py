@@ -32,6 +32,7 @@ from .errors import (
 from .resilience import durably
 from .retry import Backoff, RetryPolicy
 from .runs import NORMAL, Run, RunHandle, RunState
+from .schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES, due_at, encode, finite
 from .store import Store, store_from_url
 from .store.base import ON_BUSY, RunInsertParams, RunListParams, now_s
@@ -81,6 +82,7 @@ class App:
         self.tasks: dict[str, TaskSpec] = {}
         self.tools: dict[str, ToolSpec] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self.schedules: dict[str, Schedule] = {}
         self._opened: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
@@ -145,6 +147,72 @@ class App:
 
         return define_agent(self, name, model=model, tools=tools, instructions=instructions,
                             max_turns=max_turns, stream=stream, prices=prices, **task_options)
+
+    def schedule(self, name: str, *, cron: str, task: TaskSpec | str,
+                 args: Mapping[str, Any] | None = None, tz: str = "UTC", misfire: str = "skip",
+                 catch_up_limit: int = 10, queue: str | None = None,
+                 priority: int | None = None) -> Schedule:
+        """Declare a schedule in code; every worker saves it at start and any may fire it.
+        `cron` is croniter syntax (an optional seconds field comes last), in time zone `tz`.
+        `misfire`: "skip" (a fire missed by more than a minute is skipped) or "catch_up"
+        (missed fires are run, the latest `catch_up_limit` of them)."""
+        schedule = self.schedule_spec(name, cron=cron, task=task, args=args, tz=tz, misfire=misfire,
+                                      catch_up_limit=catch_up_limit, queue=queue, priority=priority)
+        if name in self.schedules:
+            raise ConfigError(f"schedule {name!r} is declared twice")
+        self.schedules[name] = schedule
+        return schedule
+
+    def schedule_spec(self, name: str, *, cron: str, task: TaskSpec | str,
+                      args: Mapping[str, Any] | None, tz: str, misfire: str, catch_up_limit: int,
+                      queue: str | None, priority: int | None) -> Schedule:
+        """A checked Schedule (malformed cron, unknown zone or task, bad args: InvalidInput)."""
+        if not isinstance(name, str) or not name or ":" in name or len(name) > 200:
+            raise InvalidInput(f"schedule name must be a non-empty string without ':', got {name!r}")
+        check_cron(cron)
+        parse_zone(tz)
+        if misfire not in MISFIRE_POLICIES:
+            raise InvalidInput(f"misfire must be one of {', '.join(MISFIRE_POLICIES)}, got {misfire!r}")
+        if not isinstance(catch_up_limit, int) or catch_up_limit < 1:
+            raise InvalidInput(f"catch_up_limit must be a positive int, got {catch_up_limit!r}")
+        spec = self.task_spec(task)
+        params = self._insert_params(spec, spec.bind((), dict(args or {})), f"schedule:{name}",
+                                     priority, None, None, queue, now_s())
+        return Schedule(name, cron, tz, spec.name, params.args, params.queue, params.priority,
+                        params.max_attempts, misfire, catch_up_limit)
+
+    async def save_schedule(self, schedule: Schedule, now: float | None = None) -> Schedule:
+        """Store a schedule (created or redefined at run time, or declared in code)."""
+        await self.open()
+        now = now_s() if now is None else now
+        schedule.next_fire_at = next_fire_after(schedule.cron, schedule.tz, now)
+        schedule.created_at = schedule.updated_at = now
+        return await self.store.schedule_save(schedule)
+
+    async def sync_schedules(self, now: float | None = None) -> None:
+        """Save every schedule declared in code (workers do this when they start)."""
+        for schedule in self.schedules.values():
+            await self.save_schedule(schedule, now)
+
+    async def pause_schedule(self, name: str) -> None:
+        await self.open()
+        if not await self.store.schedule_set_paused(name, True):
+            raise InvalidInput(f"unknown schedule {name!r}")
+
+    async def resume_schedule(self, name: str, now: float | None = None) -> None:
+        """Resume from now on: fires missed while paused are not made up."""
+        await self.open()
+        found = {s.name: s for s in await self.store.schedule_list()}.get(name)
+        if found is None:
+            raise InvalidInput(f"unknown schedule {name!r}")
+        upcoming = next_fire_after(found.cron, found.tz, now_s() if now is None else now)
+        await self.store.schedule_set_paused(name, False, upcoming)
+
+    async def delete_schedule(self, name: str) -> None:
+        """Delete a stored schedule. One declared in code comes back when a worker starts."""
+        await self.open()
+        if not await self.store.schedule_delete(name):
+            raise InvalidInput(f"unknown schedule {name!r}")
 
     def task_spec(self, task: TaskSpec | str) -> TaskSpec:
         name = task.name if isinstance(task, TaskSpec) else task

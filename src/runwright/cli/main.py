@@ -221,6 +221,27 @@ def retry(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
 
 
 @cli.command()
+def schedules(
+    action: str = typer.Argument("list", help="list, pause, resume or delete."),
+    name: str | None = typer.Argument(None, help="The schedule (for pause, resume, delete)."),
+    url: str | None = URL,
+) -> None:
+    """List schedules with their next fire times, or pause, resume or delete one."""
+    if action == "list":
+        found = with_app(url, lambda app: app.store.schedule_list())
+        out.print(views.schedules_table(found))
+        return
+    operations = {"pause": App.pause_schedule, "resume": App.resume_schedule,
+                  "delete": App.delete_schedule}
+    with clear_errors():
+        if action not in operations or not name:
+            raise InvalidInput(f"use `runwright schedules list` or `runwright schedules "
+                               f"pause|resume|delete NAME` (got {action!r})")
+    with_app(url, lambda app: operations[action](app, name))
+    out.print(f"schedule {name}: {action}d")
+
+
+@cli.command()
 def migrate(url: str | None = URL) -> None:
     """Create or upgrade the schema (numbered migrations; safe to run concurrently)."""
 

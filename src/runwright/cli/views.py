@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from typing import Sequence
@@ -11,8 +12,9 @@ from rich.table import Table
 
 from ..journal import Event
 from ..runs import Run
+from ..schedules import Schedule, parse_zone
 
-__all__ = ["event_line", "run_panel", "runs_table"]
+__all__ = ["event_line", "run_panel", "runs_table", "schedules_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -59,3 +61,15 @@ def event_line(event: Event) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.at)) + f".{int(event.at % 1 * 1000):03d}"
     data = json.dumps(event.data, separators=(",", ":")) if event.data else ""
     return f"{event.seq:>4} {stamp} {event.kind:<16} {data}".rstrip()
+
+
+def schedules_table(schedules: Sequence[Schedule]) -> Table:
+    table = Table(title=f"schedules ({len(schedules)})")
+    for column in ("name", "cron", "tz", "task", "misfire", "state", "next fire (local)", "next fire (UTC)"):
+        table.add_column(column)
+    for s in schedules:
+        local = dt.datetime.fromtimestamp(s.next_fire_at, parse_zone(s.tz))
+        utc = dt.datetime.fromtimestamp(s.next_fire_at, dt.UTC)
+        table.add_row(s.name, s.cron, s.tz, s.task, s.misfire, "paused" if s.paused else "active",
+                      local.strftime("%Y-%m-%d %H:%M:%S %Z"), utc.strftime("%Y-%m-%d %H:%M:%S"))
+    return table

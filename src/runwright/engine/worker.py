@@ -34,6 +34,7 @@ from ..store.hub import CANCEL, QUEUED
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
 from .rescuer import Rescuer
+from .scheduler import Scheduler
 
 if TYPE_CHECKING:
     from ..app import App
@@ -65,6 +66,7 @@ class WorkerConfig:
     claim_batch: int = 0  # most runs per claim; 0 means `concurrency`. Defaults to 0.
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
+    schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -128,8 +130,10 @@ class Worker:
         await self._register()
         await self.store.listen()
         completer = asyncio.create_task(self._completer.run(), name="completer")
+        await self.app.sync_schedules()
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
-            self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer)]
+            self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
+            self._scheduler)]
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
               concurrency=self.config.concurrency, tasks=len(self._tasks))
         if ready is not None:
@@ -325,6 +329,13 @@ class Worker:
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
             await rescuer.tick(self.id, self._on_rescued)
+
+    async def _scheduler(self) -> None:
+        """Fire due schedules (every worker does this: no leader to lose)."""
+        scheduler = Scheduler(self.store)
+        while True:
+            await asyncio.sleep(jittered(self.config.schedule_tick_s))
+            await self._store_call(scheduler.tick)
 
     def _on_rescued(self, _run: Run) -> None:
         self.stats.rescued += 1

@@ -14,6 +14,7 @@ from typing import Protocol, Sequence
 
 from ..journal import Event, StepRecord
 from ..runs import Run, RunState
+from ..schedules import Schedule
 from .hub import Hub
 
 __all__ = [
@@ -290,6 +291,23 @@ class Store(Protocol):
     async def thread_delete(self, thread: str, purge: bool, now: float | None = None) -> bool:
         """Mark the thread deleted (new submissions refused); with purge, drop its history.
         False if it does not exist."""
+
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        """Create, or update the definition of, a schedule (its paused state is kept; its
+        next fire time is kept unless the cron or time zone changed)."""
+
+    async def schedule_list(self) -> list[Schedule]: ...
+
+    async def schedule_due(self, now: float) -> list[Schedule]:
+        """Schedules not paused whose next fire time has come."""
+
+    async def schedule_advance(self, name: str, expected_next: float, next_fire_at: float) -> bool:
+        """Move the next fire time, only if it is still `expected_next` (one worker wins)."""
+
+    async def schedule_set_paused(self, name: str, paused: bool, next_fire_at: float | None = None) -> bool:
+        """Pause or resume (a resume may set the next fire time). False if unknown."""
+
+    async def schedule_delete(self, name: str) -> bool: ...
 
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 

@@ -9,7 +9,7 @@ from ..runs import Run, RunState
 
 __all__ = [
     "RUN_COLUMNS", "cancelled_error", "deadline_error", "interrupted_error", "run_from_row",
-    "step_event_data", "worker_lost_error",
+    "step_event_data", "worker_lost_error", "SCHEDULE_COLUMNS",
 ]
 
 RUN_COLUMNS = (
@@ -55,3 +55,9 @@ def step_event_data(p: Any) -> str:
     if p.error is not None:
         data["error"] = json.loads(p.error).get("type")
     return json.dumps(data)
+
+
+SCHEDULE_COLUMNS = (
+    "name, cron, tz, task, args, queue, priority, max_attempts, misfire, catch_up_limit, "
+    "paused, next_fire_at, created_at, updated_at"
+)

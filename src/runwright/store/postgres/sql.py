@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..rows import RUN_COLUMNS, cancelled_error, interrupted_error
+from ..rows import RUN_COLUMNS, SCHEDULE_COLUMNS, cancelled_error, interrupted_error
 
 R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 
@@ -356,4 +356,19 @@ OWNS_RUN = "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running
 THREAD_APPEND = """
 INSERT INTO thread_messages (thread_id, run_id, idx, message, created_at)
 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
+"""
+
+# A declaration in code updates the definition but keeps the run-time state: paused,
+# and the next fire time unless the cron or time zone changed.
+SCHEDULE_SAVE = f"""
+INSERT INTO schedules ({SCHEDULE_COLUMNS})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (name) DO UPDATE SET
+    next_fire_at = CASE WHEN schedules.cron = excluded.cron AND schedules.tz = excluded.tz
+                        THEN schedules.next_fire_at ELSE excluded.next_fire_at END,
+    cron = excluded.cron, tz = excluded.tz, task = excluded.task, args = excluded.args,
+    queue = excluded.queue, priority = excluded.priority, max_attempts = excluded.max_attempts,
+    misfire = excluded.misfire, catch_up_limit = excluded.catch_up_limit,
+    updated_at = excluded.updated_at
+RETURNING {SCHEDULE_COLUMNS}
 """

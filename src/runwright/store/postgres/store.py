@@ -19,6 +19,7 @@ import asyncpg
 from ...errors import RunNotFound, SchemaError, StoreUnreachable, ThreadBusy, ThreadDeleted
 from ...journal import Event, StepRecord
 from ...runs import Run, RunState, check_transition, sources_of
+from ...schedules import Schedule
 from ..base import (
     DEFAULT_SCHEMA,
     EventAppendParams,
@@ -39,6 +40,7 @@ from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
 from ..rows import (
     RUN_COLUMNS,
+    SCHEDULE_COLUMNS,
     cancelled_error,
     deadline_error,
     run_from_row,
@@ -130,6 +132,10 @@ class PostgresStore:
     async def _fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self._conn() as conn:
             return await conn.fetch(query, *args)
+
+    async def _execute(self, query: str, *args: Any) -> str:
+        async with self._conn() as conn:
+            return await conn.execute(query, *args)
 
     async def _fetchval(self, query: str, *args: Any) -> Any:
         async with self._conn() as conn:
@@ -517,6 +523,37 @@ class PostgresStore:
     async def event_list(self, run_id: int, after: int = 0, limit: int = 1000) -> list[Event]:
         rows = await self._fetch(sql.LIST_EVENTS, run_id, after, limit)
         return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+    # -- schedules --------------------------------------------------------------------
+
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        row = await self._fetch(sql.SCHEDULE_SAVE, schedule.name, *schedule.definition(),
+                                schedule.paused, schedule.next_fire_at, schedule.created_at,
+                                schedule.updated_at)
+        return Schedule(*row[0])
+
+    async def schedule_list(self) -> list[Schedule]:
+        return [Schedule(*row) for row in await self._fetch(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")]
+
+    async def schedule_due(self, now: float) -> list[Schedule]:
+        return [Schedule(*row) for row in await self._fetch(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at <= $1"
+            f" ORDER BY next_fire_at", now)]
+
+    async def schedule_advance(self, name: str, expected_next: float, next_fire_at: float) -> bool:
+        status = await self._execute("UPDATE schedules SET next_fire_at = $3 WHERE name = $1"
+                                     " AND next_fire_at = $2", name, expected_next, next_fire_at)
+        return status == "UPDATE 1"
+
+    async def schedule_set_paused(self, name: str, paused: bool, next_fire_at: float | None = None) -> bool:
+        status = await self._execute(
+            "UPDATE schedules SET paused = $2, next_fire_at = coalesce($3, next_fire_at),"
+            " updated_at = $4 WHERE name = $1", name, paused, next_fire_at, now_s())
+        return status == "UPDATE 1"
+
+    async def schedule_delete(self, name: str) -> bool:
+        return await self._execute("DELETE FROM schedules WHERE name = $1", name) == "DELETE 1"
 
     # -- workers --------------------------------------------------------------------
 

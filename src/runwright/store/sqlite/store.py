@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...journal import Event, StepRecord
 from ...runs import Run, RunState
+from ...schedules import Schedule
 from ..base import (
     EventAppendParams,
     RunClaimParams,
@@ -41,7 +42,7 @@ from ..base import (
 )
 from ..hub import QUEUED, Hub, done_topic, events_topic
 from ..migrations import load_migrations
-from ..rows import RUN_COLUMNS, run_from_row
+from ..rows import RUN_COLUMNS, SCHEDULE_COLUMNS, run_from_row
 from . import writes
 
 __all__ = ["SqliteStore"]
@@ -400,6 +401,50 @@ class SqliteStore:
             " ORDER BY seq LIMIT ?", (run_id, after, limit)).fetchall())
         return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
 
+    # -- schedules --------------------------------------------------------------------
+
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        def save(conn: sqlite3.Connection) -> Schedule:
+            conn.execute(
+                f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+                f" ON CONFLICT (name) DO UPDATE SET"
+                f" next_fire_at = CASE WHEN schedules.cron = excluded.cron AND schedules.tz = excluded.tz"
+                f"  THEN schedules.next_fire_at ELSE excluded.next_fire_at END,"
+                f" cron = excluded.cron, tz = excluded.tz, task = excluded.task, args = excluded.args,"
+                f" queue = excluded.queue, priority = excluded.priority,"
+                f" max_attempts = excluded.max_attempts, misfire = excluded.misfire,"
+                f" catch_up_limit = excluded.catch_up_limit, updated_at = excluded.updated_at",
+                _schedule_row(schedule))
+            return Schedule(*conn.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?",
+                                          (schedule.name,)).fetchone())
+
+        return await self._write(save)
+
+    async def schedule_list(self) -> list[Schedule]:
+        rows = await self._call(lambda conn: conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name").fetchall())
+        return [_schedule(row) for row in rows]
+
+    async def schedule_due(self, now: float) -> list[Schedule]:
+        rows = await self._call(lambda conn: conn.execute(
+            f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at <= ?"
+            f" ORDER BY next_fire_at", (now,)).fetchall())
+        return [_schedule(row) for row in rows]
+
+    async def schedule_advance(self, name: str, expected_next: float, next_fire_at: float) -> bool:
+        return await self._write(lambda conn: conn.execute(
+            "UPDATE schedules SET next_fire_at = ? WHERE name = ? AND next_fire_at = ?",
+            (next_fire_at, name, expected_next)).rowcount == 1)
+
+    async def schedule_set_paused(self, name: str, paused: bool, next_fire_at: float | None = None) -> bool:
+        return await self._write(lambda conn: conn.execute(
+            "UPDATE schedules SET paused = ?, next_fire_at = coalesce(?, next_fire_at), updated_at = ?"
+            " WHERE name = ?", (paused, next_fire_at, now_s(), name)).rowcount == 1)
+
+    async def schedule_delete(self, name: str) -> bool:
+        return await self._write(lambda conn: conn.execute(
+            "DELETE FROM schedules WHERE name = ?", (name,)).rowcount == 1)
+
     # -- workers --------------------------------------------------------------------
 
     async def worker_register(self, params: WorkerRegisterParams) -> int:
@@ -435,3 +480,14 @@ def _statements(sql: str) -> list[str]:
     our migrations keep `--` and `;` out of string literals."""
     code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
     return [part.strip() for part in code.split(";") if part.strip()]
+
+
+def _schedule_row(schedule: Schedule) -> tuple[Any, ...]:
+    return (schedule.name, *schedule.definition(), schedule.paused, schedule.next_fire_at,
+            schedule.created_at, schedule.updated_at)
+
+
+def _schedule(row: Sequence[Any]) -> Schedule:
+    schedule = Schedule(*row)
+    schedule.paused = bool(schedule.paused)
+    return schedule
