@@ -188,3 +188,21 @@ async def test_follow_prints_the_log_live_and_exits_with_the_outcome(app: rw.App
     replay = runwright("follow", str(cancelled.id), url=store_url)
     assert replay.returncode == 1 and [line.split()[2] for line in replay.stdout.splitlines()] == [
         "submitted", "cancelled"]
+
+
+async def test_schedules_are_listed_paused_resumed_and_deleted(app: rw.App, store_url: str) -> None:
+    spec = app.schedule_spec("nightly", cron="0 9 * * 1-5", task=apps.record, args={"n": 1},
+                             tz="Europe/Paris", misfire="skip", catch_up_limit=10, queue=None,
+                             priority=None)
+    await app.save_schedule(spec)
+    listed = runwright("schedules", url=store_url)
+    assert listed.returncode == 0, listed.stderr
+    assert "nightly" in listed.stdout and "0 9 * * 1-5" in listed.stdout and "09:00:00 CE" in listed.stdout
+    assert runwright("schedules", "pause", "nightly", url=store_url).returncode == 0
+    assert "paused" in runwright("schedules", url=store_url).stdout
+    assert runwright("schedules", "resume", "nightly", url=store_url).returncode == 0
+    assert "active" in runwright("schedules", url=store_url).stdout
+    unknown = runwright("schedules", "pause", "nope", url=store_url)
+    assert unknown.returncode == 2 and "unknown schedule 'nope'" in unknown.stderr
+    assert runwright("schedules", "delete", "nightly", url=store_url).returncode == 0
+    assert await app.store.schedule_list() == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from ..errors import (
 )
 from ..logs import configure_logging
 from ..runs import RunState
+from ..schedules import clock_from_env
 from ..store.base import RunListParams
 from . import views
 
@@ -93,8 +95,6 @@ def worker(
 
     configure_logging()
     if url:
-        import os
-
         os.environ["RUNWRIGHT_URL"] = url  # before the app module builds its App
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
@@ -104,6 +104,9 @@ def worker(
         app = load_app(app_spec)
         config = WorkerConfig(concurrency=concurrency, queues=queues.split(","), lease_s=lease_s,
                               drain_grace_s=drain_grace_s)
+        clock = clock_from_env(os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK"))
+        if clock is not None:
+            config.schedule_clock = clock
         from ..engine.worker import WorkerCrashed
 
         try:
@@ -130,8 +133,6 @@ def submit(
 
     with clear_errors():
         if url:
-            import os
-
             os.environ["RUNWRIGHT_URL"] = url
         app = load_app(app_spec)
         try:

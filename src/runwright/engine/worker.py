@@ -67,6 +67,9 @@ class WorkerConfig:
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
+    # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
+    # the system clock.
+    schedule_clock: Callable[[], float] = now_s
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -130,7 +133,7 @@ class Worker:
         await self._register()
         await self.store.listen()
         completer = asyncio.create_task(self._completer.run(), name="completer")
-        await self.app.sync_schedules()
+        await self.app.sync_schedules(self.config.schedule_clock())
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
             self._scheduler)]
@@ -332,7 +335,7 @@ class Worker:
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
-        scheduler = Scheduler(self.store)
+        scheduler = Scheduler(self.store, self.config.schedule_clock)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)

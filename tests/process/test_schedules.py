@@ -1,0 +1,56 @@
+"""Cron across real worker processes: every worker may fire, each fire time makes one run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import time
+
+import pytest
+from croniter import croniter
+
+import runwright as rw
+from runwright.store.base import RunListParams
+
+from . import apps
+from .harness import WorkerFleet, wait_until
+
+pytestmark = pytest.mark.process
+
+SPEED = 600  # the injected clock: ten minutes a second, so "*/10 * * * *" fires every second
+START = dt.datetime(2026, 6, 1, tzinfo=dt.UTC).timestamp()
+
+
+async def fired(app: rw.App) -> list[rw.Run]:
+    return await app.store.run_list(RunListParams(task="record", limit=10_000))
+
+
+async def test_three_workers_fire_each_time_once_across_a_sigkill(app: rw.App, fleet: WorkerFleet) -> None:
+    anchor = time.time()
+    clock = f"{anchor}:{START}:{SPEED}"
+    now = START + (time.time() - anchor) * SPEED
+    spec = app.schedule_spec("every10", cron="*/10 * * * *", task=apps.record, args={"n": 0}, tz="UTC",
+                             misfire="catch_up", catch_up_limit=1000, queue=None, priority=None)
+    saved = await app.save_schedule(spec, now=now)
+    workers = [fleet.start(env={"RUNWRIGHT_SCHEDULE_CLOCK": clock}) for _ in range(3)]
+    await wait_until(lambda: _at_least(app, 3), "three fires")
+    workers[1].signal(signal.SIGKILL)  # a scheduler dies mid-way: the others go on
+    await wait_until(lambda: _at_least(app, 8), "five more fires after the kill")
+    await app.pause_schedule("every10")
+    for worker in (workers[0], workers[2]):
+        await worker.wait_started()
+        assert await worker.stop() == 0
+    (schedule,) = await app.store.schedule_list()
+    expected = []
+    times = croniter("*/10 * * * *", dt.datetime.fromtimestamp(saved.next_fire_at - 1, dt.UTC))
+    while (fire := times.get_next(dt.datetime)).timestamp() < schedule.next_fire_at:
+        expected.append(f"schedule:every10:{fire.replace(tzinfo=None).isoformat()}")
+    runs = await fired(app)
+    assert sorted(r.key for r in runs) == expected  # none missed, none twice
+    executions = fleet.events_by_run("ran")
+    assert sorted(executions) == sorted(r.id for r in runs)
+    assert all(len(seen) == 1 for seen in executions.values())
+
+
+async def _at_least(app: rw.App, count: int) -> bool:
+    return len(await fired(app)) >= count
