@@ -71,10 +71,11 @@ class App:
     `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
     `runwright migrate`). A newer schema than this code knows is refused either way.
+    The built-in job types (`webhook`) are registered unless `builtin_jobs=False`.
     """
 
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
-                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+                 max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, builtin_jobs: bool = True) -> None:
         self.store: Store = store_from_url(url)
         self.url = self.store.url
         self.auto_migrate = auto_migrate
@@ -83,6 +84,10 @@ class App:
         self.tools: dict[str, ToolSpec] = {}
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self.schedules: dict[str, Schedule] = {}
+        if builtin_jobs:
+            from .jobs import register_webhook
+
+            register_webhook(self)
         self._opened: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
