@@ -71,7 +71,7 @@ class App:
     `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
     `runwright migrate`). A newer schema than this code knows is refused either way.
-    The built-in job types (`webhook`) are registered unless `builtin_jobs=False`.
+    The built-in job types (`webhook`, `chain`) are registered unless `builtin_jobs=False`.
     """
 
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
@@ -85,9 +85,9 @@ class App:
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self.schedules: dict[str, Schedule] = {}
         if builtin_jobs:
-            from .jobs import register_webhook
+            from .jobs import register_builtin_jobs
 
-            register_webhook(self)
+            register_builtin_jobs(self)
         self._opened: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
@@ -103,15 +103,19 @@ class App:
              retries: int = ..., backoff: Backoff | None = ...,
              retry_on: Sequence[type[BaseException]] | None = ...,
              give_up_on: Sequence[type[BaseException]] = ...,
-             timeout_s: float | None = ...) -> Callable[[Callable[..., Any]], TaskSpec]: ...
+             timeout_s: float | None = ...,
+             check: Callable[[dict[str, Any]], None] | None = ...,
+             ) -> Callable[[Callable[..., Any]], TaskSpec]: ...
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
              queue: str = "default", priority: int = NORMAL, retries: int = 3,
              backoff: Backoff | None = None,
              retry_on: Sequence[type[BaseException]] | None = None,
              give_up_on: Sequence[type[BaseException]] = (),
-             timeout_s: float | None = None) -> Any:
-        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`."""
+             timeout_s: float | None = None,
+             check: Callable[[dict[str, Any]], None] | None = None) -> Any:
+        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`.
+        `check(arguments)` may refuse a submission with InvalidInput before it is stored."""
         policy = RetryPolicy(retries, backoff or Backoff(),
                              tuple(retry_on) if retry_on is not None else None, tuple(give_up_on))
         if timeout_s is not None:
@@ -119,7 +123,7 @@ class App:
 
         def register(f: Callable[..., Any]) -> TaskSpec:
             spec = TaskSpec(name or f.__name__, f, queue, priority, policy, timeout_s,
-                            takes_context(f))
+                            takes_context(f), check)
             if spec.name in self.tasks:
                 raise ConfigError(f"task {spec.name!r} is registered twice; give one a name=")
             self.tasks[spec.name] = spec
@@ -348,6 +352,8 @@ class App:
             raise InvalidInput(f"priority must be an int in 0..32767 (0 = most urgent), got {priority!r}")
         if key is not None and (not isinstance(key, str) or not key or len(key) > 512):
             raise InvalidInput(f"key must be a non-empty string of at most 512 characters, got {key!r}")
+        if spec.check is not None:
+            spec.check(kwargs)
         return RunInsertParams(
             key=key or uuid.uuid4().hex,
             task=spec.name,

@@ -35,6 +35,7 @@ class TaskSpec:
     retry: RetryPolicy
     timeout_s: float | None
     wants_context: bool
+    check: Callable[[dict[str, Any]], None] | None = None  # refuses bad arguments at submission
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
