@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 import runwright as rw
+from runwright.store.base import RunListParams
 
 from . import apps
 from .harness import APP_SPEC, ROOT, wait_until
@@ -206,3 +207,24 @@ async def test_schedules_are_listed_paused_resumed_and_deleted(app: rw.App, stor
     assert unknown.returncode == 2 and "unknown schedule 'nope'" in unknown.stderr
     assert runwright("schedules", "delete", "nightly", url=store_url).returncode == 0
     assert await app.store.schedule_list() == []
+
+
+async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_url: str, tmp_path) -> None:
+    document = {"type": "chain", "key": "from-json",
+                "args": {"steps": [{"id": "hook", "type": "webhook",
+                                    "args": {"url": "http://127.0.0.1:9/x"}}], "input": "x"}}
+    spec = tmp_path / "job.json"
+    spec.write_text(json.dumps(document))
+    done = runwright("submit", "--json", f"@{spec}", url=store_url)
+    assert done.returncode == 0, done.stderr
+    assert "submitted (key from-json" in done.stdout
+    (run,) = await app.store.run_list(RunListParams(task="chain"))
+    assert run.arguments()["steps"][0]["type"] == "webhook"
+    unknown = runwright("submit", "--json", '{"type": "teleport", "args": {}}', url=store_url)
+    assert unknown.returncode == 2 and "unknown task 'teleport'" in unknown.stderr
+    cycle = runwright("submit", "--json", json.dumps({"type": "chain", "args": {"steps": [
+        {"id": "a", "type": "webhook", "needs": ["a"], "args": {"url": "http://x"}}]}}), url=store_url)
+    assert cycle.returncode == 2 and "cycle" in cycle.stderr
+    malformed = runwright("submit", "--json", "{nope", url=store_url)
+    assert malformed.returncode == 2 and "--json is not JSON" in malformed.stderr
+    assert (await app.store.run_count_by_state()) == {"queued": 1}

@@ -118,9 +118,13 @@ def worker(
 
 @cli.command()
 def submit(
-    app_spec: str = typer.Argument(..., metavar="MODULE:APP"),
-    task: str = typer.Argument(..., help="Task name."),
+    app_spec: str | None = typer.Argument(None, metavar="[MODULE:APP]",
+                                          help="The app; without it, only built-in job types."),
+    task: str | None = typer.Argument(None, help="Task name (or give it in --json)."),
     args: str = typer.Option("{}", "--args", "-a", help="Keyword arguments as a JSON object."),
+    spec: str | None = typer.Option(None, "--json", help='A whole submission as JSON, e.g. '
+                                    '{"type": "webhook", "args": {"url": "..."}, "key": "k1"}; '
+                                    '@path reads it from a file.'),
     key: str | None = typer.Option(None, help="Idempotency key: the same key is the same run."),
     priority: int | None = typer.Option(None, help="0 critical .. 3 low."),
     delay_s: float | None = typer.Option(None, help="Start no sooner than this many seconds."),
@@ -128,19 +132,26 @@ def submit(
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
     url: str | None = URL,
 ) -> None:
-    """Submit a run of TASK."""
+    """Submit a run of TASK, or of the job a --json document describes."""
     from ..loader import load_app
 
     with clear_errors():
         if url:
             os.environ["RUNWRIGHT_URL"] = url
-        app = load_app(app_spec)
-        try:
-            kwargs = json.loads(args)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"--args is not JSON: {exc}") from None
-        if not isinstance(kwargs, dict):
-            raise InvalidInput("--args must be a JSON object of keyword arguments")
+        if spec is not None:
+            document = _json_object(_read_spec(spec), "--json")
+            task = task or document.get("type") or document.get("task")
+            kwargs = _json_object(document.get("args", {}), "args in --json")
+            key = key or document.get("key")
+            priority = priority if priority is not None else document.get("priority")
+            delay_s = delay_s if delay_s is not None else document.get("delay_s")
+            queue = queue or document.get("queue")
+        else:
+            kwargs = _json_object(_parse_json(args, "--args"), "--args")
+        if not task:
+            raise InvalidInput("name the task (runwright submit MODULE:APP TASK) or give "
+                               '--json \'{"type": "webhook", "args": {...}}\'')
+        app = load_app(app_spec) if app_spec else App()
 
     async def go() -> Any:
         try:
@@ -158,6 +169,29 @@ def submit(
             await app.close()
 
     run_async(go)
+
+
+def _read_spec(spec: str) -> Any:
+    if spec.startswith("@"):
+        try:
+            with open(spec[1:]) as source:
+                spec = source.read()
+        except OSError as exc:
+            raise InvalidInput(f"--json {spec}: {exc}") from None
+    return _parse_json(spec, "--json")
+
+
+def _parse_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{what} is not JSON: {exc}") from None
+
+
+def _json_object(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{what} must be a JSON object")
+    return value
 
 
 @cli.command()
