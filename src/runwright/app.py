@@ -19,10 +19,12 @@ from typing import (
     overload,
 )
 
+from .attempts import Attempt, attempts_of
 from .budget import Budget
 from .errors import (
     ConfigError,
     InvalidInput,
+    InvalidTransition,
     RunEnded,
     RunNotFound,
     StoreError,
@@ -388,6 +390,25 @@ class App:
         """Re-queue a dead (or failed) run with fresh attempts."""
         await self.open()
         return RunHandle(self, await self.store.run_retry(_run_id(run_id)))
+
+    async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
+        """Re-queue several dead or failed runs: (the re-queued ones, why the others were not)."""
+        done, refused = [], {}
+        for run_id in run_ids:
+            try:
+                done.append(await self.retry(run_id))
+            except (RunNotFound, InvalidTransition) as exc:
+                refused[int(run_id)] = str(exc)
+        return done, refused
+
+    async def attempts(self, run_id: int) -> list[Attempt]:
+        """The run's attempts with their outcome, error and times (from its event log)."""
+        await self.open()
+        events, after = [], 0
+        while batch := await self.store.event_list(_run_id(run_id), after):
+            events += batch
+            after = batch[-1].seq
+        return attempts_of(events)
 
     async def wait_done(self, run_id: int) -> Run:
         """The run once it has ended, woken by the store's notifications."""

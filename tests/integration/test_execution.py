@@ -271,3 +271,28 @@ async def test_a_stop_before_the_worker_is_up_is_a_clean_stop(app):
     worker.stop()
     await asyncio.wait_for(worker.run(), 30)  # no WorkerCrashed
     assert await app.store.worker_list() == []
+
+
+async def test_dead_letters_show_their_attempts_and_can_be_retried_in_bulk(app):
+    @app.task(retries=2, backoff=FAST)
+    async def doomed(ctx: rw.Context, n: int) -> None:
+        raise ConnectionError(f"attempt {ctx.attempt} of {n}")
+
+    @app.task
+    async def fine(ctx: rw.Context) -> None: ...
+
+    async with running_worker(app):
+        dead = [await app.submit(doomed, n) for n in range(3)]
+        for handle in dead:
+            with pytest.raises(rw.RunFailed, match="ended dead"):
+                await handle.result(timeout_s=30)
+        ok = await app.submit(fine)
+        await ok.result(timeout_s=30)
+    attempts = await app.attempts(dead[0].id)
+    assert [(a.attempt, a.outcome) for a in attempts] == [(1, "retrying"), (2, "retrying"), (3, "dead")]
+    assert [a.error for a in attempts] == [f"ConnectionError: attempt {n} of 0" for n in (1, 2, 3)]
+    assert all(a.ended_at >= a.started_at for a in attempts)
+    done, refused = await app.retry_many([d.id for d in dead] + [ok.id, 424242])
+    assert sorted(h.id for h in done) == sorted(d.id for d in dead)
+    assert set(refused) == {ok.id, 424242} and "already ended succeeded" in refused[ok.id]
+    assert {(await h.refresh()).state for h in done} == {rw.RunState.QUEUED}

@@ -73,9 +73,14 @@ async def test_retry_of_a_dead_run_from_the_command_line(app: rw.App, store_url:
                                                      error='{"type":"X"}')])
     dead = runwright("dead", url=store_url)
     assert f"│ {handle.id} " in dead.stdout and "dead" in dead.stdout
-    retried = runwright("retry", str(handle.id), url=store_url)
-    assert retried.returncode == 0 and "queued" in retried.stdout
+    shown = runwright("show", str(handle.id), url=store_url)
+    assert "attempts" in shown.stdout and "dead" in shown.stdout
+    retried = runwright("retry", "--all-dead", url=store_url)
+    assert retried.returncode == 0 and f"run {handle.id}: queued" in retried.stdout
+    assert "1 re-queued, 0 refused" in retried.stdout
     assert (await handle.refresh()).state is rw.RunState.QUEUED
+    again = runwright("retry", str(handle.id), url=store_url)
+    assert again.returncode == 2 and "not retried" in again.stderr
 
 
 async def test_a_result_is_awaited_in_a_process_that_did_not_submit_it(app: rw.App, store_url: str,

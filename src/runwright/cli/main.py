@@ -220,9 +220,15 @@ def dead(limit: int = typer.Option(50, "--limit", "-n"), url: str | None = URL) 
 
 @cli.command()
 def show(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
-    """Show one run in full."""
-    handle = with_app(url, lambda app: app.get(run_id))
-    out.print(views.run_panel(handle.run))
+    """Show one run in full, with its attempts (when, where, how each ended)."""
+
+    async def go(app: App) -> tuple[Any, Any]:
+        return (await app.get(run_id)).run, await app.attempts(run_id)
+
+    run, attempts = with_app(url, go)
+    out.print(views.run_panel(run))
+    if attempts:
+        out.print(views.attempts_table(attempts))
 
 
 @cli.command()
@@ -249,10 +255,32 @@ def cancel(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
 
 
 @cli.command()
-def retry(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
-    """Re-queue a dead or failed run with fresh attempts."""
-    handle = with_app(url, lambda app: app.retry(run_id))
-    out.print(f"run {handle.id}: {handle.state.value}")
+def retry(
+    run_ids: list[int] | None = typer.Argument(None, help="Runs to re-queue."),
+    all_dead: bool = typer.Option(False, "--all-dead", help="Re-queue every dead letter."),
+    task: str | None = typer.Option(None, "--task", help="With --all-dead: only this task's."),
+    url: str | None = URL,
+) -> None:
+    """Re-queue dead or failed runs with fresh attempts (completed steps keep their results)."""
+
+    async def go(app: App) -> tuple[list[Any], dict[int, str]]:
+        ids = list(run_ids or [])
+        if all_dead:
+            dead = await app.store.run_list(RunListParams(states=[RunState.DEAD], task=task, limit=100_000))
+            ids += [run.id for run in dead]
+        return await app.retry_many(ids)
+
+    with clear_errors():
+        if not run_ids and not all_dead:
+            raise InvalidInput("name the runs to retry, or give --all-dead")
+    done, refused = with_app(url, go)
+    for handle in done:
+        out.print(f"run {handle.id}: {handle.state.value}")
+    for run_id, reason in refused.items():
+        err.print(f"run {run_id}: not retried: {reason}", highlight=False)
+    out.print(f"{len(done)} re-queued, {len(refused)} refused")
+    if refused:
+        raise typer.Exit(2)
 
 
 @cli.command()

@@ -10,11 +10,12 @@ from typing import Sequence
 from rich.panel import Panel
 from rich.table import Table
 
+from ..attempts import Attempt
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
 
-__all__ = ["event_line", "run_panel", "runs_table", "schedules_table"]
+__all__ = ["attempts_table", "event_line", "run_panel", "runs_table", "schedules_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -72,4 +73,14 @@ def schedules_table(schedules: Sequence[Schedule]) -> Table:
         utc = dt.datetime.fromtimestamp(s.next_fire_at, dt.UTC)
         table.add_row(s.name, s.cron, s.tz, s.task, s.misfire, "paused" if s.paused else "active",
                       local.strftime("%Y-%m-%d %H:%M:%S %Z"), utc.strftime("%Y-%m-%d %H:%M:%S"))
+    return table
+
+
+def attempts_table(attempts: Sequence[Attempt]) -> Table:
+    table = Table(title="attempts")
+    for column in ("attempt", "fence", "worker", "started", "ended", "outcome", "error"):
+        table.add_column(column)
+    for a in attempts:
+        table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), _when(a.started_at),
+                      _when(a.ended_at), a.outcome or "running", (a.error or "")[:80])
     return table
