@@ -73,7 +73,7 @@ class App:
     `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
     `runwright migrate`). A newer schema than this code knows is refused either way.
-    The built-in job types (`webhook`, `chain`) are registered unless `builtin_jobs=False`.
+    The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
     """
 
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,

@@ -1,19 +1,21 @@
-"""Built-in job types for users who submit JSON rather than code: webhook and chain
-(llm comes later). `register_builtin_jobs(app)` adds them to an App as ordinary tasks."""
+"""Built-in job types for users who submit JSON rather than code: webhook, llm and
+chain. `register_builtin_jobs(app)` adds them to an App as ordinary tasks."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .chain import CHAIN, register_chain
+from .llm import LLM, register_llm
 from .webhook import WEBHOOK, register_webhook, signature_header
 
 if TYPE_CHECKING:
     from ..app import App
 
-__all__ = ["CHAIN", "WEBHOOK", "register_builtin_jobs", "signature_header"]
+__all__ = ["CHAIN", "LLM", "WEBHOOK", "register_builtin_jobs", "signature_header"]
 
 
 def register_builtin_jobs(app: App) -> None:
     register_webhook(app)
     register_chain(app)
+    register_llm(app)

@@ -130,7 +130,11 @@ def _lookup(name: str, chain_input: Any, outputs: dict[str, Any]) -> Any:
         raise FinalError(f"unknown placeholder {{{{{name}}}}}: use {{{{input}}}} or "
                          f"{{{{steps.<id>.output}}}}")
     for key in path:
-        value = value[key] if isinstance(value, dict) else value[int(key)]
+        try:
+            value = value[key] if isinstance(value, dict) else value[int(key)]
+        except (KeyError, IndexError, ValueError, TypeError):
+            shown = _as_text(value)[:200]
+            raise FinalError(f"placeholder {{{{{name}}}}}: {key!r} is not in {shown}") from None
     return value
 
 

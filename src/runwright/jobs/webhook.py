@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..app import App
     from ..tasks import TaskSpec
 
-__all__ = ["WEBHOOK", "WebhookRefused", "register_webhook", "signature_header"]
+__all__ = ["WEBHOOK", "WebhookRefused", "call_checked", "register_webhook", "signature_header"]
 
 WEBHOOK = "webhook"
 SIGNATURE_HEADER = "X-Runwright-Signature"
@@ -59,18 +59,27 @@ def register_webhook(app: App) -> TaskSpec:
                       body: Any = None, timeout_s: float = 10.0, max_response_bytes: int = 1 << 20,
                       allow_private: bool = False, secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict:
         """Make one HTTP call; the result is the status, and the body as text (or JSON)."""
-        method = method.upper()
-        if method not in METHODS:
-            raise WebhookRefused(f"method {method!r} is not one of {', '.join(METHODS)}")
-        await _check_target(url, allow_private)
-        payload = b"" if body is None else json.dumps(body).encode()
-        sent = {"Content-Type": "application/json", **(headers or {})}
-        secret = os.environ.get(secret_env)
-        if secret:
-            sent[SIGNATURE_HEADER] = signature_header(secret, int(time.time()), payload)
-        return await _call(method, url, sent, payload, timeout_s, max_response_bytes)
+        return await call_checked(url, method, headers, body, timeout_s, max_response_bytes,
+                                  allow_private, secret_env)
 
     return webhook
+
+
+async def call_checked(url: str, method: str, headers: dict[str, str] | None, body: Any,
+                       timeout_s: float, max_response_bytes: int, allow_private: bool,
+                       secret_env: str) -> dict[str, Any]:
+    """The webhook itself: checked target, signed body, capped answer (also used by `llm`
+    for its callback)."""
+    method = method.upper()
+    if method not in METHODS:
+        raise WebhookRefused(f"method {method!r} is not one of {', '.join(METHODS)}")
+    await _check_target(url, allow_private)
+    payload = b"" if body is None else json.dumps(body).encode()
+    sent = {"Content-Type": "application/json", **(headers or {})}
+    secret = os.environ.get(secret_env)
+    if secret:
+        sent[SIGNATURE_HEADER] = signature_header(secret, int(time.time()), payload)
+    return await _call(method, url, sent, payload, timeout_s, max_response_bytes)
 
 
 async def _call(method: str, url: str, headers: dict[str, str], payload: bytes, timeout_s: float,
