@@ -212,6 +212,14 @@ async def test_schedules_are_listed_paused_resumed_and_deleted(app: rw.App, stor
     assert unknown.returncode == 2 and "unknown schedule 'nope'" in unknown.stderr
     assert runwright("schedules", "delete", "nightly", url=store_url).returncode == 0
     assert await app.store.schedule_list() == []
+    created = runwright("schedules", "create", "hourly", "--app", APP_SPEC, "--task", "record",
+                        "--cron", "0 * * * *", "--args", '{"n": 2}', url=store_url)
+    assert created.returncode == 0, created.stderr
+    (hourly,) = await app.store.schedule_list()
+    assert (hourly.name, hourly.cron, hourly.arguments()) == ("hourly", "0 * * * *", {"n": 2})
+    malformed = runwright("schedules", "create", "bad", "--app", APP_SPEC, "--task", "record",
+                          "--cron", "99 * * * *", "--args", '{"n": 2}', url=store_url)
+    assert malformed.returncode == 2 and "malformed cron" in malformed.stderr
 
 
 async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_url: str, tmp_path) -> None:

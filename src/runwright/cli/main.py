@@ -285,11 +285,17 @@ def retry(
 
 @cli.command()
 def schedules(
-    action: str = typer.Argument("list", help="list, pause, resume or delete."),
-    name: str | None = typer.Argument(None, help="The schedule (for pause, resume, delete)."),
+    action: str = typer.Argument("list", help="list, create, pause, resume or delete."),
+    name: str | None = typer.Argument(None, help="The schedule (for all but list)."),
+    app_spec: str | None = typer.Option(None, "--app", help="MODULE:APP (create: to check the task)."),
+    task: str | None = typer.Option(None, "--task", help="create: the task to run."),
+    cron: str | None = typer.Option(None, "--cron", help="create: croniter syntax, seconds last."),
+    args: str = typer.Option("{}", "--args", help="create: the task's arguments as JSON."),
+    tz: str = typer.Option("UTC", "--tz", help="create: an IANA time zone."),
+    misfire: str = typer.Option("skip", "--misfire", help="create: skip or catch_up."),
     url: str | None = URL,
 ) -> None:
-    """List schedules with their next fire times, or pause, resume or delete one."""
+    """List schedules with their next fire times; create, pause, resume or delete one."""
     if action == "list":
         found = with_app(url, lambda app: app.store.schedule_list())
         out.print(views.schedules_table(found))
@@ -297,11 +303,37 @@ def schedules(
     operations = {"pause": App.pause_schedule, "resume": App.resume_schedule,
                   "delete": App.delete_schedule}
     with clear_errors():
-        if action not in operations or not name:
+        if action not in (*operations, "create") or not name:
             raise InvalidInput(f"use `runwright schedules list` or `runwright schedules "
-                               f"pause|resume|delete NAME` (got {action!r})")
+                               f"create|pause|resume|delete NAME` (got {action!r})")
+        if action == "create":
+            _create_schedule(name, app_spec, task, cron, args, tz, misfire, url)
+            return
     with_app(url, lambda app: operations[action](app, name))
     out.print(f"schedule {name}: {action}d")
+
+
+def _create_schedule(name: str, app_spec: str | None, task: str | None, cron: str | None,
+                     args: str, tz: str, misfire: str, url: str | None) -> None:
+    from ..loader import load_app
+
+    if not task or not cron:
+        raise InvalidInput("create needs --task and --cron")
+    if url:
+        os.environ["RUNWRIGHT_URL"] = url
+    app = load_app(app_spec) if app_spec else App()
+    spec = app.schedule_spec(name, cron=cron, task=task, args=_json_object(_parse_json(args, "--args"),
+                             "--args"), tz=tz, misfire=misfire, catch_up_limit=10, queue=None,
+                             priority=None)
+
+    async def save() -> Any:
+        try:
+            return await app.save_schedule(spec)
+        finally:
+            await app.close()
+
+    saved = run_async(save)
+    out.print(views.schedules_table([saved]))
 
 
 @cli.command()
