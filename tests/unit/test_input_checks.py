@@ -55,7 +55,8 @@ def test_store_urls_are_checked():
 
 
 def test_task_registration_errors():
-    app = rw.App("sqlite:///unused.db")
+    assert {"webhook", "llm", "chain"} <= set(rw.App("sqlite:///unused.db").tasks)
+    app = rw.App("sqlite:///unused.db", builtin_jobs=False)
 
     @app.task
     async def one(ctx, a: int) -> int:
