@@ -185,6 +185,12 @@ class BudgetExceeded(FinalError):
 class ThreadBusy(RunwrightError):
     """The thread has an open run, and the submission said on_busy="reject"."""
 
+    def __init__(self, thread: str, run_id: int, state: str) -> None:
+        super().__init__(f"thread {thread!r} is busy with run {run_id} ({state}); submit with "
+                         f"on_busy='enqueue', 'interrupt' or 'rollback' to queue behind it or stop it")
+        self.thread = thread
+        self.run_id = run_id
+
 
 class ThreadDeleted(RunwrightError, LookupError):
     """The thread was deleted: it can be neither read nor submitted to."""

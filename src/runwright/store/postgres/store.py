@@ -436,9 +436,7 @@ class PostgresStore:
                 return run
             open_runs = [run_from_row(r) for r in await conn.fetch(sql.THREAD_OPEN_RUNS, params.thread)]
             if open_runs and on_busy == "reject":
-                raise ThreadBusy(f"thread {params.thread!r} is busy with run {open_runs[0].id} "
-                                 f"({open_runs[0].state.value}); submit with on_busy='enqueue', "
-                                 f"'interrupt' or 'rollback' to queue behind it or stop it")
+                raise ThreadBusy(params.thread, open_runs[0].id, open_runs[0].state.value)
             if on_busy in ("interrupt", "rollback"):
                 for run in open_runs:
                     await self._interrupt(conn, run, on_busy, now)

@@ -342,9 +342,7 @@ def insert_threaded(conn: sqlite3.Connection, p: RunInsertParams, on_busy: str) 
         f"SELECT {RUN_COLUMNS} FROM runs WHERE thread = ? AND state IN ('queued', 'running')"
         f" ORDER BY id", (p.thread,))]
     if open_runs and on_busy == "reject":
-        raise ThreadBusy(f"thread {p.thread!r} is busy with run {open_runs[0].id} "
-                         f"({open_runs[0].state.value}); submit with on_busy='enqueue', "
-                         f"'interrupt' or 'rollback' to queue behind it or stop it")
+        raise ThreadBusy(p.thread, open_runs[0].id, open_runs[0].state.value)
     if on_busy in ("interrupt", "rollback"):
         for run in open_runs:
             _interrupt(conn, run, on_busy, now)
