@@ -37,9 +37,12 @@ class TaskSpec:
     wants_context: bool
     check: Callable[[dict[str, Any]], None] | None = None  # refuses bad arguments at submission
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
+    is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Both computed once: on the hot path they cost more than the rest of a no-op run.
         object.__setattr__(self, "signature", task_signature(self.name, self.fn, self.wants_context))
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -51,6 +54,6 @@ class TaskSpec:
     async def invoke(self, ctx: Any, kwargs: dict[str, Any]) -> Any:
         """Run the function once: coroutine functions on the loop, plain ones in a thread."""
         args = (ctx,) if self.wants_context else ()
-        if inspect.iscoroutinefunction(self.fn):
+        if self.is_async:
             return await self.fn(*args, **kwargs)
         return await asyncio.to_thread(self.fn, *args, **kwargs)

@@ -66,9 +66,12 @@ async def run_attempt(app: App, run: Run, worker_id: int, stop_of: Callable[[], 
     try:
         # The first claim (fence 1) cannot have a journal yet: skip the read.
         journal = await durably(app.store.step_list, run.id) if run.fence > 1 else []
-        async with asyncio.timeout(spec.timeout_s):
-            ctx = Context(app, run, worker_id, journal, signals)
+        ctx = Context(app, run, worker_id, journal, signals)
+        if spec.timeout_s is None:  # no timeout context: it costs a task lookup per run
             value = await spec.invoke(ctx, json.loads(run.args))
+        else:
+            async with asyncio.timeout(spec.timeout_s):
+                value = await spec.invoke(ctx, json.loads(run.args))
         result = encode(value, f"result of task {run.task!r}", app.max_payload_bytes)
     except Park as park:
         return _parked(run, park, worker_id)
