@@ -276,7 +276,8 @@ class App:
                      priority: int | None = None, delay_s: float | None = None,
                      run_at: float | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
-                     on_busy: str = "reject", **kwargs: Any) -> RunHandle:
+                     on_busy: str = "reject", tenant: str | None = None,
+                     **kwargs: Any) -> RunHandle:
         """Submit one run. The same `key` always names the same run: submitting it again
         returns the existing run (`handle.existed` is True), whatever its state.
 
@@ -288,6 +289,7 @@ class App:
         spec = self.task_spec(task)
         params = self._insert_params(spec, spec.bind(args, kwargs), key, priority, delay_s,
                                      run_at, queue, now_s(), budget)
+        params.tenant = tenant
         await self.open()
         if thread is None:
             (run,) = await self.store.run_insert_many([params])

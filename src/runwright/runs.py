@@ -109,6 +109,7 @@ class Run:
     deadline_at: float | None = None
     thread: str | None = None
     interrupt: str | None = None  # "interrupt" or "rollback": stop at the next step boundary
+    tenant: str | None = None
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

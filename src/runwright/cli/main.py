@@ -117,6 +117,29 @@ def worker(
 
 
 @cli.command()
+def serve(
+    app_spec: str = typer.Argument(..., metavar="MODULE:APP"),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
+    port: int = typer.Option(8000, help="Port to listen on."),
+    url: str | None = URL,
+) -> None:
+    """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json). Bearer tokens come from
+    RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
+    import uvicorn
+
+    from ..loader import load_app
+    from ..server import Auth, create_server
+
+    configure_logging()
+    with clear_errors():
+        if url:
+            os.environ["RUNWRIGHT_URL"] = url
+        app = load_app(app_spec)
+        auth = Auth.from_env()
+    uvicorn.run(create_server(app, auth), host=host, port=port, log_level="warning")
+
+
+@cli.command()
 def submit(
     app_spec: str | None = typer.Argument(None, metavar="[MODULE:APP]",
                                           help="The app; without it, only built-in job types."),

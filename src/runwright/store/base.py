@@ -61,6 +61,7 @@ class RunInsertParams:
     budget: str | None = None  # JSON of a Budget
     deadline_at: float | None = None
     thread: str | None = None
+    tenant: str | None = None
     now: float | None = None
 
 
@@ -72,6 +73,7 @@ class RunListParams:
     task: str | None = None
     queue: str | None = None
     thread: str | None = None
+    tenant: str | None = None
     limit: int = 100
     before_id: int | None = None
 

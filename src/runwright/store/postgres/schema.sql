@@ -31,7 +31,8 @@ CREATE TABLE runs (
     budget           text,
     deadline_at      double precision,
     thread           text,
-    interrupt        text
+    interrupt        text,
+    tenant           text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -68,6 +69,7 @@ CREATE TABLE events (
 );
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
+CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
 
 CREATE TABLE threads (
     id         text PRIMARY KEY,

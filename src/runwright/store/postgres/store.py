@@ -243,7 +243,7 @@ class PostgresStore:
                       now: float) -> dict[str, Run]:
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
                               p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at, p.thread) for p in params]))
+                              p.budget, p.deadline_at, p.thread, p.tenant) for p in params]))
         rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
                                 *columns[8:])
         by_key = {row[1]: run_from_row(row) for row in rows}
@@ -267,7 +267,7 @@ class PostgresStore:
         if params.states:
             args.append([s.value for s in params.states])
             where.append(f"state = ANY(${len(args)}::text[])")
-        for column in ("task", "queue", "thread"):
+        for column in ("task", "queue", "thread", "tenant"):
             if getattr(params, column) is not None:
                 args.append(getattr(params, column))
                 where.append(f"{column} = ${len(args)}")

@@ -33,7 +33,8 @@ CREATE TABLE runs (
     budget           TEXT,
     deadline_at      REAL,
     thread           TEXT,
-    interrupt        TEXT
+    interrupt        TEXT,
+    tenant           TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -70,6 +71,7 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
+CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
 
 CREATE TABLE threads (
     id         TEXT PRIMARY KEY,

@@ -215,7 +215,7 @@ class SqliteStore:
         if params.states:
             where.append("state IN (SELECT value FROM json_each(?))")
             args.append(_json_list([s.value for s in params.states]))
-        for column in ("task", "queue", "thread"):
+        for column in ("task", "queue", "thread", "tenant"):
             if getattr(params, column) is not None:
                 where.append(f"{column} = ?")
                 args.append(getattr(params, column))

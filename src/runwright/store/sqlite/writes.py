@@ -90,12 +90,12 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams]) -> 
         now = p.now if p.now is not None else now_s()
         row = conn.execute(
             f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            f" run_at, created_at, parent_id, budget, deadline_at, thread, last_seq)"
-            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-             p.deadline_at, p.thread)).fetchone()
+             p.deadline_at, p.thread, p.tenant)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ?",
                                             (p.key,)).fetchone())

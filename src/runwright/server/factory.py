@@ -1,0 +1,157 @@
+"""The FastAPI application: routes over an App, auth, problem+json errors, SSE."""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, AsyncIterator
+
+from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from ..app import App
+from ..errors import RunNotFound
+from ..logs import event
+from ..runs import Run, RunState
+from ..store.base import RunListParams
+from .auth import Auth
+from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
+from .problems import install_problem_handlers, problem
+
+__all__ = ["create_server"]
+
+MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
+
+
+def _tenant(request: Request) -> str | None:
+    """The caller's tenant, set by the authentication middleware."""
+    return request.state.tenant
+
+
+# At module level: FastAPI resolves (string) annotations in the module's namespace.
+Tenant = Annotated[str | None, Depends(_tenant)]
+
+
+def create_server(app: App, auth: Auth) -> FastAPI:
+    """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off."""
+
+    @asynccontextmanager
+    async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
+        if not auth.enabled:
+            event(logging.WARNING, "AUTH IS OFF: every caller sees every run (RUNWRIGHT_AUTH=off)")
+        await app.open()
+        yield
+        await app.close()
+
+    api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan,
+                  description="Durable runs: submit, follow, cancel, retry.")
+    install_problem_handlers(api)
+
+    @api.middleware("http")
+    async def authenticate(request: Request, call_next: Any) -> Response:
+        if request.url.path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+            return await call_next(request)
+        tenant = auth.tenant_of(request.headers.get("authorization"))
+        if tenant is False:
+            response = problem(401, "Unauthorized", "send Authorization: Bearer <token>")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            return problem(413, "Payload too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        request.state.tenant = tenant
+        return await call_next(request)
+
+    async def own_run(run_id: int, who: str | None) -> Run:
+        run = await app.store.run_get(run_id)
+        if run is None or (auth.enabled and run.tenant != who):
+            raise RunNotFound(f"run {run_id} not found")  # never "forbidden": ids are not probed
+        return run
+
+    @api.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    @api.get("/readyz")
+    async def readyz() -> Response:
+        """The store answers."""
+        try:
+            await app.store.schema_version()
+        except Exception as exc:  # any failure means "not ready", and says why
+            return problem(503, "Store unavailable", str(exc))
+        return Response(json.dumps({"status": "ready"}), media_type="application/json")
+
+    @api.post("/runs", status_code=201, response_model=RunOut,
+              responses={200: {"model": RunOut, "description": "The key already named a run"}})
+    async def submit(body: SubmitIn, response: Response, who: Tenant) -> RunOut:
+        handle = await app.submit(body.task, key=_scoped_key(body.key, who), priority=body.priority,
+                                  delay_s=body.delay_s, queue=body.queue, thread=_scoped(body.thread, who),
+                                  on_busy=body.on_busy, tenant=who, **body.args)
+        if handle.existed:
+            response.status_code = 200
+        return RunOut.of(handle.run)
+
+    @api.get("/runs/{run_id}", response_model=RunOut)
+    async def get_run(run_id: int, who: Tenant) -> RunOut:
+        return RunOut.of(await own_run(run_id, who))
+
+    @api.get("/runs", response_model=RunPage)
+    async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
+                        queue: str | None = None, thread: str | None = None,
+                        before: int | None = None, limit: int = Query(50, ge=1, le=500)) -> RunPage:
+        runs = await app.store.run_list(RunListParams(
+            states=state, task=task, queue=queue, thread=_scoped(thread, who),
+            tenant=who if auth.enabled else None, limit=limit, before_id=before))
+        return RunPage(items=[RunOut.of(r) for r in runs],
+                       next_cursor=runs[-1].id if len(runs) == limit else None)
+
+    @api.get("/dead", response_model=RunPage)
+    async def dead_letters(who: Tenant, before: int | None = None,
+                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
+        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit)
+
+    @api.post("/runs/{run_id}/cancel", response_model=RunOut)
+    async def cancel(run_id: int, who: Tenant) -> RunOut:
+        await own_run(run_id, who)
+        return RunOut.of(await app.cancel(run_id))
+
+    @api.post("/runs/{run_id}/retry", response_model=RunOut)
+    async def retry(run_id: int, who: Tenant) -> RunOut:
+        await own_run(run_id, who)
+        return RunOut.of((await app.retry(run_id)).run)
+
+    @api.get("/runs/{run_id}/events", response_model=EventPage)
+    async def events(run_id: int, who: Tenant, after: int = Query(0, ge=0)) -> EventPage:
+        await own_run(run_id, who)
+        page = await app.store.event_list(run_id, after)
+        return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
+
+    @api.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}})
+    async def stream(run_id: int, who: Tenant, after: int = Query(0, ge=0),
+                     last_event_id: str | None = Header(None)) -> StreamingResponse:
+        """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
+        client sends), then follows live until the run's terminal event."""
+        await own_run(run_id, who)
+        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+        return StreamingResponse(_sse(app, run_id, start), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return api
+
+
+async def _sse(app: App, run_id: int, after: int) -> AsyncIterator[bytes]:
+    async for item in app.events(run_id, after=after):
+        data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
+        yield f"id: {item.seq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
+
+
+def _scoped(name: str | None, tenant: str | None) -> str | None:
+    """Thread names live in each tenant's own namespace."""
+    return None if name is None else (name if tenant is None else f"{tenant}/{name}")
+
+
+def _scoped_key(key: str | None, tenant: str | None) -> str | None:
+    """Idempotency keys too: one tenant's key never returns another tenant's run."""
+    return None if key is None else (key if tenant is None else f"{tenant}/{key}")

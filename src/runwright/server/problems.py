@@ -1,0 +1,45 @@
+"""Errors as application/problem+json (RFC 9457): a title, a status and a detail."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from ..errors import (
+    InvalidInput,
+    InvalidTransition,
+    RunNotFound,
+    StoreError,
+    ThreadBusy,
+    ThreadDeleted,
+)
+
+__all__ = ["install_problem_handlers", "problem"]
+
+STATUS = [(RunNotFound, 404, "Not found"), (ThreadDeleted, 410, "Thread deleted"),
+          (ThreadBusy, 409, "Thread busy"), (InvalidTransition, 409, "Not allowed in this state"),
+          (InvalidInput, 422, "Invalid input"), (StoreError, 503, "Store unavailable")]
+
+
+def problem(status: int, title: str, detail: str) -> JSONResponse:
+    return JSONResponse({"type": "about:blank", "title": title, "status": status, "detail": detail},
+                        status_code=status, media_type="application/problem+json")
+
+
+def install_problem_handlers(api: FastAPI) -> None:
+    for kind, status, title in STATUS:
+        api.add_exception_handler(kind, _handler(status, title))
+
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return problem(422, "Invalid request", detail)
+
+    api.add_exception_handler(RequestValidationError, invalid_request)
+
+
+def _handler(status: int, title: str):  # noqa: ANN202 (a Starlette handler)
+    async def handle(_request: Request, exc: Exception) -> JSONResponse:
+        return problem(status, title, str(exc))
+
+    return handle

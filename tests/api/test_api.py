@@ -1,0 +1,151 @@
+"""The HTTP service, run as a real `runwright serve` process on loopback, on every backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from typing import AsyncIterator
+
+import httpx
+import pytest
+
+import runwright as rw
+
+from ..integration.conftest import running_worker
+from ..process import apps
+from ..process.harness import APP_SPEC, ROOT, client, wait_until
+
+pytestmark = pytest.mark.process
+TOKENS = {"alice-token": "alice", "bob-token": "bob"}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+async def server(store_url: str, tmp_path) -> AsyncIterator[str]:
+    port = free_port()
+    env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in TOKENS.items()),
+           apps.LEDGER_ENV: str(tmp_path)}
+    async with client(store_url):  # the schema exists before the server starts
+        pass
+    log = open(tmp_path / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "runwright", "serve", APP_SPEC, "--port", str(port),
+                             "--url", store_url], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until(lambda: _healthy(base), "the server answers /healthz")
+        yield base
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+
+
+async def _healthy(base: str) -> bool:
+    try:
+        async with httpx.AsyncClient() as http:
+            return (await http.get(f"{base}/healthz")).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def as_(tenant_token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tenant_token}"}
+
+
+@pytest.fixture
+async def worker_app(store_url: str, tmp_path, monkeypatch) -> AsyncIterator[rw.App]:
+    monkeypatch.setenv(apps.LEDGER_ENV, str(tmp_path))
+    async with client(store_url) as app:
+        yield app
+
+
+async def test_submit_follow_cancel_retry_and_list(server: str, worker_app: rw.App) -> None:
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        created = await http.post("/runs", json={"task": "record", "args": {"n": 7}, "key": "k1"})
+        assert created.status_code == 201, created.text
+        run = created.json()
+        again = await http.post("/runs", json={"task": "record", "args": {"n": 8}, "key": "k1"})
+        assert again.status_code == 200 and again.json()["id"] == run["id"]
+        async with running_worker(worker_app):
+            async with http.stream("GET", f"/runs/{run['id']}/events/stream") as stream:
+                kinds = [json.loads(line[6:])["kind"] async for line in stream.aiter_lines()
+                         if line.startswith("data: ")]
+        assert kinds == ["submitted", "started", "succeeded"]
+        done = (await http.get(f"/runs/{run['id']}")).json()
+        assert done["state"] == "succeeded" and done["result"] == 7
+        page = (await http.get(f"/runs/{run['id']}/events", params={"after": 1})).json()
+        assert [e["seq"] for e in page["items"]] == [2, 3] and page["next_after"] == 3
+        queued = (await http.post("/runs", json={"task": "record", "args": {"n": 1}, "delay_s": 3600})).json()
+        cancelled = await http.post(f"/runs/{queued['id']}/cancel")
+        assert cancelled.json()["state"] == "cancelled"
+        refused = await http.post(f"/runs/{queued['id']}/retry")
+        assert refused.status_code == 409
+        assert refused.headers["content-type"] == "application/problem+json"
+        listed = (await http.get("/runs", params={"state": "succeeded", "limit": 10})).json()
+        assert [r["id"] for r in listed["items"]] == [run["id"]]
+
+
+async def test_sse_resumes_from_last_event_id(server: str, worker_app: rw.App) -> None:
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        run = (await http.post("/runs", json={"task": "record", "args": {"n": 1}})).json()
+        async with running_worker(worker_app):
+            await (await worker_app.get(run["id"])).result(timeout_s=30)
+        headers = {"Last-Event-ID": "1"}
+        async with http.stream("GET", f"/runs/{run['id']}/events/stream", headers=headers) as stream:
+            ids = [int(line[4:]) async for line in stream.aiter_lines() if line.startswith("id: ")]
+    assert ids == [2, 3]
+
+
+async def test_a_tenant_never_sees_another_tenants_runs(server: str) -> None:
+    async with httpx.AsyncClient(base_url=server) as http:
+        body = {"task": "record", "args": {"n": 1}, "key": "shared", "delay_s": 60}
+        mine = (await http.post("/runs", headers=as_("alice-token"), json=body)).json()
+        for method, path in [("GET", f"/runs/{mine['id']}"), ("POST", f"/runs/{mine['id']}/cancel"),
+                             ("POST", f"/runs/{mine['id']}/retry"), ("GET", f"/runs/{mine['id']}/events"),
+                             ("GET", f"/runs/{mine['id']}/events/stream")]:
+            answer = await http.request(method, path, headers=as_("bob-token"))
+            assert answer.status_code == 404, (method, path, answer.text)  # not 403: ids not probed
+        assert (await http.get("/runs", headers=as_("bob-token"))).json()["items"] == []
+        theirs = await http.post("/runs", headers=as_("bob-token"),
+                                 json={"task": "record", "args": {"n": 2}, "key": "shared"})
+        assert theirs.status_code == 201 and theirs.json()["id"] != mine["id"]  # keys per tenant
+        assert (await http.get("/runs")).status_code == 401
+        assert (await http.get("/runs", headers=as_("nobody"))).status_code == 401
+        assert (await http.get(f"/runs/{mine['id']}", headers=as_("alice-token"))).status_code == 200
+
+
+async def test_bad_requests_are_problems_and_store_nothing(server: str, worker_app: rw.App) -> None:
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        for body, status, text in [({"task": "nope"}, 422, "unknown task 'nope'"),
+                                   ({"task": "record", "args": {}}, 422, "missing a required argument"),
+                                   ({"task": "record", "args": {"n": 1}, "priority": -1}, 422, "priority"),
+                                   ({"task": "record", "oops": 1}, 422, "oops")]:
+            answer = await http.post("/runs", json=body)
+            assert answer.status_code == status, answer.text
+            assert answer.headers["content-type"] == "application/problem+json"
+            assert text in answer.json()["detail"]
+        assert (await http.get("/runs/424242")).status_code == 404
+        huge = await http.post("/runs", json={"task": "record", "args": {"n": 1, "x": "y" * (3 << 20)}})
+        assert huge.status_code == 413
+        assert (await http.get("/readyz")).json() == {"status": "ready"}
+        spec = (await http.get("/openapi.json")).json()
+        assert "/runs/{run_id}/events/stream" in spec["paths"]
+    assert await worker_app.store.run_count_by_state() == {}
+
+
+async def test_auth_off_must_be_explicit(store_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("RUNWRIGHT_TOKENS", "RUNWRIGHT_AUTH")}
+    refused = subprocess.run([sys.executable, "-m", "runwright", "serve", APP_SPEC, "--url", store_url,
+                              "--port", str(free_port())], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "no API tokens" in refused.stderr
+
+
