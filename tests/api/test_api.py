@@ -149,3 +149,22 @@ async def test_auth_off_must_be_explicit(store_url: str) -> None:
     assert refused.returncode == 2 and "no API tokens" in refused.stderr
 
 
+
+
+async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
+    from runwright import metrics
+
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        run = (await http.post("/runs", json={"task": "record", "args": {"n": 1}})).json()
+        before = metrics.FINISHED.labels("record", "succeeded")._value.get()
+        async with running_worker(worker_app):
+            await (await worker_app.get(run["id"])).result(timeout_s=30)
+        await http.post("/runs", json={"task": "record", "args": {"n": 2}})
+        scraped = (await http.get("/metrics")).text
+        summary = (await http.get("/summary")).json()
+    assert 'runwright_runs{queue="default",state="succeeded"} 1.0' in scraped
+    assert 'runwright_queue_depth{queue="default"} 1.0' in scraped
+    assert "runwright_workers_alive 0.0" in scraped
+    assert summary["succeeded"] == 1 and summary["queued"] == 1 and summary["queues"] == ["default"]
+    # The in-process worker counted its attempt (label values from fixed sets only).
+    assert metrics.FINISHED.labels("record", "succeeded")._value.get() == before + 1

@@ -241,3 +241,12 @@ async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_
     malformed = runwright("submit", "--json", "{nope", url=store_url)
     assert malformed.returncode == 2 and "--json is not JSON" in malformed.stderr
     assert (await app.store.run_count_by_state()) == {"queued": 1}
+
+
+async def test_status_summarises_the_store(app: rw.App, store_url: str) -> None:
+    await app.submit(apps.record, n=1, delay_s=60)
+    shown = runwright("status", url=store_url)
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.strip("│ ").split("│")[0].strip(): line.strip("│ ").split("│")[-1].strip()
+            for line in shown.stdout.splitlines() if line.count("│") >= 2}
+    assert rows["queued"] == "1" and rows["running"] == "0" and rows["workers alive"] == "0"

@@ -83,6 +83,7 @@ def worker(
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
+    metrics_port: int | None = typer.Option(None, help="Serve this process's Prometheus metrics here."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -104,6 +105,10 @@ def worker(
         app = load_app(app_spec)
         config = WorkerConfig(concurrency=concurrency, queues=queues.split(","), lease_s=lease_s,
                               drain_grace_s=drain_grace_s)
+        if metrics_port is not None:
+            from prometheus_client import start_http_server
+
+            start_http_server(metrics_port, addr="127.0.0.1")
         clock = clock_from_env(os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK"))
         if clock is not None:
             config.schedule_clock = clock
@@ -231,6 +236,15 @@ def runs(
     found = with_app(url, lambda app: app.store.run_list(
         RunListParams(states=states, task=task, queue=queue, limit=limit)))
     out.print(views.runs_table(found))
+
+
+@cli.command()
+def status(url: str | None = URL) -> None:
+    """Queued, running, done and dead runs, workers alive, the oldest due run's wait."""
+    from .. import metrics
+
+    found = with_app(url, metrics.summary)
+    out.print(views.summary_table(found))
 
 
 @cli.command()

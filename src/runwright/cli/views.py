@@ -15,7 +15,7 @@ from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
 
-__all__ = ["attempts_table", "event_line", "run_panel", "runs_table", "schedules_table"]
+__all__ = ["attempts_table", "event_line", "run_panel", "runs_table", "schedules_table", "summary_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -83,4 +83,11 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
     for a in attempts:
         table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), _when(a.started_at),
                       _when(a.ended_at), a.outcome or "running", (a.error or "")[:80])
+    return table
+
+
+def summary_table(summary: dict[str, object]) -> Table:
+    table = Table(title="runwright status", show_header=False)
+    for name, value in summary.items():
+        table.add_row(name.replace("_", " "), ", ".join(value) if isinstance(value, list) else str(value))
     return table

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from .. import metrics
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
@@ -43,6 +44,9 @@ __all__ = ["Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 S = RunState
+# Outcome labels: a fixed set, whatever kinds of events an attempt may end with.
+OUTCOMES = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted", "retrying",
+                      "released", "parked"})
 
 
 class WorkerCrashed(RuntimeError):
@@ -230,6 +234,9 @@ class Worker:
 
     def _start(self, run: Run) -> None:
         self.stats.claimed += 1
+        metrics.ATTEMPTS.labels(run.task).inc()
+        if run.started_at is not None:
+            metrics.START_DELAY.labels(run.queue).observe(max(0.0, run.started_at - run.run_at))
         task = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
         self._active[run.id] = Active(run, task)
 
@@ -239,6 +246,7 @@ class Worker:
         event(DEBUG, "run started", run_id=run.id, attempt=run.attempt, worker=self.id,
               task=run.task, fence=run.fence)
         active = self._active[run.id]
+        began = time.monotonic()
         try:
             active.signals.interrupt = run.interrupt
             finish = await run_attempt(self.app, run, self.id, lambda: active.stop, active.signals)
@@ -249,8 +257,12 @@ class Worker:
             active.finishing = True
             await self._completer.finish(finish)
             self._count(finish)
+            outcome = finish.kind if finish.kind in OUTCOMES else finish.state.value
+            metrics.FINISHED.labels(run.task, outcome).inc()
+            metrics.RUN_SECONDS.labels(run.task, outcome).observe(time.monotonic() - began)
         except LeaseLost as exc:
             self.stats.lease_lost += 1
+            metrics.LEASE_LOSSES.inc()
             event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
                   run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
         finally:
@@ -342,6 +354,7 @@ class Worker:
 
     def _on_rescued(self, _run: Run) -> None:
         self.stats.rescued += 1
+        metrics.TAKEOVERS.inc()
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

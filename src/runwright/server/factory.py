@@ -10,6 +10,7 @@ from typing import Annotated, Any, AsyncIterator
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
+from .. import metrics
 from ..app import App
 from ..errors import RunNotFound
 from ..logs import event
@@ -50,7 +51,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
 
     @api.middleware("http")
     async def authenticate(request: Request, call_next: Any) -> Response:
-        if request.url.path in ("/healthz", "/readyz", "/openapi.json", "/docs"):
+        if request.url.path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
             return await call_next(request)
         tenant = auth.tenant_of(request.headers.get("authorization"))
         if tenant is False:
@@ -81,6 +82,16 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         except Exception as exc:  # any failure means "not ready", and says why
             return problem(503, "Store unavailable", str(exc))
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
+
+    @api.get("/metrics", response_class=Response)
+    async def prometheus() -> Response:
+        """Prometheus text format: this process's counters and the store's gauges."""
+        return Response(await metrics.scrape(app), media_type="text/plain; version=0.0.4")
+
+    @api.get("/summary")
+    async def status_summary() -> dict[str, Any]:
+        """Pending, running, done, dead, workers alive, oldest due age (the dashboard's data)."""
+        return await metrics.summary(app)
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})

@@ -238,6 +238,9 @@ class Store(Protocol):
 
     async def run_count_by_state(self) -> dict[str, int]: ...
 
+    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+        """(queue, state, count, oldest due run_at among queued due runs) per queue and state."""
+
     async def run_claim(self, params: RunClaimParams) -> list[Run]: ...
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult: ...

@@ -282,6 +282,12 @@ class PostgresStore:
     async def run_count_by_state(self) -> dict[str, int]:
         return {state: count for state, count in await self._fetch(sql.COUNT_BY_STATE)}
 
+    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+        rows = await self._fetch(
+            "SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= $1 THEN run_at END)"
+            " FROM runs GROUP BY queue, state", now)
+        return [tuple(row) for row in rows]
+
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = params.now if params.now is not None else now_s()
         rows = await self._fetch(sql.CLAIM, list(params.queues), list(params.tasks), now,

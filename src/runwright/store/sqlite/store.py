@@ -231,6 +231,12 @@ class SqliteStore:
             "SELECT state, count(*) FROM runs GROUP BY state").fetchall())
         return {state: count for state, count in rows}
 
+    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+        rows = await self._call(lambda conn: conn.execute(
+            "SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= ? THEN run_at END)"
+            " FROM runs GROUP BY queue, state", (now,)).fetchall())
+        return [tuple(row) for row in rows]
+
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = params.now if params.now is not None else now_s()
         tasks = _json_list(params.tasks)
