@@ -168,3 +168,24 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
     assert summary["succeeded"] == 1 and summary["queued"] == 1 and summary["queues"] == ["default"]
     # The in-process worker counted its attempt (label values from fixed sets only).
     assert metrics.FINISHED.labels("record", "succeeded")._value.get() == before + 1
+
+
+async def test_threads_schedules_and_workers(server: str, worker_app: rw.App) -> None:
+    spec = worker_app.schedule_spec("hourly", cron="0 * * * *", task=apps.record, args={"n": 1}, tz="UTC",
+                                    misfire="skip", catch_up_limit=10, queue=None, priority=None)
+    await worker_app.save_schedule(spec)
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        first = (await http.post("/runs", json={"task": "record", "args": {"n": 1}, "thread": "t1"})).json()
+        busy = await http.post("/runs", json={"task": "record", "args": {"n": 2}, "thread": "t1"})
+        assert busy.status_code == 409 and busy.json()["title"] == "Thread busy"
+        runs = (await http.get("/threads/t1/runs")).json()["items"]
+        assert [r["id"] for r in runs] == [first["id"]]
+        assert (await http.get("/threads/t1/runs", headers=as_("bob-token"))).json()["items"] == []
+        assert (await http.delete("/threads/t1")).status_code == 204
+        assert (await http.get("/threads/t1/messages")).status_code == 410
+        (hourly,) = (await http.get("/schedules")).json()
+        assert hourly["name"] == "hourly" and not hourly["paused"]
+        assert (await http.post("/schedules/hourly/pause")).status_code == 204
+        assert (await http.get("/schedules")).json()[0]["paused"] is True
+        assert (await http.post("/schedules/nope/resume")).status_code == 422
+        assert (await http.get("/workers")).json() == []

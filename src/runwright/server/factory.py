@@ -149,6 +149,45 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return StreamingResponse(_sse(app, run_id, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    @api.get("/threads/{thread}/messages")
+    async def thread_messages(thread: str, who: Tenant) -> dict[str, Any]:
+        """A thread's history (410 once deleted)."""
+        return {"thread": thread, "messages": await app.thread_history(_scoped(thread, who))}
+
+    @api.get("/threads/{thread}/runs", response_model=RunPage)
+    async def thread_runs(thread: str, who: Tenant, before: int | None = None,
+                          limit: int = Query(50, ge=1, le=500)) -> RunPage:
+        return await list_runs(who, [], None, None, thread, before, limit)
+
+    @api.delete("/threads/{thread}", status_code=204)
+    async def delete_thread(thread: str, who: Tenant) -> Response:
+        """Cancel the thread's open runs, wait for them, then delete it."""
+        await app.delete_thread(_scoped(thread, who))
+        return Response(status_code=204)
+
+    @api.get("/schedules")
+    async def schedules(who: Tenant) -> list[dict[str, Any]]:
+        """Schedules with their next fire times (schedules are shared by all tenants)."""
+        return [{"name": s.name, "cron": s.cron, "tz": s.tz, "task": s.task, "paused": s.paused,
+                 "misfire": s.misfire, "next_fire_at": s.next_fire_at}
+                for s in await app.store.schedule_list()]
+
+    @api.post("/schedules/{name}/pause", status_code=204)
+    async def pause(name: str, who: Tenant) -> Response:
+        await app.pause_schedule(name)
+        return Response(status_code=204)
+
+    @api.post("/schedules/{name}/resume", status_code=204)
+    async def resume(name: str, who: Tenant) -> Response:
+        await app.resume_schedule(name)
+        return Response(status_code=204)
+
+    @api.get("/workers")
+    async def workers(who: Tenant) -> list[dict[str, Any]]:
+        return [{"id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
+                 "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
+                for w in await app.store.worker_list()]
+
     return api
 
 
