@@ -50,11 +50,12 @@ async def scrape(app: App) -> bytes:
     return generate_latest() + generate_latest(store_registry)
 
 
-async def summary(app: App) -> dict[str, object]:
-    """The JSON summary behind `runwright status` and the dashboard."""
-    counts = await app.store.run_count_by_state()
+async def summary(app: App, tenant: str | None = None) -> dict[str, object]:
+    """The JSON summary behind `runwright status` and the dashboard (of one tenant's runs
+    when given: a tenant learns nothing about the others, not even counts)."""
+    counts = await app.store.run_count_by_state(tenant)
     now = time.time()
-    stats = await app.store.run_queue_stats(now)
+    stats = await app.store.run_queue_stats(now, tenant)
     oldest = [now - o for _, state, _, o in stats if state == "queued" and o is not None]
     return {
         "queued": counts.get("queued", 0),

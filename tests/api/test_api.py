@@ -166,6 +166,9 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
     assert 'runwright_queue_depth{queue="default"} 1.0' in scraped
     assert "runwright_workers_alive 0.0" in scraped
     assert summary["succeeded"] == 1 and summary["queued"] == 1 and summary["queues"] == ["default"]
+    async with httpx.AsyncClient(base_url=server, headers=as_("bob-token")) as http:
+        theirs = (await http.get("/summary")).json()
+    assert theirs["succeeded"] == 0 and theirs["queued"] == 0 and theirs["queues"] == []
     # The in-process worker counted its attempt (label values from fixed sets only).
     assert metrics.FINISHED.labels("record", "succeeded")._value.get() == before + 1
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 
 from .. import metrics
 from ..app import App
@@ -22,6 +23,7 @@ from .problems import install_problem_handlers, problem
 
 __all__ = ["create_server"]
 
+DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
 
 
@@ -51,7 +53,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
 
     @api.middleware("http")
     async def authenticate(request: Request, call_next: Any) -> Response:
-        if request.url.path in ("/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
+        if request.url.path in ("/", "/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
             return await call_next(request)
         tenant = auth.tenant_of(request.headers.get("authorization"))
         if tenant is False:
@@ -68,6 +70,11 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         if run is None or (auth.enabled and run.tenant != who):
             raise RunNotFound(f"run {run_id} not found")  # never "forbidden": ids are not probed
         return run
+
+    @api.get("/", include_in_schema=False)
+    async def dashboard() -> HTMLResponse:
+        """The dashboard: one static page; its data comes from this API, with the caller's token."""
+        return HTMLResponse(DASHBOARD.read_text())
 
     @api.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -89,9 +96,10 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return Response(await metrics.scrape(app), media_type="text/plain; version=0.0.4")
 
     @api.get("/summary")
-    async def status_summary() -> dict[str, Any]:
-        """Pending, running, done, dead, workers alive, oldest due age (the dashboard's data)."""
-        return await metrics.summary(app)
+    async def status_summary(who: Tenant) -> dict[str, Any]:
+        """Pending, running, done, dead, workers alive, oldest due age (the dashboard's data),
+        of the caller's own runs."""
+        return await metrics.summary(app, who if auth.enabled else None)
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})

@@ -29,6 +29,7 @@ __all__ = [
     "RunRescueParams",
     "StepRecordParams",
     "ON_BUSY",
+    "QueueStat",
     "ThreadAppendParams",
     "Store",
     "WorkerInfo",
@@ -38,6 +39,7 @@ __all__ = [
 
 DEFAULT_SCHEMA = "runwright"
 ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
+QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at
 
 
 def now_s() -> float:
@@ -236,9 +238,11 @@ class Store(Protocol):
 
     async def run_list(self, params: RunListParams) -> list[Run]: ...
 
-    async def run_count_by_state(self) -> dict[str, int]: ...
+    async def run_count_by_state(self, tenant: str | None = None) -> dict[str, int]:
+        """Runs by state (of one tenant's runs when given)."""
 
-    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+    async def run_queue_stats(self, now: float,
+                              tenant: str | None = None) -> list[QueueStat]:
         """(queue, state, count, oldest due run_at among queued due runs) per queue and state."""
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]: ...

@@ -39,7 +39,7 @@ SELECT {RUN_COLUMNS}, (SELECT count(*) FROM notified) FROM inserted
 GET_BY_KEYS = f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ANY($1::text[])"
 GET = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
 GET_MANY = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ANY($1::bigint[]) ORDER BY id"
-COUNT_BY_STATE = "SELECT state, count(*) FROM runs GROUP BY state"
+COUNT_BY_STATE = "SELECT state, count(*) FROM runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY state"
 
 # Two planner traps. (1) `queue = ANY(...)` cannot walk runs_due in (priority, run_at, id)
 # order, so the planner would read and sort every queued run of those queues (a full

@@ -23,6 +23,7 @@ from ...schedules import Schedule
 from ..base import (
     DEFAULT_SCHEMA,
     EventAppendParams,
+    QueueStat,
     RunClaimParams,
     RunExtendParams,
     RunExtendResult,
@@ -279,13 +280,14 @@ class PostgresStore:
                                  f" ORDER BY id DESC LIMIT ${len(args)}", *args)
         return [run_from_row(row) for row in rows]
 
-    async def run_count_by_state(self) -> dict[str, int]:
-        return {state: count for state, count in await self._fetch(sql.COUNT_BY_STATE)}
+    async def run_count_by_state(self, tenant: str | None = None) -> dict[str, int]:
+        return {state: count for state, count in await self._fetch(sql.COUNT_BY_STATE, tenant)}
 
-    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+    async def run_queue_stats(self, now: float,
+                              tenant: str | None = None) -> list[QueueStat]:
         rows = await self._fetch(
             "SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= $1 THEN run_at END)"
-            " FROM runs GROUP BY queue, state", now)
+            " FROM runs WHERE $2::text IS NULL OR tenant = $2 GROUP BY queue, state", now, tenant)
         return [tuple(row) for row in rows]
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:

@@ -27,6 +27,7 @@ from ...runs import Run, RunState
 from ...schedules import Schedule
 from ..base import (
     EventAppendParams,
+    QueueStat,
     RunClaimParams,
     RunExtendParams,
     RunExtendResult,
@@ -226,15 +227,17 @@ class SqliteStore:
         rows = await self._call(lambda conn: conn.execute(sql, (*args, params.limit)).fetchall())
         return [run_from_row(row) for row in rows]
 
-    async def run_count_by_state(self) -> dict[str, int]:
+    async def run_count_by_state(self, tenant: str | None = None) -> dict[str, int]:
         rows = await self._call(lambda conn: conn.execute(
-            "SELECT state, count(*) FROM runs GROUP BY state").fetchall())
+            "SELECT state, count(*) FROM runs WHERE ?1 IS NULL OR tenant = ?1 GROUP BY state",
+            (tenant,)).fetchall())
         return {state: count for state, count in rows}
 
-    async def run_queue_stats(self, now: float) -> list[tuple[str, str, int, float | None]]:
+    async def run_queue_stats(self, now: float,
+                              tenant: str | None = None) -> list[QueueStat]:
         rows = await self._call(lambda conn: conn.execute(
-            "SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= ? THEN run_at END)"
-            " FROM runs GROUP BY queue, state", (now,)).fetchall())
+            "SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= ?1 THEN run_at END)"
+            " FROM runs WHERE ?2 IS NULL OR tenant = ?2 GROUP BY queue, state", (now, tenant)).fetchall())
         return [tuple(row) for row in rows]
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
