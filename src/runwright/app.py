@@ -478,6 +478,9 @@ class App:
 
 def _run_id(run_id: Any) -> int:
     try:
-        return int(run_id)
+        value = int(run_id)
     except (TypeError, ValueError):
         raise RunNotFound(f"run {run_id!r} not found: run ids are integers") from None
+    if not 0 < value < 2**63:  # ids are 64-bit in every store
+        raise RunNotFound(f"run {run_id!r} not found")
+    return value

@@ -80,6 +80,8 @@ async def test_unknown_run_ids_are_a_clear_error(app, operation):
         await getattr(app, operation)(424242)
     with pytest.raises(rw.RunNotFound, match="integers"):
         await getattr(app, operation)("abc")
+    with pytest.raises(rw.RunNotFound, match="not found"):
+        await getattr(app, operation)(2**70)
 
 
 async def test_an_unreachable_store_is_a_clear_error():

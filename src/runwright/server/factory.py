@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
+from fastapi import Path as FastAPIPath
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from .. import metrics
@@ -34,6 +35,11 @@ def _tenant(request: Request) -> str | None:
 
 # At module level: FastAPI resolves (string) annotations in the module's namespace.
 Tenant = Annotated[str | None, Depends(_tenant)]
+# Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
+MAX_ID = 2**63 - 1
+RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
+Before = Annotated[int | None, Query(ge=1, le=MAX_ID)]
+After = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 def create_server(app: App, auth: Auth) -> FastAPI:
@@ -112,13 +118,13 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return RunOut.of(handle.run)
 
     @api.get("/runs/{run_id}", response_model=RunOut)
-    async def get_run(run_id: int, who: Tenant) -> RunOut:
+    async def get_run(run_id: RunId, who: Tenant) -> RunOut:
         return RunOut.of(await own_run(run_id, who))
 
     @api.get("/runs", response_model=RunPage)
     async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
                         queue: str | None = None, thread: str | None = None,
-                        before: int | None = None, limit: int = Query(50, ge=1, le=500)) -> RunPage:
+                        before: Before = None, limit: int = Query(50, ge=1, le=500)) -> RunPage:
         runs = await app.store.run_list(RunListParams(
             states=state, task=task, queue=queue, thread=_scoped(thread, who),
             tenant=who if auth.enabled else None, limit=limit, before_id=before))
@@ -126,29 +132,29 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                        next_cursor=runs[-1].id if len(runs) == limit else None)
 
     @api.get("/dead", response_model=RunPage)
-    async def dead_letters(who: Tenant, before: int | None = None,
+    async def dead_letters(who: Tenant, before: Before = None,
                            limit: int = Query(50, ge=1, le=500)) -> RunPage:
         return await list_runs(who, [RunState.DEAD], None, None, None, before, limit)
 
     @api.post("/runs/{run_id}/cancel", response_model=RunOut)
-    async def cancel(run_id: int, who: Tenant) -> RunOut:
+    async def cancel(run_id: RunId, who: Tenant) -> RunOut:
         await own_run(run_id, who)
         return RunOut.of(await app.cancel(run_id))
 
     @api.post("/runs/{run_id}/retry", response_model=RunOut)
-    async def retry(run_id: int, who: Tenant) -> RunOut:
+    async def retry(run_id: RunId, who: Tenant) -> RunOut:
         await own_run(run_id, who)
         return RunOut.of((await app.retry(run_id)).run)
 
     @api.get("/runs/{run_id}/events", response_model=EventPage)
-    async def events(run_id: int, who: Tenant, after: int = Query(0, ge=0)) -> EventPage:
+    async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
         await own_run(run_id, who)
         page = await app.store.event_list(run_id, after)
         return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
 
     @api.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
-    async def stream(run_id: int, who: Tenant, after: int = Query(0, ge=0),
+    async def stream(run_id: RunId, who: Tenant, after: After = 0,
                      last_event_id: str | None = Header(None)) -> StreamingResponse:
         """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
         client sends), then follows live until the run's terminal event."""
@@ -163,7 +169,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return {"thread": thread, "messages": await app.thread_history(_scoped(thread, who))}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
-    async def thread_runs(thread: str, who: Tenant, before: int | None = None,
+    async def thread_runs(thread: str, who: Tenant, before: Before = None,
                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
         return await list_runs(who, [], None, None, thread, before, limit)
 
