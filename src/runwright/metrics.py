@@ -67,4 +67,6 @@ async def summary(app: App, tenant: str | None = None) -> dict[str, object]:
         "workers_alive": len(await app.store.worker_list()),
         "oldest_due_age_s": round(max(oldest), 3) if oldest else 0.0,
         "queues": sorted({queue for queue, *_ in stats}),
+        "queue_depths": {queue: count for queue, state, count, oldest_due in stats
+                         if state == "queued" and oldest_due is not None},
     }

@@ -91,6 +91,11 @@ async def test_submit_follow_cancel_retry_and_list(server: str, worker_app: rw.A
         assert refused.headers["content-type"] == "application/problem+json"
         listed = (await http.get("/runs", params={"state": "succeeded", "limit": 10})).json()
         assert [r["id"] for r in listed["items"]] == [run["id"]]
+        window = {"created_after": run["created_at"], "created_before": run["created_at"] + 0.0001}
+        assert [r["id"] for r in (await http.get("/runs", params=window)).json()["items"]] == [run["id"]]
+        later = {"created_after": queued["created_at"] + 1}
+        assert (await http.get("/runs", params=later)).json()["items"] == []
+        assert len((await http.post("/threads")).json()["thread"]) == 32
 
 
 async def test_sse_resumes_from_last_event_id(server: str, worker_app: rw.App) -> None:
@@ -166,6 +171,7 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
     assert 'runwright_queue_depth{queue="default"} 1.0' in scraped
     assert "runwright_workers_alive 0.0" in scraped
     assert summary["succeeded"] == 1 and summary["queued"] == 1 and summary["queues"] == ["default"]
+    assert summary["queue_depths"] == {"default": 1}
     async with httpx.AsyncClient(base_url=server, headers=as_("bob-token")) as http:
         theirs = (await http.get("/summary")).json()
     assert theirs["succeeded"] == 0 and theirs["queued"] == 0 and theirs["queues"] == []

@@ -250,3 +250,34 @@ async def test_status_summarises_the_store(app: rw.App, store_url: str) -> None:
     rows = {line.strip("│ ").split("│")[0].strip(): line.strip("│ ").split("│")[-1].strip()
             for line in shown.stdout.splitlines() if line.count("│") >= 2}
     assert rows["queued"] == "1" and rows["running"] == "0" and rows["workers alive"] == "0"
+
+
+async def test_a_worker_serves_its_own_metrics(app: rw.App, store_url: str, tmp_path) -> None:
+    import socket
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    handle = await app.submit(apps.record, n=5)
+    worker = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC, "--url", store_url,
+                               "--metrics-port", str(port)], cwd=ROOT,
+                              env={**os.environ, apps.LEDGER_ENV: str(tmp_path)}, stderr=subprocess.DEVNULL)
+    try:
+        await handle.result(timeout_s=60)
+
+        async def scraped() -> str | None:
+            try:
+                async with httpx.AsyncClient() as http:
+                    text = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+            except httpx.TransportError:
+                return None
+            return text if 'outcome="succeeded",task="record"' in text else None
+
+        text = await wait_until(scraped, "the worker's metrics show the run")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+    assert 'runwright_attempts_finished_total{outcome="succeeded",task="record"} 1.0' in text
+    assert 'runwright_attempts_total{task="record"} 1.0' in text

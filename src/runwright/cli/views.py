@@ -89,5 +89,9 @@ def attempts_table(attempts: Sequence[Attempt]) -> Table:
 def summary_table(summary: dict[str, object]) -> Table:
     table = Table(title="runwright status", show_header=False)
     for name, value in summary.items():
-        table.add_row(name.replace("_", " "), ", ".join(value) if isinstance(value, list) else str(value))
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
+        elif isinstance(value, list):
+            value = ", ".join(value)
+        table.add_row(name.replace("_", " "), str(value))
     return table

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, AsyncIterator
@@ -124,17 +125,22 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.get("/runs", response_model=RunPage)
     async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
                         queue: str | None = None, thread: str | None = None,
-                        before: Before = None, limit: int = Query(50, ge=1, le=500)) -> RunPage:
+                        before: Before = None, limit: int = Query(50, ge=1, le=500),
+                        created_after: float | None = Query(None, ge=0, le=1e11),
+                        created_before: float | None = Query(None, ge=0, le=1e11)) -> RunPage:
+        """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
+        seconds) bound the submission time."""
         runs = await app.store.run_list(RunListParams(
             states=state, task=task, queue=queue, thread=_scoped(thread, who),
-            tenant=who if auth.enabled else None, limit=limit, before_id=before))
+            tenant=who if auth.enabled else None, limit=limit, before_id=before,
+            created_after=created_after, created_before=created_before))
         return RunPage(items=[RunOut.of(r) for r in runs],
                        next_cursor=runs[-1].id if len(runs) == limit else None)
 
     @api.get("/dead", response_model=RunPage)
     async def dead_letters(who: Tenant, before: Before = None,
                            limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit)
+        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit, None, None)
 
     @api.post("/runs/{run_id}/cancel", response_model=RunOut)
     async def cancel(run_id: RunId, who: Tenant) -> RunOut:
@@ -163,6 +169,11 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return StreamingResponse(_sse(app, run_id, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    @api.post("/threads", status_code=201)
+    async def create_thread(who: Tenant) -> dict[str, str]:
+        """A new thread id; the thread comes to exist with its first run."""
+        return {"thread": uuid.uuid4().hex}
+
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: str, who: Tenant) -> dict[str, Any]:
         """A thread's history (410 once deleted)."""
@@ -171,7 +182,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [], None, None, thread, before, limit)
+        return await list_runs(who, [], None, None, thread, before, limit, None, None)
 
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: str, who: Tenant) -> Response:

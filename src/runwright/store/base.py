@@ -76,6 +76,8 @@ class RunListParams:
     queue: str | None = None
     thread: str | None = None
     tenant: str | None = None
+    created_after: float | None = None  # a time range over submission times
+    created_before: float | None = None
     limit: int = 100
     before_id: int | None = None
 

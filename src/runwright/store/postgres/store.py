@@ -275,6 +275,12 @@ class PostgresStore:
         if params.before_id is not None:
             args.append(params.before_id)
             where.append(f"id < ${len(args)}")
+        if params.created_after is not None:
+            args.append(params.created_after)
+            where.append(f"created_at >= ${len(args)}::float8")
+        if params.created_before is not None:
+            args.append(params.created_before)
+            where.append(f"created_at < ${len(args)}::float8")
         args.append(params.limit)
         rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)}"
                                  f" ORDER BY id DESC LIMIT ${len(args)}", *args)

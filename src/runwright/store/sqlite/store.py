@@ -223,6 +223,12 @@ class SqliteStore:
         if params.before_id is not None:
             where.append("id < ?")
             args.append(params.before_id)
+        if params.created_after is not None:
+            where.append("created_at >= ?")
+            args.append(params.created_after)
+        if params.created_before is not None:
+            where.append("created_at < ?")
+            args.append(params.created_before)
         sql = f"SELECT {RUN_COLUMNS} FROM runs WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?"
         rows = await self._call(lambda conn: conn.execute(sql, (*args, params.limit)).fetchall())
         return [run_from_row(row) for row in rows]
