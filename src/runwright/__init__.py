@@ -31,6 +31,7 @@ from .errors import (
     TaskTimeout,
     ThreadBusy,
     ThreadDeleted,
+    ThreadNotFound,
     UnknownTask,
 )
 from .journal import Event, StepRecord
@@ -88,6 +89,7 @@ __all__ = [
     "TaskTimeout",
     "ThreadBusy",
     "ThreadDeleted",
+    "ThreadNotFound",
     "ToolSpec",
     "UnknownTask",
     "Worker",

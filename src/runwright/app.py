@@ -28,7 +28,7 @@ from .errors import (
     RunEnded,
     RunNotFound,
     StoreError,
-    ThreadDeleted,
+    ThreadNotFound,
     UnknownTask,
 )
 from .resilience import durably
@@ -311,7 +311,7 @@ class App:
         delete its history. Reading it afterwards raises ThreadDeleted."""
         await self.open()
         if not await self.store.thread_delete(thread, purge=False):
-            raise ThreadDeleted(f"thread {thread!r} does not exist")
+            raise ThreadNotFound(f"thread {thread!r} does not exist")
         open_runs = await self.store.run_list(RunListParams(
             states=[RunState.QUEUED, RunState.RUNNING], thread=thread, limit=10_000))
         for run in open_runs:

@@ -12,6 +12,7 @@
     │   ├── PayloadTooLarge         an encoded payload over the size limit
     │   └── InvalidTime             a malformed run_at, delay or duration
     ├── RunNotFound                 an unknown run id
+    ├── ThreadNotFound              a thread that does not exist
     ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
     ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
@@ -59,6 +60,7 @@ __all__ = [
     "TaskTimeout",
     "ThreadBusy",
     "ThreadDeleted",
+    "ThreadNotFound",
     "UnknownTask",
 ]
 
@@ -194,3 +196,7 @@ class ThreadBusy(RunwrightError):
 
 class ThreadDeleted(RunwrightError, LookupError):
     """The thread was deleted: it can be neither read nor submitted to."""
+
+
+class ThreadNotFound(RunwrightError, LookupError):
+    """No thread has this id."""

@@ -119,6 +119,15 @@ async def test_a_tenant_never_sees_another_tenants_runs(server: str) -> None:
             answer = await http.request(method, path, headers=as_("bob-token"))
             assert answer.status_code == 404, (method, path, answer.text)  # not 403: ids not probed
         assert (await http.get("/runs", headers=as_("bob-token"))).json()["items"] == []
+        assert (await http.get("/dead", headers=as_("bob-token"))).json()["items"] == []
+        assert (await http.get("/summary", headers=as_("bob-token"))).json()["queued"] == 0
+        # Threads are named within a tenant: bob's "t" is not alice's "t".
+        await http.post("/runs", headers=as_("alice-token"),
+                        json={"task": "record", "args": {"n": 3}, "thread": "t", "delay_s": 60})
+        assert (await http.get("/threads/t/runs", headers=as_("bob-token"))).json()["items"] == []
+        assert (await http.get("/threads/t/messages", headers=as_("bob-token"))).json()["messages"] == []
+        assert (await http.delete("/threads/t", headers=as_("bob-token"))).status_code == 404
+        assert len((await http.get("/threads/t/runs", headers=as_("alice-token"))).json()["items"]) == 1
         theirs = await http.post("/runs", headers=as_("bob-token"),
                                  json={"task": "record", "args": {"n": 2}, "key": "shared"})
         assert theirs.status_code == 201 and theirs.json()["id"] != mine["id"]  # keys per tenant

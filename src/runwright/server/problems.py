@@ -13,13 +13,21 @@ from ..errors import (
     StoreError,
     ThreadBusy,
     ThreadDeleted,
+    ThreadNotFound,
 )
 
 __all__ = ["install_problem_handlers", "problem"]
 
-STATUS = [(RunNotFound, 404, "Not found"), (ThreadDeleted, 410, "Thread deleted"),
-          (ThreadBusy, 409, "Thread busy"), (InvalidTransition, 409, "Not allowed in this state"),
-          (InvalidInput, 422, "Invalid input"), (StoreError, 503, "Store unavailable")]
+# Each error type and the status and title it answers with (first match wins).
+STATUS = [
+    (RunNotFound, 404, "Not found"),
+    (ThreadNotFound, 404, "Not found"),
+    (ThreadDeleted, 410, "Thread deleted"),
+    (ThreadBusy, 409, "Thread busy"),
+    (InvalidTransition, 409, "Not allowed in this state"),
+    (InvalidInput, 422, "Invalid input"),
+    (StoreError, 503, "Store unavailable"),
+]
 
 
 def problem(status: int, title: str, detail: str) -> JSONResponse:
