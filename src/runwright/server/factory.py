@@ -20,6 +20,7 @@ from ..logs import event
 from ..runs import Run, RunState
 from ..store.base import RunListParams
 from .auth import Auth
+from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
 from .problems import install_problem_handlers, problem
 
@@ -57,6 +58,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan,
                   description="Durable runs: submit, follow, cancel, retry.")
     install_problem_handlers(api)
+    broadcaster = Broadcaster(app)
 
     @api.middleware("http")
     async def authenticate(request: Request, call_next: Any) -> Response:
@@ -166,7 +168,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         client sends), then follows live until the run's terminal event."""
         await own_run(run_id, who)
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-        return StreamingResponse(_sse(app, run_id, start), media_type="text/event-stream",
+        return StreamingResponse(_sse(broadcaster, run_id, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     @api.post("/threads", status_code=201)
@@ -216,8 +218,8 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     return api
 
 
-async def _sse(app: App, run_id: int, after: int) -> AsyncIterator[bytes]:
-    async for item in app.events(run_id, after=after):
+async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[bytes]:
+    async for item in broadcaster.follow(run_id, after):
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
         yield f"id: {item.seq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
 
