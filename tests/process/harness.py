@@ -114,10 +114,11 @@ class WorkerFleet:
         self.followers: list[Follower] = []
 
     def start(self, concurrency: int = 10, lease_s: float | None = None,
-              drain_grace_s: float | None = None, env: dict[str, str] | None = None) -> WorkerProcess:
+              drain_grace_s: float | None = None, env: dict[str, str] | None = None,
+              app_spec: str = APP_SPEC) -> WorkerProcess:
         """Start a worker; `env` adds variables for this one only (e.g. RUNWRIGHT_CRASH_POINTS)."""
         name = f"w{len(self.workers) + 1}"
-        argv = [sys.executable, "-m", "runwright", "worker", APP_SPEC, "-c", str(concurrency),
+        argv = [sys.executable, "-m", "runwright", "worker", app_spec, "-c", str(concurrency),
                 "--url", self.url]
         if lease_s is not None:
             argv += ["--lease-s", str(lease_s)]
@@ -233,22 +234,28 @@ async def sigstop_outside_a_write(worker: WorkerProcess, store_url: str) -> None
     if not store_url.startswith("sqlite:"):
         worker.signal(signal.SIGSTOP)
         return
-    path = store_url[len("sqlite:///"):]
 
     def stopped_outside_a_write() -> bool:
         worker.signal(signal.SIGSTOP)
-        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("ROLLBACK")
+        if sqlite_write_lock_free(store_url):
             return True
-        except sqlite3.OperationalError:  # "database is locked": held by the stopped worker
-            worker.signal(signal.SIGCONT)
-            return False
-        finally:
-            conn.close()
+        worker.signal(signal.SIGCONT)  # it holds the lock: let it run on, and try again
+        return False
 
     await wait_until(stopped_outside_a_write, "the worker is stopped outside a write transaction")
+
+
+def sqlite_write_lock_free(store_url: str) -> bool:
+    """True unless a process holds the SQLite database's write lock (and keeps it 5 s)."""
+    conn = sqlite3.connect(store_url[len("sqlite:///"):], timeout=5.0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # "database is locked"
+        return False
+    finally:
+        conn.close()
 
 
 async def owner_pid(app: rw.App, run: Run) -> int:

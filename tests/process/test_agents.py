@@ -21,8 +21,8 @@ from runwright.runs import Run, RunState
 
 from ..agents.scripted_openai import Reply, Script, call, tool_results
 from . import agent_apps
-from .agent_harness import AgentFleet, ToolCall, sqlite_write_lock_free, stopped
-from .harness import WorkerProcess, owner_pid, wait_until
+from .agent_harness import AgentFleet, ToolCall, stopped
+from .harness import WorkerProcess, owner_pid, sqlite_write_lock_free, wait_until
 
 pytestmark = pytest.mark.process
 
