@@ -95,8 +95,7 @@ def worker(
     from ..loader import load_app
 
     configure_logging()
-    if url:
-        os.environ["RUNWRIGHT_URL"] = url  # before the app module builds its App
+    _use_url(url)
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
@@ -137,8 +136,7 @@ def serve(
 
     configure_logging()
     with clear_errors():
-        if url:
-            os.environ["RUNWRIGHT_URL"] = url
+        _use_url(url)
         app = load_app(app_spec)
         auth = Auth.from_env()
     uvicorn.run(create_server(app, auth), host=host, port=port, log_level="warning")
@@ -164,8 +162,7 @@ def submit(
     from ..loader import load_app
 
     with clear_errors():
-        if url:
-            os.environ["RUNWRIGHT_URL"] = url
+        _use_url(url)
         if spec is not None:
             document = _json_object(_read_spec(spec), "--json")
             task = task or document.get("type") or document.get("task")
@@ -356,8 +353,7 @@ def _create_schedule(name: str, app_spec: str | None, task: str | None, cron: st
 
     if not task or not cron:
         raise InvalidInput("create needs --task and --cron")
-    if url:
-        os.environ["RUNWRIGHT_URL"] = url
+    _use_url(url)
     app = load_app(app_spec) if app_spec else App()
     spec = app.schedule_spec(name, cron=cron, task=task, args=_json_object(_parse_json(args, "--args"),
                              "--args"), tz=tz, misfire=misfire, catch_up_limit=10, queue=None,
@@ -403,6 +399,12 @@ def demo(
     with clear_errors():
         ok = run_demo(runs_count, workers, url)
     raise typer.Exit(0 if ok else 1)
+
+
+def _use_url(url: str | None) -> None:
+    """--url wins over RUNWRIGHT_URL: set before the app module builds its App."""
+    if url:
+        os.environ["RUNWRIGHT_URL"] = url
 
 
 def _stop_before_start(_signum: int, _frame: object) -> None:

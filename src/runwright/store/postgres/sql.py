@@ -5,6 +5,16 @@ from __future__ import annotations
 from ..rows import RUN_COLUMNS, SCHEDULE_COLUMNS, cancelled_error, interrupted_error
 
 R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
+# A NOTIFY payload holds at most 8000 bytes: past this, '*' tells listeners "re-read all".
+PAYLOAD_LIMIT = 7900
+
+
+def notify_ids(channel: str, source: str) -> str:
+    """A SELECT that sends the ids of `source` (a FROM clause) on `channel` in one
+    notification, or nothing when there are none."""
+    return (f"SELECT pg_notify({channel}, CASE WHEN length(ids) < {PAYLOAD_LIMIT} THEN ids ELSE '*' END)\n"
+            f"    FROM (SELECT string_agg(id::text, ',') AS ids FROM {source}) s WHERE ids IS NOT NULL")
+
 
 INSERT_MANY = f"""
 WITH input AS (
@@ -79,8 +89,7 @@ WITH picked AS MATERIALIZED (
            json_build_object('attempt', attempt, 'worker', $5::bigint, 'fence', fence)::text, $3
     FROM claimed
 ), notified AS (
-    SELECT pg_notify($7, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
-    FROM (SELECT string_agg(id::text, ',') AS ids FROM claimed) s WHERE ids IS NOT NULL
+    {notify_ids("$7", "claimed")}
 )
 SELECT *, (SELECT count(*) FROM notified) FROM claimed
 """
@@ -134,14 +143,11 @@ WITH finished AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, kind, data, $1::float8 FROM finished
 ), ended AS (
-    SELECT pg_notify($11, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
-    FROM (SELECT string_agg(id::text, ',') AS ids FROM finished WHERE state <> 'queued') s
-    WHERE ids IS NOT NULL
+    {notify_ids("$11", "finished WHERE state <> 'queued'")}
 ), requeued AS (
     SELECT pg_notify($12, '') FROM finished WHERE state = 'queued' LIMIT 1
 ), grown AS (
-    SELECT pg_notify($13, CASE WHEN length(ids) < 7900 THEN ids ELSE '*' END)
-    FROM (SELECT string_agg(id::text, ',') AS ids FROM finished) s WHERE ids IS NOT NULL
+    {notify_ids("$13", "finished")}
 )
 SELECT f.id, f.state, f.parent_id, f.thread, f.asked, f.interrupt, (SELECT count(*) FROM ended),
        (SELECT count(*) FROM requeued), (SELECT count(*) FROM grown)

@@ -628,7 +628,7 @@ async def _no_reset(_conn: asyncpg.Connection) -> None:
 def _id_payload(runs: Sequence[Run]) -> str:
     """Run ids for a notification; '*' (everyone re-reads) past the 8000-byte payload limit."""
     ids = ",".join(str(r.id) for r in runs)
-    return ids if len(ids) < 7900 else "*"
+    return ids if len(ids) < sql.PAYLOAD_LIMIT else "*"
 
 
 def _in_order(params: Sequence[RunInsertParams], by_key: dict[str, Run]) -> list[Run]:
