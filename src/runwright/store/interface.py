@@ -1,0 +1,189 @@
+"""The Store interface, split by concern: what the engine and the App may ask of a backend.
+
+Operations read noun-verb-qualifier (`run_claim`, `run_finish_many`) and take one params
+object each (see `params`). A backend applies what `rules` decided, atomically, in its
+own dialect; the behaviour is specified by the conformance scenarios in
+`tests/conformance`, which run on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+from ..clock import Clock
+from ..journal import Event, StepRecord
+from ..runs import Run
+from ..schedules import Schedule
+from .hub import Hub
+from .params import (
+    EventAppendParams,
+    EventListParams,
+    QueueStat,
+    RunCancelParams,
+    RunClaimParams,
+    RunCountDueParams,
+    RunCountParams,
+    RunExpireParams,
+    RunExtendParams,
+    RunExtendResult,
+    RunFinishParams,
+    RunInsertParams,
+    RunListParams,
+    RunNextDueParams,
+    RunQueueStatsParams,
+    RunRescueParams,
+    RunRetryParams,
+    ScheduleAdvanceParams,
+    ScheduleDueParams,
+    SchedulePauseParams,
+    StepRecordParams,
+    ThreadAppendParams,
+    ThreadDeleteParams,
+    ThreadForgetParams,
+    ThreadMessagesParams,
+    WorkerHeartbeatParams,
+    WorkerInfo,
+    WorkerRegisterParams,
+)
+
+__all__ = [
+    "JournalStore",
+    "Notifications",
+    "RunStore",
+    "ScheduleStore",
+    "SchemaStore",
+    "Store",
+    "ThreadStore",
+    "WorkerStore",
+]
+
+
+class SchemaStore(Protocol):
+    """Connecting, and the numbered migrations."""
+
+    url: str
+    clock: Clock
+    schema_version_known: int
+
+    async def open(self) -> None:
+        """Connect and check the schema: a newer one than this code knows is refused
+        (SchemaError) and nothing is written."""
+
+    async def close(self) -> None: ...
+
+    async def migrate(self) -> list[int]:
+        """Apply pending numbered migrations; return the versions applied."""
+
+    async def schema_version(self) -> int: ...
+
+    async def require_schema(self) -> None:
+        """SchemaError unless the schema is exactly the one this code knows."""
+
+
+class Notifications(Protocol):
+    """Change notifications: a hint to re-read, never the truth."""
+
+    hub: Hub
+
+    async def listen(self) -> None:
+        """Start delivering change notifications into `hub` (idempotent)."""
+
+
+class RunStore(Protocol):
+    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+        """Insert runs, each with its `submitted` event; an existing (tenant, key) returns
+        the existing run, marked `existed`."""
+
+    async def run_insert_threaded(self, params: RunInsertParams) -> Run:
+        """Submit to `params.thread` of `params.tenant`, applying the busy policy
+        `params.on_busy` to its open runs in the same transaction (see `rules.plan_busy`).
+        A deleted thread raises ThreadDeleted; an existing key returns its run."""
+
+    async def run_get(self, run_id: int) -> Run | None: ...
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]: ...
+
+    async def run_list(self, params: RunListParams) -> list[Run]: ...
+
+    async def run_count_by_state(self, params: RunCountParams) -> dict[str, int]: ...
+
+    async def run_queue_stats(self, params: RunQueueStatsParams) -> list[QueueStat]: ...
+
+    async def run_claim(self, params: RunClaimParams) -> list[Run]: ...
+
+    async def run_extend(self, params: RunExtendParams) -> RunExtendResult: ...
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        """Apply fenced finishes; return the ids whose fence was refused."""
+
+    async def run_cancel(self, params: RunCancelParams) -> Run: ...
+
+    async def run_retry(self, params: RunRetryParams) -> Run: ...
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]: ...
+
+    async def run_expire_many(self, params: RunExpireParams) -> list[Run]: ...
+
+    async def run_next_due_at(self, params: RunNextDueParams) -> float | None: ...
+
+    async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]: ...
+
+
+class JournalStore(Protocol):
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        """The run's journal, in position order."""
+
+    async def step_record(self, params: StepRecordParams) -> bool:
+        """Journal a step; False when the fence was refused (nothing written). A position
+        marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""
+
+    async def event_append(self, params: EventAppendParams) -> list[int] | None:
+        """Append to the run's log; the new seqs, or None when the fence was refused."""
+
+    async def event_list(self, params: EventListParams) -> list[Event]: ...
+
+
+class ThreadStore(Protocol):
+    async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
+        """(run_id, idx, message JSON) of the history, in order; ThreadDeleted if deleted."""
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        """Fenced; False when the run's claim was superseded."""
+
+    async def thread_forget_run(self, params: ThreadForgetParams) -> bool: ...
+
+    async def thread_delete(self, params: ThreadDeleteParams) -> bool:
+        """False if the thread does not exist."""
+
+
+class ScheduleStore(Protocol):
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        """Create, or update the definition of, a schedule (its paused state is kept; its
+        next fire time is kept unless the cron or time zone changed)."""
+
+    async def schedule_list(self) -> list[Schedule]: ...
+
+    async def schedule_due(self, params: ScheduleDueParams) -> list[Schedule]: ...
+
+    async def schedule_advance(self, params: ScheduleAdvanceParams) -> bool: ...
+
+    async def schedule_set_paused(self, params: SchedulePauseParams) -> bool:
+        """False if the schedule is unknown."""
+
+    async def schedule_delete(self, name: str) -> bool: ...
+
+
+class WorkerStore(Protocol):
+    async def worker_register(self, params: WorkerRegisterParams) -> int: ...
+
+    async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        """Refresh liveness; False if the registration is gone (it was declared dead)."""
+
+    async def worker_deregister(self, worker_id: int) -> None: ...
+
+    async def worker_list(self) -> list[WorkerInfo]: ...
+
+
+class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, ScheduleStore,
+            WorkerStore, Protocol):
+    """What every backend provides."""

@@ -1,0 +1,355 @@
+"""One params object per store operation (River's `JobRescueManyParams` style).
+
+Each carries an optional `now`: a test injects time even into SQL, and a store reads its
+own clock when none is given. Every write after a claim carries `(run_id, fence)` and
+changes nothing if the fence is no longer current; the caller turns "refused" into
+`LeaseLost`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..runs import RunState
+
+__all__ = [
+    "ON_BUSY",
+    "EventAppendParams",
+    "EventListParams",
+    "QueueStat",
+    "RunCancelParams",
+    "RunClaimParams",
+    "RunCountDueParams",
+    "RunCountParams",
+    "RunExpireParams",
+    "RunExtendParams",
+    "RunExtendResult",
+    "RunFinishParams",
+    "RunInsertParams",
+    "RunListParams",
+    "RunNextDueParams",
+    "RunQueueStatsParams",
+    "RunRescueParams",
+    "RunRetryParams",
+    "ScheduleAdvanceParams",
+    "ScheduleDueParams",
+    "SchedulePauseParams",
+    "StepRecordParams",
+    "ThreadAppendParams",
+    "ThreadDeleteParams",
+    "ThreadForgetParams",
+    "ThreadMessagesParams",
+    "WorkerHeartbeatParams",
+    "WorkerInfo",
+    "WorkerRegisterParams",
+]
+
+ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
+QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at
+
+
+# -- runs ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RunInsertParams:
+    """One run to submit. `key` names it within its tenant: a second insert of the same
+    (tenant, key) returns the first. With `thread`, `on_busy` is the thread's busy policy."""
+
+    key: str
+    task: str
+    args: str
+    queue: str = "default"
+    priority: int = 2
+    max_attempts: int = 4
+    timeout_s: float | None = None
+    run_at: float | None = None  # defaults to now
+    parent_id: int | None = None
+    budget: str | None = None  # JSON of a Budget
+    deadline_at: float | None = None
+    thread: str | None = None
+    on_busy: str = "reject"
+    tenant: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunListParams:
+    """Filter for listing runs, newest first; `before_id` pages backwards."""
+
+    states: Sequence[RunState] = ()
+    task: str | None = None
+    queue: str | None = None
+    thread: str | None = None
+    tenant: str | None = None
+    created_after: float | None = None  # a time range over submission times
+    created_before: float | None = None
+    limit: int = 100
+    before_id: int | None = None
+
+
+@dataclass(slots=True)
+class RunCountParams:
+    """Runs by state, of one tenant's runs when `tenant` is given."""
+
+    tenant: str | None = None
+
+
+@dataclass(slots=True)
+class RunQueueStatsParams:
+    """Per queue and state: a count, and the oldest due run_at among due queued runs."""
+
+    tenant: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunClaimParams:
+    """Claim up to `limit` due runs of `queues` whose task is one of `tasks`."""
+
+    worker_id: int
+    queues: Sequence[str]
+    tasks: Sequence[str]
+    limit: int
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunExtendParams:
+    """Renew the leases of runs this worker still believes it owns."""
+
+    worker_id: int
+    runs: Sequence[tuple[int, int]]  # (run_id, fence)
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunExtendResult:
+    lost: list[int] = field(default_factory=list)  # fence superseded: abandon these
+    cancel_requested: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RunFinishParams:
+    """A fenced end of an attempt.
+
+    `state` is the target: succeeded/failed/dead/cancelled end the run; queued re-queues
+    it at `run_at` (a retry after backoff). `release=True` with queued gives the run back
+    untouched (graceful stop): the attempt does not count.
+    """
+
+    run_id: int
+    fence: int
+    state: RunState
+    result: str | None = None
+    error: str | None = None
+    run_at: float | None = None
+    release: bool = False
+    # The event that records this end; the kind defaults to the target state
+    # ("retrying" for a retry, "released" for a give-back).
+    event_kind: str | None = None
+    event_data: str = "{}"
+    now: float | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.event_kind is not None:
+            return self.event_kind
+        if self.state is RunState.QUEUED:
+            return "released" if self.release else "retrying"
+        return self.state.value
+
+
+@dataclass(slots=True)
+class RunCancelParams:
+    """queued -> cancelled at once; running -> cancel requested (its owner stops it).
+    Open descendants are cancelled the same way."""
+
+    run_id: int
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunRetryParams:
+    """dead/failed -> queued with fresh attempts (see `rules.retry_keeps`)."""
+
+    run_id: int
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunRescueParams:
+    """Take back runs whose owner is dead or whose lease expired.
+
+    A rescued run goes back to queued without using an attempt; after `max_recoveries`
+    takeovers it goes `dead` instead, so a run that kills every worker stops circulating.
+    `worker_stale_s` is how old a heartbeat may be before its worker counts as dead on
+    stores without a session-bound liveness mark.
+    """
+
+    max_recoveries: int = 20
+    worker_stale_s: float = 10.0
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunExpireParams:
+    """End `failed` (DeadlineExceeded) every open run whose deadline has passed."""
+
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunNextDueParams:
+    """The earliest run_at among queued runs of `queues` and `tasks`."""
+
+    queues: Sequence[str]
+    tasks: Sequence[str]
+
+
+@dataclass(slots=True)
+class RunCountDueParams:
+    """Queued runs of `queues` due before `due_before`, counted by task."""
+
+    queues: Sequence[str]
+    due_before: float
+
+
+# -- journal and events -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class StepRecordParams:
+    """Journal one step at `position`, fenced: refused if the claim was superseded."""
+
+    run_id: int
+    fence: int
+    position: int
+    name: str
+    status: str  # "started" (an at-most-once mark), then "done" or "failed"
+    result: str | None = None
+    error: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class EventAppendParams:
+    """Append events (kind, JSON data) to a run's log, fenced."""
+
+    run_id: int
+    fence: int
+    events: Sequence[tuple[str, str]]
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class EventListParams:
+    """A page of a run's log: events with seq > `after`, in order, at most `limit`."""
+
+    run_id: int
+    after: int = 0
+    limit: int = 1000
+
+
+# -- threads ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ThreadMessagesParams:
+    """A thread's history (of `tenant`'s thread of that name), before run `before_run`."""
+
+    thread: str
+    tenant: str | None = None
+    before_run: int | None = None
+
+
+@dataclass(slots=True)
+class ThreadAppendParams:
+    """Add one message to a thread's history, fenced by the run that produced it."""
+
+    run_id: int
+    fence: int
+    thread: str
+    idx: int  # its index within the run: a replayed append of the same index is a no-op
+    message: str  # JSON
+    tenant: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class ThreadForgetParams:
+    """Rollback: drop what this run added to its thread (fenced)."""
+
+    run_id: int
+    fence: int
+
+
+@dataclass(slots=True)
+class ThreadDeleteParams:
+    """Mark the thread deleted (new submissions refused); with `purge`, drop its history."""
+
+    thread: str
+    tenant: str | None = None
+    purge: bool = False
+    now: float | None = None
+
+
+# -- schedules ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ScheduleDueParams:
+    """Schedules not paused whose next fire time has come."""
+
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class ScheduleAdvanceParams:
+    """Move the next fire time, only if it is still `expected_next` (one worker wins)."""
+
+    name: str
+    expected_next: float
+    next_fire_at: float
+
+
+@dataclass(slots=True)
+class SchedulePauseParams:
+    """Pause or resume; a resume may set the next fire time."""
+
+    name: str
+    paused: bool
+    next_fire_at: float | None = None
+    now: float | None = None
+
+
+# -- workers ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WorkerRegisterParams:
+    host: str
+    pid: int
+    queues: Sequence[str]
+    tasks: Sequence[str]
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class WorkerHeartbeatParams:
+    worker_id: int
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class WorkerInfo:
+    id: int
+    host: str
+    pid: int
+    queues: list[str]
+    tasks: list[str]
+    started_at: float
+    heartbeat_at: float
