@@ -221,8 +221,13 @@ class PostgresStore(SqlStore):
                 await asyncio.sleep(backoff_s)
                 backoff_s = min(5.0, backoff_s * 2)
                 continue
-            lost = asyncio.get_running_loop().create_future()
-            conn.add_termination_listener(lambda _c: lost.done() or lost.set_result(None))
+            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+            def on_lost(_conn: asyncpg.Connection) -> None:
+                if not lost.done():
+                    lost.set_result(None)
+
+            conn.add_termination_listener(on_lost)
             try:
                 for channel in self.channels.values():
                     await conn.add_listener(channel, self._on_notify)
@@ -426,7 +431,7 @@ def _in_order(params: Sequence[RunInsertParams], found: dict[tuple[str, str], Ru
         name = (p.tenant or "", p.key)
         run = found[name]
         if name in seen and not run.existed:
-            run = Run(**{f: getattr(run, f) for f in run.__slots__})  # type: ignore[attr-defined]
+            run = Run(**{f: getattr(run, f) for f in run.__slots__})
             run.existed = True
         seen.add(name)
         out.append(run)

@@ -61,8 +61,11 @@ class _Thread:
         self.conn: sqlite3.Connection | None = None
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self.conn
+        if conn is None:
+            raise StoreError(f"sqlite {self.path}: the store is not open")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, fn, self.conn)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, fn, conn)
         except sqlite3.OperationalError as exc:
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
 
