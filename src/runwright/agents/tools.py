@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal
 
 import pydantic
 
-from ..errors import ConfigError
+from ..errors import BadArguments, ConfigError
 
 __all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
 
@@ -52,7 +52,8 @@ class ToolSpec:
                              "parameters": parameters}}
 
     def validate(self, raw: str | dict[str, Any]) -> dict[str, Any]:
-        """The model's arguments, checked; raises ValueError with what the model got wrong."""
+        """The model's arguments, checked; raises BadArguments (a ValueError) with what the
+        model got wrong."""
         try:
             if isinstance(raw, str):
                 model = self.arguments.model_validate_json(raw or "{}")
@@ -61,7 +62,7 @@ class ToolSpec:
         except pydantic.ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                                  for e in exc.errors())
-            raise ValueError(f"invalid arguments for tool {self.name!r}: {problems}") from None
+            raise BadArguments(f"invalid arguments for tool {self.name!r}: {problems}") from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def invoke(self, arguments: dict[str, Any], idempotency_key: str | None) -> Any:

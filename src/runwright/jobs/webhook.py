@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import FinalError
+from ..errors import FinalError, RunwrightError
 
 if TYPE_CHECKING:
     from ..app import App
@@ -44,7 +44,7 @@ class WebhookRefused(FinalError):
     """A webhook that must not be made, or whose answer no retry can change."""
 
 
-class WebhookRetryable(RuntimeError):
+class WebhookRetryable(RunwrightError, RuntimeError):
     """A webhook that failed in a way a later attempt may not (5xx, 429)."""
 
 
