@@ -1,4 +1,5 @@
 import re
+import types
 
 import runwright as rw
 from runwright import errors, runs
@@ -9,6 +10,11 @@ from runwright.jobs import webhook
 # the code that raises them are drawn too.
 ERROR_MODULES = (errors, models, webhook)
 _TREE_LINE = re.compile(r"^(?P<indent>[ │├└─]*?)(?:[├└]── )?(?P<name>[A-Z]\w+)\b")
+
+
+def _public_names(module: types.ModuleType) -> set[str]:
+    return {name for name, value in vars(module).items()
+            if not name.startswith("_") and not isinstance(value, types.ModuleType)}
 
 
 def _drawn_tree() -> dict[str, str | None]:
@@ -40,6 +46,16 @@ def test_all_is_sorted_and_complete():
     assert rw.__all__ == sorted(rw.__all__, key=lambda n: (not n.isupper(), n))
     for name in rw.__all__:
         assert hasattr(rw, name), name
+
+
+def test_every_public_name_is_exported_and_only_public_names_are():
+    missing = _public_names(rw) - set(rw.__all__)
+    assert not missing, f"public in runwright but not in __all__: {sorted(missing)}"
+    for name in rw.__all__:
+        assert not name.startswith("_"), f"{name} in __all__ is private"
+        assert hasattr(rw, name), f"{name} in __all__ does not exist"
+        assert not isinstance(getattr(rw, name), types.ModuleType), f"{name} in __all__ is a module"
+    assert len(set(rw.__all__)) == len(rw.__all__), "a name is in __all__ twice"
 
 
 def test_every_error_is_drawn_in_the_errors_docstring():
