@@ -57,7 +57,8 @@ def register_webhook(app: App) -> TaskSpec:
     @app.task(name=WEBHOOK, retries=5, give_up_on=[WebhookRefused])
     async def webhook(url: str, method: str = "POST", headers: dict[str, str] | None = None,
                       body: Any = None, timeout_s: float = 10.0, max_response_bytes: int = 1 << 20,
-                      allow_private: bool = False, secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict:
+                      allow_private: bool = False,
+                      secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict[str, Any]:
         """Make one HTTP call; the result is the status, and the body as text (or JSON)."""
         return await call_checked(url, method, headers, body, timeout_s, max_response_bytes,
                                   allow_private, secret_env)
