@@ -21,6 +21,7 @@ from typing import (
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
+from .clock import SYSTEM_CLOCK
 from .errors import (
     ConfigError,
     InvalidInput,
@@ -37,8 +38,18 @@ from .runs import NORMAL, Run, RunHandle, RunState
 from .schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES, due_at, encode, finite
 from .store import Store, store_from_url
-from .store.base import ON_BUSY, RunInsertParams, RunListParams, now_s
 from .store.hub import done_topic, events_topic
+from .store.params import (
+    ON_BUSY,
+    EventListParams,
+    RunCancelParams,
+    RunInsertParams,
+    RunListParams,
+    RunRetryParams,
+    SchedulePauseParams,
+    ThreadDeleteParams,
+    ThreadMessagesParams,
+)
 from .tasks import TaskSpec, takes_context
 
 if TYPE_CHECKING:
@@ -188,14 +199,14 @@ class App:
             raise InvalidInput(f"catch_up_limit must be a positive int, got {catch_up_limit!r}")
         spec = self.task_spec(task)
         params = self._insert_params(spec, spec.bind((), dict(args or {})), f"schedule:{name}",
-                                     priority, None, None, queue, now_s())
+                                     priority, None, None, queue, SYSTEM_CLOCK())
         return Schedule(name, cron, tz, spec.name, params.args, params.queue, params.priority,
                         params.max_attempts, misfire, catch_up_limit)
 
     async def save_schedule(self, schedule: Schedule, now: float | None = None) -> Schedule:
         """Store a schedule (created or redefined at run time, or declared in code)."""
         await self.open()
-        now = now_s() if now is None else now
+        now = SYSTEM_CLOCK() if now is None else now
         schedule.next_fire_at = next_fire_after(schedule.cron, schedule.tz, now)
         schedule.created_at = schedule.updated_at = now
         return await self.store.schedule_save(schedule)
@@ -207,7 +218,7 @@ class App:
 
     async def pause_schedule(self, name: str) -> None:
         await self.open()
-        if not await self.store.schedule_set_paused(name, True):
+        if not await self.store.schedule_set_paused(SchedulePauseParams(name, True)):
             raise InvalidInput(f"unknown schedule {name!r}")
 
     async def resume_schedule(self, name: str, now: float | None = None) -> None:
@@ -216,8 +227,8 @@ class App:
         found = {s.name: s for s in await self.store.schedule_list()}.get(name)
         if found is None:
             raise InvalidInput(f"unknown schedule {name!r}")
-        upcoming = next_fire_after(found.cron, found.tz, now_s() if now is None else now)
-        await self.store.schedule_set_paused(name, False, upcoming)
+        upcoming = next_fire_after(found.cron, found.tz, SYSTEM_CLOCK() if now is None else now)
+        await self.store.schedule_set_paused(SchedulePauseParams(name, False, upcoming))
 
     async def delete_schedule(self, name: str) -> None:
         """Delete a stored schedule. One declared in code comes back when a worker starts."""
@@ -288,7 +299,7 @@ class App:
         and what it added to the thread is discarded)."""
         spec = self.task_spec(task)
         params = self._insert_params(spec, spec.bind(args, kwargs), key, priority, delay_s,
-                                     run_at, queue, now_s(), budget)
+                                     run_at, queue, SYSTEM_CLOCK(), budget)
         params.tenant = tenant
         await self.open()
         if thread is None:
@@ -299,30 +310,33 @@ class App:
         if not isinstance(thread, str) or not thread or len(thread) > 256:
             raise InvalidInput(f"thread must be a non-empty string of at most 256 characters, got {thread!r}")
         params.thread = thread
-        return RunHandle(self, await self.store.run_insert_threaded(params, on_busy))
+        params.on_busy = on_busy
+        return RunHandle(self, await self.store.run_insert_threaded(params))
 
-    async def thread_history(self, thread: str) -> list[dict[str, Any]]:
+    async def thread_history(self, thread: str, tenant: str | None = None) -> list[dict[str, Any]]:
         """The thread's messages, in order (ThreadDeleted once it was deleted)."""
         await self.open()
-        return [json.loads(message) for _, _, message in await self.store.thread_messages(thread)]
+        rows = await self.store.thread_messages(ThreadMessagesParams(thread, tenant))
+        return [json.loads(message) for _, _, message in rows]
 
-    async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
+    async def delete_thread(self, thread: str, timeout_s: float | None = 60,
+                            tenant: str | None = None) -> None:
         """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
         delete its history. Reading it afterwards raises ThreadDeleted."""
         await self.open()
-        if not await self.store.thread_delete(thread, purge=False):
+        if not await self.store.thread_delete(ThreadDeleteParams(thread, tenant)):
             raise ThreadNotFound(f"thread {thread!r} does not exist")
         open_runs = await self.store.run_list(RunListParams(
-            states=[RunState.QUEUED, RunState.RUNNING], thread=thread, limit=10_000))
+            states=[RunState.QUEUED, RunState.RUNNING], thread=thread, tenant=tenant, limit=10_000))
         for run in open_runs:
             try:
-                await self.store.run_cancel(run.id)
+                await self.store.run_cancel(RunCancelParams(run.id))
             except RunEnded:
                 pass
         async with asyncio.timeout(timeout_s):
             for run in open_runs:
                 await self.wait_done(run.id)
-        await self.store.thread_delete(thread, purge=True)
+        await self.store.thread_delete(ThreadDeleteParams(thread, tenant, purge=True))
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,
@@ -331,7 +345,7 @@ class App:
         arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
         is checked before anything is written: one bad item refuses the whole batch."""
         spec = self.task_spec(task)
-        now = now_s()
+        now = SYSTEM_CLOCK()
         params = []
         for index, item in enumerate(items):
             call = item if isinstance(item, Call) else Call(kwargs=item)
@@ -386,12 +400,12 @@ class App:
         """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
         second; an ended run raises RunEnded."""
         await self.open()
-        return await self.store.run_cancel(_run_id(run_id))
+        return await self.store.run_cancel(RunCancelParams(_run_id(run_id)))
 
     async def retry(self, run_id: int) -> RunHandle:
         """Re-queue a dead (or failed) run with fresh attempts."""
         await self.open()
-        return RunHandle(self, await self.store.run_retry(_run_id(run_id)))
+        return RunHandle(self, await self.store.run_retry(RunRetryParams(_run_id(run_id))))
 
     async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
         """Re-queue several dead or failed runs: (the re-queued ones, why the others were not)."""
@@ -407,7 +421,7 @@ class App:
         """The run's attempts with their outcome, error and times (from its event log)."""
         await self.open()
         events, after = [], 0
-        while batch := await self.store.event_list(_run_id(run_id), after):
+        while batch := await self.store.event_list(EventListParams(_run_id(run_id), after)):
             events += batch
             after = batch[-1].seq
         return attempts_of(events)
@@ -446,7 +460,7 @@ class App:
             await self.store.listen()
             while True:
                 grown.clear()
-                batch = await durably(self.store.event_list, run_id, after)
+                batch = await durably(self.store.event_list, EventListParams(run_id, after))
                 for item in batch:
                     yield item
                     after = item.seq

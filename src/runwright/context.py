@@ -15,6 +15,7 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
+from .clock import SYSTEM_CLOCK
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
@@ -23,7 +24,7 @@ from .resilience import durably
 from .retry import RetryPolicy
 from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
-from .store.base import EventAppendParams, StepRecordParams, now_s
+from .store.params import EventAppendParams, StepRecordParams, ThreadForgetParams
 
 if TYPE_CHECKING:
     from .app import App
@@ -108,7 +109,8 @@ class Context:
         if mode is None or self.replaying:
             return
         if mode == "rollback" and self.run.thread is not None:
-            if not await durably(self.app.store.thread_forget_run, self.run.id, self.run.fence):
+            forget = ThreadForgetParams(self.run.id, self.run.fence)
+            if not await durably(self.app.store.thread_forget_run, forget):
                 raise LeaseLost(self.run.id, self.run.fence)
         raise Interrupted(mode)
 
@@ -175,7 +177,7 @@ class Context:
         """A durable timer: the run gives its slot back and wakes after `seconds`, even if
         every worker was restarted meanwhile."""
         finite(seconds, "seconds")
-        await self._sleep_until(lambda: now_s() + max(0.0, seconds))
+        await self._sleep_until(lambda: SYSTEM_CLOCK() + max(0.0, seconds))
 
     async def sleep_until(self, when: float | dt.datetime) -> None:
         """Like `sleep`, to an epoch time or an aware datetime."""
@@ -189,7 +191,7 @@ class Context:
             await self._record(position, "sleep", "done", result=json.dumps({"until": wake_at}))
         else:
             wake_at = record.value()["until"]
-        remaining = wake_at - now_s()
+        remaining = wake_at - SYSTEM_CLOCK()
         if remaining <= 0:
             return
         if remaining <= INLINE_SLEEP_S:
@@ -210,7 +212,7 @@ class Context:
             return ChildRun(self, record.value())
         params = self.app._insert_params(spec, spec.bind(args, kwargs),
                                          key or f"{self.run.key}/{position}", priority, None,
-                                         None, queue, now_s())
+                                         None, queue, SYSTEM_CLOCK())
         params.parent_id = self.run.id
         # The child's key is fixed by this position: if we crash before journaling, the
         # replay submits the same key again and gets the same child back.
@@ -225,7 +227,7 @@ class Context:
         found = await durably(self.app.store.run_get_many, [c.id for c in children])
         runs = {run.id: run for run in found}
         if not all(runs[c.id].done for c in children):
-            raise Park(now_s() + CHILD_RECHECK_S, "children")
+            raise Park(SYSTEM_CLOCK() + CHILD_RECHECK_S, "children")
         out = []
         for child in children:
             try:

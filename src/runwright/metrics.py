@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from .store.params import RunCountParams, RunQueueStatsParams
+
 if TYPE_CHECKING:
     from .app import App
 
@@ -41,7 +43,7 @@ async def scrape(app: App) -> bytes:
     by_state = Gauge("runwright_runs", "Runs by state.", ["queue", "state"], registry=store_registry)
     workers = Gauge("runwright_workers_alive", "Registered workers.", registry=store_registry)
     now = time.time()
-    for queue, state, count, oldest_due in await app.store.run_queue_stats(now):
+    for queue, state, count, oldest_due in await app.store.run_queue_stats(RunQueueStatsParams(now=now)):
         by_state.labels(queue, state).set(count)
         if state == "queued":
             depth.labels(queue).set(count if oldest_due is not None else 0)
@@ -53,9 +55,9 @@ async def scrape(app: App) -> bytes:
 async def summary(app: App, tenant: str | None = None) -> dict[str, object]:
     """The JSON summary behind `runwright status` and the dashboard (of one tenant's runs
     when given: a tenant learns nothing about the others, not even counts)."""
-    counts = await app.store.run_count_by_state(tenant)
+    counts = await app.store.run_count_by_state(RunCountParams(tenant))
     now = time.time()
-    stats = await app.store.run_queue_stats(now, tenant)
+    stats = await app.store.run_queue_stats(RunQueueStatsParams(tenant, now))
     oldest = [now - o for _, state, _, o in stats if state == "queued" and o is not None]
     return {
         "queued": counts.get("queued", 0),

@@ -52,12 +52,8 @@ async def test_migrate_is_idempotent_and_records_the_version(store):
 
 async def test_a_newer_schema_is_refused_and_nothing_is_written(store, store_url):
     newer = store.schema_version_known + 1
-    if store_url.startswith("sqlite"):
-        await store._write(lambda c: c.execute(
-            "INSERT INTO schema_versions VALUES (?, 'future', 0)", (newer,)))
-    else:
-        async with store._conn() as conn:
-            await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
+    async with store._transaction() as conn:  # what a newer runwright would have written
+        await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
     before = await store.run_count_by_state(RunCountParams())
     late = store_from_url(store_url)
     with pytest.raises(SchemaError, match="newer than this runwright knows"):

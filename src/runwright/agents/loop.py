@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
+from ..clock import SYSTEM_CLOCK
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
 from ..resilience import durably
-from ..store.base import ThreadAppendParams, now_s
+from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
 
@@ -139,13 +140,14 @@ class Conversation:
 
 
 async def _history(ctx: Context) -> list[dict[str, Any]]:
-    rows = await ctx.app.store.thread_messages(ctx.run.thread, before_run=ctx.run_id)
+    rows = await ctx.app.store.thread_messages(ThreadMessagesParams(
+        ctx.run.thread, ctx.run.tenant, before_run=ctx.run_id))
     return [json.loads(message) for _, _, message in rows]
 
 
 def _check_deadline(ctx: Context) -> None:
     deadline_at = ctx.run.deadline_at
-    if deadline_at is not None and now_s() > deadline_at:
+    if deadline_at is not None and SYSTEM_CLOCK() > deadline_at:
         raise BudgetExceeded("budget exceeded: the run's deadline passed")
 
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..app import App
 from ..runs import RunState
+from ..store.params import RunCountParams
 
 __all__ = ["run_demo"]
 
@@ -76,7 +77,7 @@ async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]]
             victim = procs[len(procs) // 2]
             killed = False
             while True:
-                counts = await app.store.run_count_by_state()
+                counts = await app.store.run_count_by_state(RunCountParams())
                 done = sum(counts.get(s.value, 0) for s in (RunState.SUCCEEDED, RunState.FAILED,
                                                              RunState.DEAD, RunState.CANCELLED))
                 progress.update(finishing, completed=done)

@@ -27,7 +27,7 @@ from ..errors import (
 from ..logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
-from ..store.base import RunListParams
+from ..store.params import RunListParams
 from . import views
 
 __all__ = ["cli", "main"]

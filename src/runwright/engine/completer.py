@@ -14,7 +14,7 @@ import math
 from ..errors import LeaseLost
 from ..resilience import durably
 from ..store import Store
-from ..store.base import RunFinishParams
+from ..store.params import RunFinishParams
 
 __all__ = ["Completer"]
 

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from ..clock import SYSTEM_CLOCK
 from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..logs import event
@@ -20,8 +21,8 @@ from ..parking import Interrupted, Park, RunSignals
 from ..resilience import durably
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
-from ..store.base import RunFinishParams, now_s
-from ..store.rows import cancelled_error
+from ..store.params import RunFinishParams
+from ..store.rules import cancelled_error
 
 if TYPE_CHECKING:
     from ..app import App
@@ -135,7 +136,7 @@ def _failed(run: Run, spec: TaskSpec, error: BaseException, worker_id: int) -> R
                                event_data=_summary(error, attempt=run.attempt))
     delay_s = spec.retry.backoff.delay_s(run.attempt)
     event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
-    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=now_s() + delay_s,
+    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=SYSTEM_CLOCK() + delay_s,
                            event_data=_summary(error, attempt=run.attempt, retry_in_s=delay_s))
 
 

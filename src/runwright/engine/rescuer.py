@@ -8,11 +8,12 @@ import logging
 import time
 from typing import Callable, Collection, Sequence
 
+from ..clock import SYSTEM_CLOCK
 from ..logs import event
 from ..resilience import store_call
 from ..runs import Run, RunState
 from ..store import Store
-from ..store.base import RunRescueParams, now_s
+from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams
 
 __all__ = ["Rescuer"]
 
@@ -32,7 +33,7 @@ class Rescuer:
         if time.monotonic() >= self._next_orphan_check:
             self._next_orphan_check = time.monotonic() + self._orphan_check_s
             await self._report_orphans(worker_id)
-        for run in await store_call(self._store.run_expire_many, worker=worker_id) or ():
+        for run in await store_call(self._store.run_expire_many, RunExpireParams(), worker=worker_id) or ():
             event(logging.WARNING, "run failed: its deadline passed", run_id=run.id,
                   attempt=run.attempt, worker=worker_id)
         for run in await store_call(self._store.run_rescue_many, self._params, worker=worker_id) or ():
@@ -44,8 +45,8 @@ class Rescuer:
     async def _report_orphans(self, worker_id: int) -> None:
         """Runs of a task this worker lacks are left for a worker that has it; if none
         does, they would wait forever in silence, so say so."""
-        counts = await store_call(self._store.run_count_due_by_task, self._queues,
-                                  now_s() - self._orphan_age_s, worker=worker_id)
+        counts = await store_call(self._store.run_count_due_by_task, RunCountDueParams(
+            self._queues, SYSTEM_CLOCK() - self._orphan_age_s), worker=worker_id)
         for task, count in sorted((counts or {}).items()):
             if task not in self._tasks:
                 event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "

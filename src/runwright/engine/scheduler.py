@@ -11,17 +11,18 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from ..clock import SYSTEM_CLOCK
 from ..logs import event
 from ..runs import Run
 from ..schedules import Schedule, fire_key, fires_due
 from ..store import Store
-from ..store.base import RunInsertParams, now_s
+from ..store.params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
 
 __all__ = ["Scheduler"]
 
 
 class Scheduler:
-    def __init__(self, store: Store, clock: Callable[[], float] = now_s) -> None:
+    def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK) -> None:
         self._store = store
         self._clock = clock
 
@@ -29,7 +30,7 @@ class Scheduler:
         """Fire what is due at `now`; return the runs this tick created."""
         now = self._clock() if now is None else now
         fired: list[Run] = []
-        for schedule in await self._store.schedule_due(now):
+        for schedule in await self._store.schedule_due(ScheduleDueParams(now)):
             fired += await self._fire(schedule, now)
         return fired
 
@@ -39,7 +40,8 @@ class Scheduler:
             key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
             run_at=fire, now=now) for fire in times]) if times else []
-        await self._store.schedule_advance(schedule.name, schedule.next_fire_at, upcoming)
+        await self._store.schedule_advance(ScheduleAdvanceParams(schedule.name, schedule.next_fire_at,
+                                                                 upcoming))
         created = [run for run in runs if not run.existed]
         for run in created:
             event(logging.INFO, f"schedule {schedule.name!r} fired", run_id=run.id, task=run.task)

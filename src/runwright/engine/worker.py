@@ -17,21 +17,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import metrics
+from ..clock import SYSTEM_CLOCK
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
 from ..parking import RunSignals
 from ..resilience import jittered, store_call
 from ..runs import Run, RunState
-from ..store.base import (
+from ..store.hub import CANCEL, QUEUED
+from ..store.params import (
     RunClaimParams,
     RunExtendParams,
     RunFinishParams,
+    RunNextDueParams,
     RunRescueParams,
+    WorkerHeartbeatParams,
     WorkerRegisterParams,
-    now_s,
 )
-from ..store.hub import CANCEL, QUEUED
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
 from .rescuer import Rescuer
@@ -73,7 +75,7 @@ class WorkerConfig:
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the system clock.
-    schedule_clock: Callable[[], float] = now_s
+    schedule_clock: Callable[[], float] = SYSTEM_CLOCK
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -223,9 +225,10 @@ class Worker:
     async def _idle(self, queued: asyncio.Event) -> None:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
-        next_due = await self._store_call(self.store.run_next_due_at, self.config.queues, self._tasks)
+        next_due = await self._store_call(self.store.run_next_due_at,
+                                         RunNextDueParams(self.config.queues, self._tasks))
         if next_due is not None:
-            wait_s = max(0.0, min(wait_s, next_due - now_s()))
+            wait_s = max(0.0, min(wait_s, next_due - SYSTEM_CLOCK()))
         if wait_s > 0 and not queued.is_set():
             try:
                 await asyncio.wait_for(queued.wait(), wait_s)
@@ -327,7 +330,7 @@ class Worker:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(jittered(self.config.heartbeat_s))
-            alive = await self._store_call(self.store.worker_heartbeat, self.id)
+            alive = await self._store_call(self.store.worker_heartbeat, WorkerHeartbeatParams(self.id))
             if alive is False:
                 # Declared dead (stalled too long, or our session dropped): our runs were or
                 # will be taken over, and their writes refused by the fence. Come back fresh.

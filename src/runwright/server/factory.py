@@ -18,7 +18,7 @@ from ..app import App
 from ..errors import RunNotFound
 from ..logs import event
 from ..runs import Run, RunState
-from ..store.base import RunListParams
+from ..store.params import EventListParams, RunListParams
 from .auth import Auth
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
@@ -157,7 +157,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.get("/runs/{run_id}/events", response_model=EventPage)
     async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
         await own_run(run_id, who)
-        page = await app.store.event_list(run_id, after)
+        page = await app.store.event_list(EventListParams(run_id, after))
         return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
 
     @api.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
@@ -179,7 +179,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: str, who: Tenant) -> dict[str, Any]:
         """A thread's history (410 once deleted)."""
-        return {"thread": thread, "messages": await app.thread_history(_scoped(thread, who))}
+        return {"thread": thread, "messages": await app.thread_history(_scoped(thread, who), tenant=who)}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
@@ -189,7 +189,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: str, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
-        await app.delete_thread(_scoped(thread, who))
+        await app.delete_thread(_scoped(thread, who), tenant=who)
         return Response(status_code=204)
 
     @api.get("/schedules")

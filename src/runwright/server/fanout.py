@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from ..app import App
     from ..journal import Event
 
+from ..store.params import EventListParams
+
 __all__ = ["Broadcaster"]
 
 _END = None  # put on every queue when the shared reader stops
@@ -38,7 +40,7 @@ class Broadcaster:
         feed = self._subscribe(run_id, queue, after)
         try:
             last = after
-            for item in await self._app.store.event_list(run_id, after):
+            for item in await self._app.store.event_list(EventListParams(run_id, after)):
                 yield item
                 last = item.seq
                 if item.terminal:
