@@ -16,7 +16,7 @@ import asyncio
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 import pydantic
 
@@ -99,7 +99,8 @@ def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str) -> ToolSp
         fields[param.name] = (annotation, pydantic.Field(default, description=arg_docs.get(param.name)))
     arguments = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(
         extra="forbid"), **fields)
-    return ToolSpec(name, fn, summary or name, delivery, arguments)  # type: ignore[arg-type]
+    # `delivery` was checked against DELIVERIES above.
+    return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
