@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import signal
 
+from .errors import InvalidInput
+
 __all__ = ["CrashPointReached", "arm", "crash_point", "disarm"]
 
 ACTIONS = ("raise", "kill", "stop")
@@ -46,7 +48,7 @@ _remaining: dict[str, int] = {}
 def arm(name: str, action: str = "raise", times: int | None = None) -> None:
     """Arm a point; with `times`, it disarms itself after firing that many times."""
     if action not in ACTIONS:
-        raise ValueError(f"crash point action must be one of {ACTIONS}, got {action!r}")
+        raise InvalidInput(f"crash point action must be one of {ACTIONS}, got {action!r}")
     _armed[name] = action
     if times is not None:
         _remaining[name] = times

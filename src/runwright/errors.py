@@ -5,9 +5,9 @@
     ├── StoreError                  the store failed
     │   ├── StoreUnreachable        the store cannot be reached (at start: a clear exit)
     │   └── SchemaError             the schema is missing or newer than this code knows
-    ├── InvalidInput                a bad input, refused before anything is written
+    ├── InvalidInput                a bad input, refused before anything is written (a ValueError)
     │   ├── UnknownTask             a task name that is not registered
-    │   ├── BadArguments            arguments that do not fit the task's signature
+    │   ├── BadArguments            arguments that do not fit a task's or a tool's signature
     │   ├── SerializationError      a value that does not serialize to JSON
     │   ├── PayloadTooLarge         an encoded payload over the size limit
     │   └── InvalidTime             a malformed run_at, delay or duration
@@ -18,6 +18,9 @@
     ├── InvalidTransition           a state change the transition table does not allow
     │   └── RunEnded                e.g. cancel of a run that already ended
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
+    ├── TaskTimeout                 raised inside a run that passed its timeout (a TimeoutError)
+    ├── ModelUnavailable            agents.models: a provider kept failing through every retry of a call
+    ├── WebhookRetryable            jobs.webhook: a failure a later attempt may not meet (5xx, 429)
     ├── RunFailed                   raised by result(): the run ended failed or dead
     │   ├── RunCancelled            raised by result(): the run was cancelled
     │   └── ChildFailed             raised in a parent awaiting a child run that did not succeed
@@ -25,9 +28,14 @@
         ├── StepFailed              a step ended with a final error (journaled: replays raise it)
         │   └── OutcomeUnknown      an at-most-once step started, and its worker died mid-call
         ├── NonDeterminismError     replay met another step than the journal holds
-        └── BudgetExceeded          a run's budget ran out (cost, deadline, turns)
+        ├── BudgetExceeded          a run's budget ran out (cost, deadline, turns)
+        ├── ModelError              agents.models: the provider refused the request (a 4xx but 429)
+        └── WebhookRefused          jobs.webhook: a call that must not be made, or a final answer
 
-`TaskTimeout` (a subclass of `TimeoutError`) is raised inside a run that passed its timeout.
+The errors of `agents.models` and `jobs.webhook` live beside the code that raises them;
+they are drawn here so that the tree is whole. Not drawn, on purpose: the control-flow
+signals of `parking` (BaseException, never errors) and `crashpoints.CrashPointReached`,
+which stands for an unexpected failure and so must not look like one of runwright's own.
 """
 
 from __future__ import annotations
@@ -94,7 +102,7 @@ class UnknownTask(InvalidInput, LookupError):
 
 
 class BadArguments(InvalidInput, TypeError):
-    """Arguments that do not fit the task's signature."""
+    """Arguments that do not fit a task's (or a tool's) signature."""
 
 
 class SerializationError(InvalidInput, TypeError):
@@ -171,7 +179,7 @@ class NonDeterminismError(FinalError):
     task's code or its inputs changed the sequence of steps. Ends the run `failed`."""
 
 
-class TaskTimeout(TimeoutError):
+class TaskTimeout(RunwrightError, TimeoutError):
     """The attempt ran past its task's `timeout_s`."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .errors import FinalError
+from .errors import FinalError, InvalidInput
 
 __all__ = ["Backoff", "RetryPolicy"]
 
@@ -25,7 +25,7 @@ class Backoff:
 
     def __post_init__(self) -> None:
         if self.base_s < 0 or self.factor < 1 or self.cap_s < 0 or not 0 <= self.jitter <= 1:
-            raise ValueError(f"bad backoff {self}: need base_s>=0, factor>=1, cap_s>=0, 0<=jitter<=1")
+            raise InvalidInput(f"bad backoff {self}: need base_s>=0, factor>=1, cap_s>=0, 0<=jitter<=1")
 
     def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
         """Delay before the attempt after `attempt` (1-based) failed."""
@@ -49,7 +49,7 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.retries < 0:
-            raise ValueError(f"retries must be >= 0, got {self.retries}")
+            raise InvalidInput(f"retries must be >= 0, got {self.retries}")
 
     @property
     def max_attempts(self) -> int:

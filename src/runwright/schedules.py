@@ -52,7 +52,8 @@ class Schedule:
     updated_at: float = 0.0
 
     def arguments(self) -> dict[str, Any]:
-        return json.loads(self.args)
+        arguments: dict[str, Any] = json.loads(self.args)  # a JSON object, as encoded
+        return arguments
 
     def definition(self) -> tuple[Any, ...]:
         """What a declaration in code decides (not the run-time state: paused, next fire)."""
@@ -94,7 +95,8 @@ def next_fire_after(cron: str, tz: str, after: float) -> float:
     zone = parse_zone(tz)
     start = dt.datetime.fromtimestamp(after, zone)
     try:
-        return croniter(cron, start).get_next(dt.datetime).timestamp()
+        fire_at: dt.datetime = croniter(cron, start).get_next(dt.datetime)  # croniter is untyped
+        return fire_at.timestamp()
     except (CroniterBadCronError, CroniterBadDateError) as exc:
         raise InvalidInput(f"cron {cron!r} has no next fire time: {exc}") from exc
 

@@ -6,6 +6,7 @@ import math
 import pytest
 
 import runwright as rw
+from runwright.agents.tools import tool_spec
 from runwright.retry import Backoff, RetryPolicy
 from runwright.serde import encode
 from runwright.store import store_from_url
@@ -27,8 +28,10 @@ def test_backoff_grows_caps_and_jitters():
     jittered = Backoff(base_s=1, factor=2, cap_s=10, jitter=0.5)
     delays = {round(jittered.delay_s(3), 6) for _ in range(50)}
     assert len(delays) > 1 and all(2 <= d <= 6 for d in delays)
-    with pytest.raises(ValueError):
+    with pytest.raises(rw.InvalidInput, match="bad backoff"):
         Backoff(factor=0.5)
+    with pytest.raises(rw.InvalidInput, match="retries must be >= 0"):
+        RetryPolicy(retries=-1)
 
 
 def test_retry_policy_final_errors():
@@ -83,3 +86,15 @@ def test_due_times_are_checked():
                                  (None, "tomorrow", "finite")]:
         with pytest.raises(rw.InvalidTime, match=match):
             _due_at(100.0, delay, run_at)
+
+
+def test_tool_arguments_that_do_not_fit_are_bad_arguments_and_still_a_value_error():
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    tool = tool_spec(add, None, "at_least_once")
+    assert tool.validate('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
+    with pytest.raises(rw.BadArguments, match="invalid arguments for tool 'add'") as refused:
+        tool.validate('{"a": "one"}')
+    assert isinstance(refused.value, ValueError)  # what the agent loop catches

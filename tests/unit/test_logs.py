@@ -3,6 +3,7 @@ import logging
 
 import pytest
 
+import runwright as rw
 from runwright import crashpoints, logs
 
 
@@ -28,7 +29,7 @@ def test_crash_points_are_off_until_armed():
     finally:
         crashpoints.disarm()
     crashpoints.crash_point("x")
-    with pytest.raises(ValueError):
+    with pytest.raises(rw.InvalidInput, match="must be one of"):
         crashpoints.arm("x", "explode")
 
 

@@ -1,5 +1,45 @@
+import re
+import types
+
 import runwright as rw
 from runwright import errors, runs
+from runwright.agents import models
+from runwright.jobs import webhook
+
+# Where the errors drawn in errors.py live: the tree is whole, so errors defined beside
+# the code that raises them are drawn too.
+ERROR_MODULES = (errors, models, webhook)
+_TREE_LINE = re.compile(r"^(?P<indent>[ │├└─]*?)(?:[├└]── )?(?P<name>[A-Z]\w+)\b")
+
+
+def _public_names(module: types.ModuleType) -> set[str]:
+    return {name for name, value in vars(module).items()
+            if not name.startswith("_") and not isinstance(value, types.ModuleType)}
+
+
+def _drawn_tree() -> dict[str, str | None]:
+    """name -> parent name, as errors.py's docstring draws them (4 columns a level)."""
+    parents: dict[str, str | None] = {}
+    path: list[str] = []
+    for line in errors.__doc__.splitlines():
+        match = _TREE_LINE.match(line.removeprefix("    "))
+        if not line.startswith("    ") or match is None:
+            continue
+        depth = len(line.removeprefix("    ")[:match.start("name")]) // 4
+        del path[depth:]
+        parents[match["name"]] = path[-1] if path else None
+        path.append(match["name"])
+    return parents
+
+
+def _error_class(name: str) -> type[BaseException]:
+    (found,) = {getattr(m, name) for m in ERROR_MODULES if hasattr(m, name)}
+    return found
+
+
+def _subclasses(cls: type) -> set[type]:
+    direct = set(cls.__subclasses__())
+    return direct.union(*(_subclasses(c) for c in direct))
 
 
 def test_all_is_sorted_and_complete():
@@ -8,9 +48,40 @@ def test_all_is_sorted_and_complete():
         assert hasattr(rw, name), name
 
 
+def test_every_public_name_is_exported_and_only_public_names_are():
+    missing = _public_names(rw) - set(rw.__all__)
+    assert not missing, f"public in runwright but not in __all__: {sorted(missing)}"
+    for name in rw.__all__:
+        assert not name.startswith("_"), f"{name} in __all__ is private"
+        assert hasattr(rw, name), f"{name} in __all__ does not exist"
+        assert not isinstance(getattr(rw, name), types.ModuleType), f"{name} in __all__ is a module"
+    assert len(set(rw.__all__)) == len(rw.__all__), "a name is in __all__ twice"
+
+
 def test_every_error_is_drawn_in_the_errors_docstring():
     for name in errors.__all__:
         assert name in errors.__doc__, f"{name} missing from the tree in errors.py"
+
+
+def test_the_drawn_tree_is_the_class_tree_and_it_is_whole():
+    drawn = _drawn_tree()
+    assert drawn.pop("RunwrightError") is None
+    for name, parent in drawn.items():
+        cls = _error_class(name)
+        assert _error_class(parent) in cls.__bases__, f"{name} is drawn under {parent}"
+    ours = {cls.__name__ for cls in _subclasses(errors.RunwrightError)
+            if cls.__module__.startswith("runwright.")}
+    assert ours <= set(drawn), f"errors not drawn in errors.py: {sorted(ours - set(drawn))}"
+
+
+def test_model_and_webhook_errors_are_runwright_errors_on_the_right_branch():
+    assert issubclass(models.ModelError, errors.FinalError)
+    assert issubclass(webhook.WebhookRefused, errors.FinalError)
+    for retryable in (models.ModelUnavailable, webhook.WebhookRetryable, errors.TaskTimeout):
+        assert issubclass(retryable, errors.RunwrightError)
+        assert not issubclass(retryable, errors.FinalError)
+    assert issubclass(models.ModelUnavailable, RuntimeError)  # what callers caught before
+    assert issubclass(errors.TaskTimeout, TimeoutError)
 
 
 def test_transition_table_covers_every_state_and_terminal_states_only_leave_by_retry():

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 import openai
 
-from ..errors import ConfigError, FinalError
+from ..errors import ConfigError, FinalError, RunwrightError
 from ..retry import Backoff
 
 __all__ = ["DEFAULT_PRICES", "ModelClient", "ModelError", "ModelUnavailable", "Price", "resolve_model"]
@@ -36,7 +36,7 @@ class ModelError(FinalError):
     """The provider refused the request (a 4xx other than 429): no retry can help."""
 
 
-class ModelUnavailable(RuntimeError):
+class ModelUnavailable(RunwrightError, RuntimeError):
     """The provider kept failing (429, 5xx, timeouts) through every retry of one call.
     Not final: the run's own retry policy decides what comes next."""
 

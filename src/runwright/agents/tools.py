@@ -16,11 +16,11 @@ import asyncio
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, cast
 
 import pydantic
 
-from ..errors import ConfigError
+from ..errors import BadArguments, ConfigError
 
 __all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
 
@@ -52,7 +52,8 @@ class ToolSpec:
                              "parameters": parameters}}
 
     def validate(self, raw: str | dict[str, Any]) -> dict[str, Any]:
-        """The model's arguments, checked; raises ValueError with what the model got wrong."""
+        """The model's arguments, checked; raises BadArguments (a ValueError) with what the
+        model got wrong."""
         try:
             if isinstance(raw, str):
                 model = self.arguments.model_validate_json(raw or "{}")
@@ -61,7 +62,7 @@ class ToolSpec:
         except pydantic.ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                                  for e in exc.errors())
-            raise ValueError(f"invalid arguments for tool {self.name!r}: {problems}") from None
+            raise BadArguments(f"invalid arguments for tool {self.name!r}: {problems}") from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     async def invoke(self, arguments: dict[str, Any], idempotency_key: str | None) -> Any:
@@ -98,7 +99,8 @@ def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str) -> ToolSp
         fields[param.name] = (annotation, pydantic.Field(default, description=arg_docs.get(param.name)))
     arguments = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(
         extra="forbid"), **fields)
-    return ToolSpec(name, fn, summary or name, delivery, arguments)  # type: ignore[arg-type]
+    # `delivery` was checked against DELIVERIES above.
+    return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

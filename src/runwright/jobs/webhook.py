@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import FinalError
+from ..errors import FinalError, RunwrightError
 
 if TYPE_CHECKING:
     from ..app import App
@@ -44,7 +44,7 @@ class WebhookRefused(FinalError):
     """A webhook that must not be made, or whose answer no retry can change."""
 
 
-class WebhookRetryable(RuntimeError):
+class WebhookRetryable(RunwrightError, RuntimeError):
     """A webhook that failed in a way a later attempt may not (5xx, 429)."""
 
 
@@ -57,7 +57,8 @@ def register_webhook(app: App) -> TaskSpec:
     @app.task(name=WEBHOOK, retries=5, give_up_on=[WebhookRefused])
     async def webhook(url: str, method: str = "POST", headers: dict[str, str] | None = None,
                       body: Any = None, timeout_s: float = 10.0, max_response_bytes: int = 1 << 20,
-                      allow_private: bool = False, secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict:
+                      allow_private: bool = False,
+                      secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict[str, Any]:
         """Make one HTTP call; the result is the status, and the body as text (or JSON)."""
         return await call_checked(url, method, headers, body, timeout_s, max_response_bytes,
                                   allow_private, secret_env)
