@@ -1,4 +1,5 @@
-"""A chain survives a SIGKILL mid-way: each step runs once, fan-out and fan-in intact."""
+"""A chain survives a SIGKILL mid-way: each step is one child run, a child that was not in
+flight runs once, fan-out and fan-in intact."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ STEPS = [
 ]
 
 
-async def test_a_chain_survives_a_sigkill_with_each_step_once(app: rw.App, fleet: WorkerFleet) -> None:
+async def test_a_chain_survives_a_sigkill_each_step_one_child_run(app: rw.App, fleet: WorkerFleet) -> None:
     first, second = fleet.start(concurrency=4), fleet.start(concurrency=4)
     chain = await app.submit("chain", steps=STEPS, input=None)
     held = await wait_until(lambda: _running_hold(app), "step b is running")
@@ -34,8 +35,12 @@ async def test_a_chain_survives_a_sigkill_with_each_step_once(app: rw.App, fleet
     assert sorted(r.task for r in children) == ["hold", "record", "record", "record"]
     assert all(r.state is rw.RunState.SUCCEEDED for r in children)
     ran = fleet.events_by_run("ran")  # the record steps' executions
-    assert sorted(ran) == sorted(r.id for r in children if r.task == "record")
-    assert all(len(executions) == 1 for executions in ran.values())
+    records = [r for r in children if r.task == "record"]
+    assert sorted(ran) == sorted(r.id for r in records)
+    # A step that was not in flight on the killed worker ran once; one that was (the kill
+    # may land while c runs beside b) runs again after its takeover: at least once, and
+    # once more per takeover at most.
+    assert all(1 <= len(ran[r.id]) <= 1 + r.recoveries for r in records)
     (hold_run,) = [r for r in children if r.task == "hold"]
     assert hold_run.recoveries == 1 and outputs["b"]["fence"] == hold_run.fence
 

@@ -49,7 +49,9 @@ async def test_three_workers_fire_each_time_once_across_a_sigkill(app: rw.App, f
     assert sorted(r.key for r in runs) == expected  # none missed, none twice
     executions = fleet.events_by_run("ran")
     assert sorted(executions) == sorted(r.id for r in runs)
-    assert all(len(seen) == 1 for seen in executions.values())
+    # A fire's run in flight on the killed worker runs again after its takeover (at least
+    # once); every other fire ran exactly once.
+    assert all(1 <= len(executions[r.id]) <= 1 + r.recoveries for r in runs)
 
 
 async def _at_least(app: rw.App, count: int) -> bool:
