@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import openai
 
 import runwright as rw
+from runwright.store.params import RunCountParams
 from tests.agents.scripted_openai import Reply, ScriptedOpenAI, call
 
 from . import common
@@ -286,7 +287,7 @@ async def measure_bare(base_url: str, runs: int, concurrency: int, figures: Figu
 
 
 async def ended_count(bench: rw.App) -> int:
-    counts = await bench.store.run_count_by_state()
+    counts = await bench.store.run_count_by_state(RunCountParams())
     return sum(counts.get(state.value, 0) for state in rw.TERMINAL_STATES)
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import asyncpg
 
 import runwright as rw
+from runwright.store.params import RunCountParams
 
 from . import common
 from .common import BenchError, Workers, event_loop_runner, p99, pair, say
@@ -86,7 +87,7 @@ async def wait_counts(bench: rw.App, until: Callable[[dict[str, int]], bool], wh
     """Poll the run counts until `until(counts)`; return the perf_counter when it held."""
     deadline = time.perf_counter() + timeout_s
     while True:
-        counts = await bench.store.run_count_by_state()
+        counts = await bench.store.run_count_by_state(RunCountParams())
         now = time.perf_counter()
         if until(counts):
             return now
@@ -146,7 +147,7 @@ async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argpar
 
 async def measure_steady_drain(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
     """Workers already running and idle: the clock runs from the submit to the last run."""
-    before = succeeded(await bench.store.run_count_by_state())
+    before = succeeded(await bench.store.run_count_by_state(RunCountParams()))
     items = [{"n": i} for i in range(args.runs)]
     t0 = time.perf_counter()
     await bench.submit_many("noop", items)
@@ -369,7 +370,7 @@ async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namesp
     await wait_workers(bench, workers)
     await measure_latency(bench, args, figures)
     await measure_takeovers(bench, workers, args.workers, args.takeovers, figures)
-    counts = await bench.store.run_count_by_state()
+    counts = await bench.store.run_count_by_state(RunCountParams())
     expected = 2 * args.runs + LATENCY_WARMUP + args.latency_runs
     if succeeded(counts) != expected or set(counts) - {"succeeded", "cancelled"}:
         figures.notes.append(f"runs by state at the end: {counts} (expected {expected} succeeded)")

@@ -25,7 +25,7 @@ from typing import Any, Callable
 import asyncpg
 
 import runwright as rw
-from runwright.store.base import EventAppendParams, RunClaimParams, RunFinishParams
+from runwright.store.params import EventAppendParams, RunClaimParams, RunFinishParams
 
 from . import common
 from .common import BenchError, ProblemLog, Workers, event_loop_runner, num, p99, pair, say

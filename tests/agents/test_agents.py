@@ -11,6 +11,7 @@ import pytest
 import runwright as rw
 from runwright import crashpoints
 from runwright.agents import ModelClient
+from runwright.store.params import EventListParams
 
 from ..integration.conftest import running_worker
 from .scripted_openai import Reply, ScriptedOpenAI, call, last_role, tool_results
@@ -70,7 +71,7 @@ async def test_parallel_tool_calls_then_an_answer_with_usage_and_cost(app):
     assert add_schema["description"] == "Add two integers."
     assert add_schema["parameters"]["properties"]["a"]["description"] == "the first"
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool", "tool"]
-    events = await app.store.event_list(handle.id)
+    events = await app.store.event_list(EventListParams(handle.id))
     models = [e.data for e in events if e.kind == "model"]
     assert [m["usage"] for m in models] == [{"prompt_tokens": 100, "completion_tokens": 20},
                                             {"prompt_tokens": 200, "completion_tokens": 10}]
@@ -158,7 +159,8 @@ async def test_streamed_tokens_are_published_as_coalesced_events(app):
         async with running_worker(app):
             handle = await app.submit("talker", input="x")
             assert await handle.result(timeout_s=30) == text
-    tokens = [e.data["text"] for e in await app.store.event_list(handle.id) if e.kind == "tokens"]
+    events = await app.store.event_list(EventListParams(handle.id))
+    tokens = [e.data["text"] for e in events if e.kind == "tokens"]
     assert "".join(tokens) == text
     assert 1 <= len(tokens) < len(text) / 4  # coalesced: fewer events than streamed chunks
     assert server.requests[0]["stream"] is True
@@ -178,7 +180,7 @@ async def test_budgets_end_the_run_failed_with_the_reason(app):
             turns = await app.submit("looper", input="x", budget=rw.Budget(max_turns=3))
             with pytest.raises(rw.RunFailed, match="max_turns=3 model calls without a final answer"):
                 await turns.result(timeout_s=30)
-    assert len([e for e in await app.store.event_list(turns.id) if e.kind == "model"]) == 3
+    assert len([e for e in await app.store.event_list(EventListParams(turns.id)) if e.kind == "model"]) == 3
 
 
 async def test_a_deadline_is_enforced_even_with_no_worker_for_the_run(app, store_url):
@@ -238,7 +240,8 @@ async def test_at_most_once_tools_are_never_made_twice_at_least_once_ones_are(ap
     assert json.loads(answer["p"])["error"] == "ToolOutcomeUnknown"
     assert calls["note"] == 2  # at least once: made again after the crash ...
     assert calls["keys"][0] == calls["keys"][1] == f"{handle.id}:3"  # ... with the same key
-    retries = [e.data["error"] for e in await app.store.event_list(handle.id) if e.kind == "retrying"]
+    events = await app.store.event_list(EventListParams(handle.id))
+    retries = [e.data["error"] for e in events if e.kind == "retrying"]
     assert len(retries) == 2 and all("CrashPointReached" in error for error in retries)
 
 
@@ -252,4 +255,4 @@ async def test_a_deadline_that_passed_while_no_worker_was_alive_is_never_run(app
             with pytest.raises(rw.RunFailed, match="ended failed: DeadlineExceeded"):
                 await handle.result(timeout_s=30)
     assert server.requests == []  # the model was never called
-    assert [e.kind for e in await app.store.event_list(handle.id)] == ["submitted", "failed"]
+    assert [e.kind for e in await app.store.event_list(EventListParams(handle.id))] == ["submitted", "failed"]

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import runwright as rw
+from runwright.store.params import RunCountParams
 
 from ..integration.conftest import running_worker
 from ..process import apps
@@ -152,7 +153,7 @@ async def test_bad_requests_are_problems_and_store_nothing(server: str, worker_a
         assert (await http.get("/readyz")).json() == {"status": "ready"}
         spec = (await http.get("/openapi.json")).json()
         assert "/runs/{run_id}/events/stream" in spec["paths"]
-    assert await worker_app.store.run_count_by_state() == {}
+    assert await worker_app.store.run_count_by_state(RunCountParams()) == {}
 
 
 async def test_auth_off_must_be_explicit(store_url: str) -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import runwright as rw
+from runwright.store.params import EventListParams
 
 from ..process.conftest import fleet  # noqa: F401 (fixture)
 from ..process.harness import WorkerFleet, owner_pid, wait_until
@@ -48,7 +49,7 @@ async def test_sse_resume_across_a_sigkill_takeover(server: str, worker_app: rw.
         await wait_until(lambda: _fence_above(worker_app, run["id"], 1), "another worker took the run")
         fleet.open_gate(run["id"], 2)
         rest = await read_sse(http, path, first[-1][0])
-    log = [(e.seq, e.kind) for e in await worker_app.store.event_list(run["id"])]
+    log = [(e.seq, e.kind) for e in await worker_app.store.event_list(EventListParams(run["id"]))]
     assert first + rest == log  # no gap, no repeat, in order, across the disconnect
     assert [kind for _, kind in log].count("recovered") == 1 and log[-1][1] == "succeeded"
 

@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import async_playwright
 
 import runwright as rw
-from runwright.store.base import RunClaimParams, RunFinishParams, WorkerRegisterParams
+from runwright.store.params import RunClaimParams, RunFinishParams, WorkerRegisterParams
 
 from ..api.test_api import server, worker_app  # noqa: F401 (fixtures)
 from ..integration.conftest import running_worker

@@ -8,7 +8,13 @@ import pytest
 
 from runwright.errors import InvalidTransition, RunEnded, RunNotFound
 from runwright.runs import RunState
-from runwright.store.base import RunExtendParams, RunFinishParams, RunRescueParams
+from runwright.store.params import (
+    RunCancelParams,
+    RunExtendParams,
+    RunFinishParams,
+    RunRescueParams,
+    RunRetryParams,
+)
 
 from .helpers import T0, claim, insert, worker
 
@@ -94,7 +100,7 @@ async def test_extend_renews_live_leases_and_reports_cancel_requests(store):
     assert (await store.run_get(run.id)).lease_expires_at == T0 + 24
     # Renewed: not rescued at the old expiry.
     assert await store.run_rescue_many(RunRescueParams(now=T0 + 6, worker_stale_s=1e9)) == []
-    await store.run_cancel(run.id, now=T0 + 7)
+    await store.run_cancel(RunCancelParams(run.id, now=T0 + 7))
     result = await store.run_extend(RunExtendParams(wid, [(run.id, run.fence)], 20, now=T0 + 8))
     assert result.cancel_requested == [run.id]
 
@@ -131,14 +137,14 @@ async def test_a_run_rescued_too_often_goes_dead(store):
 async def test_cancel_a_queued_run_ends_it_and_it_is_never_claimed(store):
     wid = await store.worker_register(worker())
     (run,) = await store.run_insert_many([insert()])
-    cancelled = await store.run_cancel(run.id, now=T0)
+    cancelled = await store.run_cancel(RunCancelParams(run.id, now=T0))
     assert cancelled.state is S.CANCELLED and cancelled.finished_at == T0
     assert await store.run_claim(claim(wid)) == []
 
 
 async def test_cancel_a_running_run_flags_it_for_its_owner(store):
     _, run = await _claimed(store)
-    flagged = await store.run_cancel(run.id, now=T0)
+    flagged = await store.run_cancel(RunCancelParams(run.id, now=T0))
     assert flagged.state is S.RUNNING and flagged.cancel_requested
     assert await store.run_finish_many([RunFinishParams(run.id, run.fence, S.CANCELLED,
                                                         error="{}", now=T0)]) == []
@@ -149,15 +155,15 @@ async def test_cancel_of_an_ended_or_unknown_run_is_a_clear_error(store):
     _, run = await _claimed(store)
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)])
     with pytest.raises(RunEnded, match="already ended succeeded"):
-        await store.run_cancel(run.id)
+        await store.run_cancel(RunCancelParams(run.id))
     with pytest.raises(RunNotFound):
-        await store.run_cancel(123456789)
+        await store.run_cancel(RunCancelParams(123456789))
 
 
 async def test_retry_moves_a_dead_run_back_to_queued_with_fresh_attempts(store):
     wid, run = await _claimed(store, max_attempts=1)
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.DEAD, error='{"type":"X"}', now=T0)])
-    retried = await store.run_retry(run.id, now=T0 + 5)
+    retried = await store.run_retry(RunRetryParams(run.id, now=T0 + 5))
     assert retried.state is S.QUEUED and retried.attempt == 0 and retried.run_at == T0 + 5
     assert retried.error is None and retried.finished_at is None
     (again,) = await store.run_claim(claim(wid, now=T0 + 5))
@@ -168,9 +174,9 @@ async def test_retry_refuses_runs_that_are_not_dead_or_failed(store):
     _, running = await _claimed(store)
     (queued,) = await store.run_insert_many([insert()])
     with pytest.raises(InvalidTransition):
-        await store.run_retry(queued.id)
+        await store.run_retry(RunRetryParams(queued.id))
     await store.run_finish_many([RunFinishParams(running.id, running.fence, S.SUCCEEDED, result="1", now=T0)])
     with pytest.raises(RunEnded):
-        await store.run_retry(running.id)
+        await store.run_retry(RunRetryParams(running.id))
     with pytest.raises(RunNotFound):
-        await store.run_retry(999999)
+        await store.run_retry(RunRetryParams(999999))

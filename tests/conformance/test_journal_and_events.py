@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 
 from runwright.runs import RunState
-from runwright.store.base import (
+from runwright.store.params import (
     EventAppendParams,
+    EventListParams,
+    RunCancelParams,
+    RunExpireParams,
     RunFinishParams,
     RunInsertParams,
     RunRescueParams,
+    RunRetryParams,
     StepRecordParams,
 )
 
@@ -35,12 +39,12 @@ async def test_a_run_log_is_gapless_from_submission_to_its_end(store):
         ("progress", '{"pct":50}'), ("progress", '{"pct":90}')], now=T0))
     assert seqs == [3, 4]
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)])
-    events = await store.event_list(run.id)
+    events = await store.event_list(EventListParams(run.id))
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
     assert _kinds(events) == ["submitted", "started", "progress", "progress", "succeeded"]
     assert events[1].data == {"attempt": 1, "worker": wid, "fence": 1}
     assert events[2].data == {"pct": 50} and events[4].terminal
-    assert [e.seq for e in await store.event_list(run.id, after=3)] == [4, 5]
+    assert [e.seq for e in await store.event_list(EventListParams(run.id, after=3))] == [4, 5]
     assert (await store.run_get(run.id)).last_seq == 5
 
 
@@ -52,9 +56,10 @@ async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
     assert await store.event_append(EventAppendParams(run.id, run.fence, [("zombie", "{}")])) is None
     assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "charge", "done", "1"))
     assert await store.step_list(run.id) == []
-    assert _kinds(await store.event_list(run.id)) == ["submitted", "started", "recovered", "started"]
+    assert _kinds(await store.event_list(EventListParams(run.id))) == [
+        "submitted", "started", "recovered", "started"]
     assert await store.step_record(StepRecordParams(run.id, retaken.fence, 0, "charge", "done", "1"))
-    logged = (await store.event_list(run.id))[-1]
+    logged = (await store.event_list(EventListParams(run.id)))[-1]
     assert (logged.kind, logged.data) == ("step", {"position": 0, "name": "charge", "status": "done"})
 
 
@@ -76,8 +81,8 @@ async def test_retry_release_cancel_and_rescue_are_logged(store):
     (again,) = await store.run_claim(claim(wid))
     await store.run_finish_many([RunFinishParams(run.id, again.fence, S.QUEUED, release=True,
                                                  event_kind="parked", run_at=T0, now=T0)])
-    await store.run_cancel(run.id, now=T0)
-    assert _kinds(await store.event_list(run.id)) == [
+    await store.run_cancel(RunCancelParams(run.id, now=T0))
+    assert _kinds(await store.event_list(EventListParams(run.id))) == [
         "submitted", "started", "retrying", "started", "parked", "cancelled"]
 
 
@@ -120,7 +125,7 @@ async def test_cancel_reaches_open_descendants(store):
     assert running_child.id == child.id
     (c2,) = await store.run_claim(claim(wid, limit=1))
     await store.run_finish_many([RunFinishParams(c2.id, c2.fence, S.SUCCEEDED, result="1", now=T0)])
-    cancelled = await store.run_cancel(parent.id, now=T0)
+    cancelled = await store.run_cancel(RunCancelParams(parent.id, now=T0))
     assert cancelled.cancel_requested and cancelled.state is S.RUNNING
     states = {r.id: (r.state, r.cancel_requested) for r in await store.run_get_many(
         [child.id, grandchild.id, done_child.id])}
@@ -136,7 +141,7 @@ async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(stor
     await store.step_record(StepRecordParams(run.id, run.fence, 2, "c", "failed",
                                              error='{"type": "OutcomeUnknown", "message": "?"}'))
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)])
-    await store.run_retry(run.id, now=T0)
+    await store.run_retry(RunRetryParams(run.id, now=T0))
     # An unknown outcome of an at-most-once call stays: that call is never made again.
     assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done"), (2, "failed")]
 
@@ -161,15 +166,15 @@ async def test_deadlines_end_open_runs_failed_whatever_their_worker(store):
         RunInsertParams(key="c", task="t", args="{}", deadline_at=T0 + 100, now=T0)])
     (running,) = await store.run_claim(claim(wid, limit=1))
     assert running.id == late_running.id
-    assert await store.run_expire_many(now=T0 + 5) == []
-    expired = await store.run_expire_many(now=T0 + 11)
+    assert await store.run_expire_many(RunExpireParams(now=T0 + 5)) == []
+    expired = await store.run_expire_many(RunExpireParams(now=T0 + 11))
     assert sorted(r.id for r in expired) == [late_running.id, late_queued.id]
     assert all(r.state is S.FAILED and r.error_info()["type"] == "DeadlineExceeded" for r in expired)
     # The expired run's worker cannot finish it any more.
     assert await store.run_finish_many([RunFinishParams(running.id, running.fence, S.SUCCEEDED,
                                                         result="1", now=T0 + 12)]) == [running.id]
     assert (await store.run_get(in_time.id)).state is S.QUEUED
-    assert (await store.event_list(late_queued.id))[-1].kind == "failed"
+    assert (await store.event_list(EventListParams(late_queued.id)))[-1].kind == "failed"
 
 
 async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
@@ -179,7 +184,7 @@ async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
     assert await store.step_record(write)
     assert await store.step_record(write)  # the same write again: ours, so a success
     assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
-    assert [e.kind for e in await store.event_list(run.id)].count("step") == 1
+    assert [e.kind for e in await store.event_list(EventListParams(run.id))].count("step") == 1
 
 
 async def test_a_run_past_its_deadline_is_never_claimed(store):
@@ -187,15 +192,15 @@ async def test_a_run_past_its_deadline_is_never_claimed(store):
     await store.run_insert_many([RunInsertParams(key="late", task="t", args="{}",
                                                  deadline_at=T0 + 1, now=T0)])
     assert await store.run_claim(claim(wid, now=T0 + 2)) == []
-    (expired,) = await store.run_expire_many(now=T0 + 2)
+    (expired,) = await store.run_expire_many(RunExpireParams(now=T0 + 2))
     assert expired.state is S.FAILED
 
 
 async def test_a_cancel_requested_as_the_run_parks_ends_it_cancelled(store):
     _, run = await _claimed(store)
-    await store.run_cancel(run.id, now=T0)  # it is running: only flagged
+    await store.run_cancel(RunCancelParams(run.id, now=T0))  # it is running: only flagged
     await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, release=True,
                                                  event_kind="parked", run_at=T0 + 3600, now=T0)])
     ended = await store.run_get(run.id)
     assert ended.state is S.CANCELLED and ended.error_info()["type"] == "Cancelled"
-    assert [e.kind for e in await store.event_list(run.id)][-2:] == ["cancel_requested", "cancelled"]
+    assert _kinds(await store.event_list(EventListParams(run.id)))[-2:] == ["cancel_requested", "cancelled"]

@@ -8,7 +8,13 @@ import pytest
 
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.base import RunListParams
+from runwright.store.params import (
+    RunCountDueParams,
+    RunCountParams,
+    RunFinishParams,
+    RunListParams,
+    RunNextDueParams,
+)
 
 from .helpers import T0, claim, insert, worker
 
@@ -27,7 +33,7 @@ async def test_insert_of_an_existing_key_returns_the_existing_run(store):
     again, other = await store.run_insert_many([insert("same", task="other"), insert("new")])
     assert again.id == first.id and again.existed and again.task == "t"
     assert not other.existed
-    counts = await store.run_count_by_state()
+    counts = await store.run_count_by_state(RunCountParams())
     assert counts == {"queued": 2}
 
 
@@ -35,15 +41,13 @@ async def test_a_key_repeated_within_one_batch_makes_one_run(store):
     runs = await store.run_insert_many([insert("dup"), insert("dup")])
     assert runs[0].id == runs[1].id
     assert [r.existed for r in runs] == [False, True]
-    assert (await store.run_count_by_state()) == {"queued": 1}
+    assert (await store.run_count_by_state(RunCountParams())) == {"queued": 1}
 
 
 async def test_existing_key_is_returned_whatever_its_state(store):
     wid = await store.worker_register(worker())
     (run,) = await store.run_insert_many([insert("k-done")])
     (claimed,) = await store.run_claim(claim(wid))
-    from runwright.store.base import RunFinishParams
-
     assert await store.run_finish_many([RunFinishParams(run.id, claimed.fence, RunState.SUCCEEDED,
                                                         result="1", now=T0)]) == []
     (again,) = await store.run_insert_many([insert("k-done")])
@@ -98,11 +102,11 @@ async def test_claim_skips_runs_not_due_other_queues_and_unregistered_tasks(stor
     later, other_queue, other_task = await store.run_insert_many([
         insert(run_at=T0 + 60), insert(queue="gpu"), insert(task="not-mine")])
     assert await store.run_claim(claim(wid)) == []
-    assert await store.run_next_due_at(["default"], ["t"]) == T0 + 60
+    assert await store.run_next_due_at(RunNextDueParams(["default"], ["t"])) == T0 + 60
     assert [r.id for r in await store.run_claim(claim(wid, now=T0 + 61))] == [later.id]
     got = await store.run_claim(claim(wid, queues=("gpu",), tasks=("t", "not-mine")))
     assert [r.id for r in got] == [other_queue.id]
-    assert await store.run_next_due_at(["default"], ["t"]) is None
+    assert await store.run_next_due_at(RunNextDueParams(["default"], ["t"])) is None
 
 
 async def test_concurrent_claims_from_separate_connections_never_share_a_run(store, store_url):
@@ -138,8 +142,9 @@ async def test_empty_and_single_batches(store, count):
 async def test_count_due_by_task_sees_only_due_runs_of_the_queues(store):
     await store.run_insert_many([insert(task="a"), insert(task="a"), insert(task="b"),
                                  insert(task="a", run_at=T0 + 100), insert(task="c", queue="other")])
-    assert await store.run_count_due_by_task(["default"], due_before=T0 + 1) == {"a": 2, "b": 1}
-    assert await store.run_count_due_by_task(["default"], due_before=T0 - 1) == {}
+    due = await store.run_count_due_by_task(RunCountDueParams(["default"], due_before=T0 + 1))
+    assert due == {"a": 2, "b": 1}
+    assert await store.run_count_due_by_task(RunCountDueParams(["default"], due_before=T0 - 1)) == {}
 
 
 async def test_claim_over_several_queues_merges_them_in_claim_order(store):

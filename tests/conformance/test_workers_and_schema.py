@@ -9,8 +9,8 @@ import pytest
 from runwright.errors import SchemaError
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.base import RunFinishParams
 from runwright.store.hub import QUEUED, done_topic
+from runwright.store.params import RunCountParams, RunFinishParams, WorkerHeartbeatParams
 
 from .helpers import T0, claim, insert, worker
 
@@ -19,12 +19,12 @@ async def test_register_heartbeat_list_and_deregister(store):
     first = await store.worker_register(worker(now=T0))
     second = await store.worker_register(worker(now=T0))
     assert first != second
-    assert await store.worker_heartbeat(first, now=T0 + 3)
+    assert await store.worker_heartbeat(WorkerHeartbeatParams(first, now=T0 + 3))
     listed = {w.id: w for w in await store.worker_list()}
     assert listed[first].heartbeat_at == T0 + 3 and listed[first].tasks == ["t"]
     await store.worker_deregister(first)
     assert [w.id for w in await store.worker_list()] == [second]
-    assert not await store.worker_heartbeat(first)
+    assert not await store.worker_heartbeat(WorkerHeartbeatParams(first))
 
 
 async def test_notifications_reach_another_connection(store, store_url):
@@ -52,17 +52,13 @@ async def test_migrate_is_idempotent_and_records_the_version(store):
 
 async def test_a_newer_schema_is_refused_and_nothing_is_written(store, store_url):
     newer = store.schema_version_known + 1
-    if store_url.startswith("sqlite"):
-        await store._write(lambda c: c.execute(
-            "INSERT INTO schema_versions VALUES (?, 'future', 0)", (newer,)))
-    else:
-        async with store._conn() as conn:
-            await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
-    before = await store.run_count_by_state()
+    async with store._transaction() as conn:  # what a newer runwright would have written
+        await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
+    before = await store.run_count_by_state(RunCountParams())
     late = store_from_url(store_url)
     with pytest.raises(SchemaError, match="newer than this runwright knows"):
         await late.open()
     await late.close()
     with pytest.raises(SchemaError):
         await store.migrate()
-    assert await store.run_count_by_state() == before == {}
+    assert await store.run_count_by_state(RunCountParams()) == before == {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import runwright as rw
+from runwright.store.params import RunCountParams, RunListParams
 
 from .conftest import running_worker
 
@@ -49,7 +50,7 @@ async def test_a_dag_fans_out_and_in_with_templated_inputs(app):
     assert outputs == {"words": ["banana", "bread", "abba"], "as": 6, "bs": 4,
                        "sum": "counts of banana: a=6 b=4"}
     assert made[0] == "split" and made[-1] == "report" and sorted(made[1:3]) == ["count a", "count b"]
-    children = await app.store.run_list(rw.store.base.RunListParams(limit=100))
+    children = await app.store.run_list(RunListParams(limit=100))
     assert sum(1 for r in children if r.parent_id == run.id) == 4  # each step one child run
 
 
@@ -80,4 +81,4 @@ async def test_a_bad_dag_is_refused_at_submission_and_nothing_is_stored(app, ste
     register(app, [])
     with pytest.raises(rw.InvalidInput, match=match):
         await app.submit("chain", steps=steps, input="x")
-    assert await app.store.run_count_by_state() == {}
+    assert await app.store.run_count_by_state(RunCountParams()) == {}

@@ -8,6 +8,7 @@ import time
 import pytest
 
 import runwright as rw
+from runwright.store.params import EventListParams, RunListParams
 
 from .conftest import running_worker
 
@@ -38,7 +39,7 @@ async def test_a_retried_run_replays_journaled_steps_without_running_them(app):
     assert calls == ["charge", "ship", "ship"]  # charge ran once, across two attempts
     steps = await app.store.step_list(handle.id)
     assert [(s.position, s.name, s.status) for s in steps] == [(0, "charge", "done"), (1, "ship", "done")]
-    kinds = [e.kind for e in await app.store.event_list(handle.id)]
+    kinds = [e.kind for e in await app.store.event_list(EventListParams(handle.id))]
     assert kinds == ["submitted", "started", "step", "retrying", "started", "step", "succeeded"]
 
 
@@ -125,7 +126,7 @@ async def test_a_durable_sleep_gives_the_slot_back(app):
     assert order == ["sleeper starts", "quick", "sleeper starts", "sleeper wakes"]
     wake = (await app.store.step_list(slept.id))[0].value()["until"]
     assert woke_at >= wake
-    kinds = [e.kind for e in await app.store.event_list(slept.id)]
+    kinds = [e.kind for e in await app.store.event_list(EventListParams(slept.id))]
     assert kinds == ["submitted", "started", "step", "parked", "started", "succeeded"]
 
 
@@ -150,7 +151,7 @@ async def test_children_fan_out_and_in_and_a_failure_reaches_the_parent(app):
     async with running_worker(app, concurrency=4):
         handle = await app.submit(total, 10)
         assert await handle.result(timeout_s=60) == {"sum": sum(n * n for n in range(10)), "failed": "failed"}
-    children = [r for r in await app.store.run_list(rw.store.base.RunListParams(task="square"))]
+    children = [r for r in await app.store.run_list(RunListParams(task="square"))]
     assert len(children) == 11 and {r.parent_id for r in children} == {handle.id}
     assert len({r.key for r in children}) == 11
 
@@ -173,7 +174,7 @@ async def test_cancelling_a_parent_cancels_its_open_children(app):
         await handle.cancel()
         with pytest.raises(rw.RunCancelled):
             await handle.result(timeout_s=30)
-        (child,) = await app.store.run_list(rw.store.base.RunListParams(task="forever"))
+        (child,) = await app.store.run_list(RunListParams(task="forever"))
         # The child may have been running (its worker stops it) or parked (ended at once).
         with pytest.raises(rw.RunCancelled):
             await (await app.get(child.id)).result(timeout_s=30)

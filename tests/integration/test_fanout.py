@@ -6,7 +6,7 @@ import asyncio
 
 import runwright as rw
 from runwright.server.fanout import Broadcaster
-from runwright.store.params import EventAppendParams
+from runwright.store.params import EventAppendParams, EventListParams
 
 from .conftest import running_worker
 
@@ -36,7 +36,7 @@ async def test_followers_joining_at_any_moment_all_get_the_whole_log(app):
         late = [asyncio.create_task(follow(after)) for after in (0, 5, 22)]
         gate.set()
         results = await asyncio.gather(*early, *late)
-    log = [e.seq for e in await app.store.event_list(handle.id)]
+    log = [e.seq for e in await app.store.event_list(EventListParams(handle.id))]
     for got in results[:11]:
         assert got == log
     assert results[11] == log[5:] and results[12] == log[22:]

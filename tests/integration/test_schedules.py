@@ -12,7 +12,7 @@ from croniter import croniter
 import runwright as rw
 from runwright.engine.scheduler import Scheduler
 from runwright.store import store_from_url
-from runwright.store.base import RunListParams
+from runwright.store.params import RunListParams
 
 from .conftest import running_worker
 

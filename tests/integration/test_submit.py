@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 import runwright as rw
+from runwright.store.params import RunCountParams
 
 
 def _tasks(app: rw.App):
@@ -71,7 +72,7 @@ async def test_bad_input_is_refused_and_nothing_is_written(app, call, error, mat
     send = _tasks(app)
     with pytest.raises(error, match=match):
         await call(app, send)
-    assert await app.store.run_count_by_state() == {}
+    assert await app.store.run_count_by_state(RunCountParams()) == {}
 
 
 @pytest.mark.parametrize("operation", ["get", "cancel", "retry"])

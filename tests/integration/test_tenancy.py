@@ -18,11 +18,11 @@ def _tasks(app: rw.App):
 
     @app.task
     async def remember(ctx: rw.Context, text: str) -> str:
-        """Adds one message to its thread, as an agent's turn would."""
+        """Adds one message to its thread (its tenant's), as an agent's turn would."""
         run = ctx.run
         assert run.thread is not None
         await ctx.runtime.store.thread_append(ThreadAppendParams(
-            run.id, run.fence, run.thread, 0, f'{{"text": "{text}"}}', tenant=run.tenant))
+            run.id, run.fence, run.thread, 0, f'{{"text": "{text}"}}'))
         return text
 
     return note, remember

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pytest
 
 import runwright as rw
+from runwright.store.params import EventListParams, RunCountParams
 
 from .conftest import running_worker
 
@@ -77,7 +78,7 @@ async def test_a_signed_call_retried_on_503(app, secret):
         receiver.close()
     assert len(receiver.requests) == 2 and all(verified(r) for r in receiver.requests)
     assert json.loads(receiver.requests[0]["body"]) == {"event": "paid"}
-    kinds = [e.kind for e in await app.store.event_list(run.id)]
+    kinds = [e.kind for e in await app.store.event_list(EventListParams(run.id))]
     assert kinds.count("retrying") == 1
 
 
@@ -118,11 +119,12 @@ async def test_a_slow_receiver_times_out_and_an_oversized_answer_fails(app):
                 await slow.result(timeout_s=60)
     finally:
         receiver.close()
-    errors = [e.data["error"] for e in await app.store.event_list(slow.id) if e.kind == "retrying"]
+    events = await app.store.event_list(EventListParams(slow.id))
+    errors = [e.data["error"] for e in events if e.kind == "retrying"]
     assert len(errors) == 1 and "ReadTimeout" in errors[0]  # the first attempt timed out
 
 
 async def test_bad_webhook_input_is_refused_at_submission(app):
     with pytest.raises(rw.BadArguments):
         await app.submit("webhook", uri="http://example.com")
-    assert await app.store.run_count_by_state() == {}
+    assert await app.store.run_count_by_state(RunCountParams()) == {}

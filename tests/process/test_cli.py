@@ -12,7 +12,13 @@ import textwrap
 import pytest
 
 import runwright as rw
-from runwright.store.base import RunListParams
+from runwright.store.params import (
+    RunClaimParams,
+    RunCountParams,
+    RunFinishParams,
+    RunListParams,
+    WorkerRegisterParams,
+)
 
 from . import apps
 from .harness import APP_SPEC, ROOT, wait_until
@@ -60,12 +66,10 @@ async def test_submit_wait_show_runs_cancel_retry_dead(app: rw.App, store_url: s
     assert bad_args.returncode == 2 and "--args is not JSON" in bad_args.stderr
     unknown_task = runwright("submit", APP_SPEC, "nope", url=store_url)
     assert unknown_task.returncode == 2 and "unknown task 'nope'" in unknown_task.stderr
-    assert (await app.store.run_count_by_state()) == {"succeeded": 1, "cancelled": 1}
+    assert (await app.store.run_count_by_state(RunCountParams())) == {"succeeded": 1, "cancelled": 1}
 
 
 async def test_retry_of_a_dead_run_from_the_command_line(app: rw.App, store_url: str) -> None:
-    from runwright.store.base import RunClaimParams, RunFinishParams, WorkerRegisterParams
-
     handle = await app.submit(apps.record, n=5)
     wid = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"], ["record"]))
     (run,) = await app.store.run_claim(RunClaimParams(wid, ["default"], ["record"], 1, 30))
@@ -157,11 +161,8 @@ async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, sto
     again = runwright("migrate", url=store_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     async with rw.App(store_url) as app:  # a later runwright stamped a newer schema
-        if backend == "sqlite":
-            await app.store._write(lambda c: c.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)"))
-        else:
-            async with app.store._conn() as conn:
-                await conn.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)")
+        async with app.store._transaction() as conn:
+            await conn.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)")
     worker = runwright("worker", APP_SPEC, url=store_url, timeout_s=60)
     assert worker.returncode == 4, worker.stderr
     assert "SchemaError" in worker.stderr and "newer than this runwright knows" in worker.stderr
@@ -240,7 +241,7 @@ async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_
     assert cycle.returncode == 2 and "cycle" in cycle.stderr
     malformed = runwright("submit", "--json", "{nope", url=store_url)
     assert malformed.returncode == 2 and "--json is not JSON" in malformed.stderr
-    assert (await app.store.run_count_by_state()) == {"queued": 1}
+    assert (await app.store.run_count_by_state(RunCountParams())) == {"queued": 1}
 
 
 async def test_status_summarises_the_store(app: rw.App, store_url: str) -> None:

@@ -20,7 +20,7 @@ import pytest
 import runwright as rw
 from runwright.journal import StepRecord
 from runwright.runs import Run, RunState
-from runwright.store.base import RunListParams
+from runwright.store.params import EventListParams, RunListParams
 
 from . import apps
 from .harness import WorkerFleet, WorkerProcess, owner_pid, sigstop_outside_a_write, wait_until
@@ -228,7 +228,7 @@ async def test_followers_read_the_whole_log_across_two_takeovers(app: rw.App, fl
         code = await follower.wait_exit()
         assert code == 0, f"follower {follower.name} exit code {code}: {follower.err_path.read_text()}"
 
-    log = [(e.seq, e.kind) for e in await app.store.event_list(handle.id)]
+    log = [(e.seq, e.kind) for e in await app.store.event_list(EventListParams(handle.id))]
     kinds = [kind for _, kind in log]
     assert [seq for seq, _ in log] == list(range(1, len(log) + 1)), "the stored log is gapless"
     assert kinds[-1] == "succeeded" and kinds.count("recovered") == 2, kinds
@@ -265,7 +265,7 @@ async def test_a_zombie_past_its_lease_appends_nothing(app: rw.App, fleet: Worke
     stalled = await handle.refresh()
     zombie_fence = stalled.fence
     journal_before = await app.store.step_list(handle.id)
-    log_before = await app.store.event_list(handle.id)
+    log_before = await app.store.event_list(EventListParams(handle.id))
     assert [(s.name, s.fence) for s in journal_before] == [("before", zombie_fence)]
 
     await sigstop_outside_a_write(zombie, store_url)
@@ -275,7 +275,7 @@ async def test_a_zombie_past_its_lease_appends_nothing(app: rw.App, fleet: Worke
     assert taken.value() == {"fence": zombie_fence + 1, "pid": other.pid}, "finished by the other worker"
     assert (taken.fence, taken.recoveries) == (zombie_fence + 1, 1)
     journal_taken = await app.store.step_list(handle.id)
-    log_taken = await app.store.event_list(handle.id)
+    log_taken = await app.store.event_list(EventListParams(handle.id))
 
     zombie.signal(signal.SIGCONT)
     fleet.release("zombie")  # the zombie's stalled attempt goes on, straight to its write
@@ -287,7 +287,7 @@ async def test_a_zombie_past_its_lease_appends_nothing(app: rw.App, fleet: Worke
     assert fleet.events_by_run("write-accepted")[handle.id] == [(zombie_fence + 1, other.pid)]
 
     journal = await app.store.step_list(handle.id)
-    log = await app.store.event_list(handle.id)
+    log = await app.store.event_list(EventListParams(handle.id))
     assert journal == journal_taken and log == log_taken, "a write of the zombie became durable"
     assert [s for s in journal if s.fence <= zombie_fence] == journal_before, \
         "of the zombie's claim, the journal holds only the step written before the stall"
@@ -346,7 +346,7 @@ async def test_a_durable_sleep_outlives_a_restart_of_every_worker(app: rw.App, f
     assert (final.attempt, final.recoveries, final.fence) == (1, 0, 2), "parked and resumed, never taken over"
     assert fleet.events_by_run("before")[handle.id] in ([(1, w.pid)] for w in old), "first step: once"
     assert fleet.events_by_run("after")[handle.id] == [(2, woke["pid"])], "second step: once"
-    kinds = [e.kind for e in await app.store.event_list(handle.id)]
+    kinds = [e.kind for e in await app.store.event_list(EventListParams(handle.id))]
     assert kinds == ["submitted", "started", "step", "step", "parked", "started", "step", "succeeded"]
     for worker in new:
         await worker.wait_started()
@@ -356,7 +356,7 @@ async def test_a_durable_sleep_outlives_a_restart_of_every_worker(app: rw.App, f
 async def _parked(app: rw.App, run_id: int) -> Run | None:
     """The run once it parked (or ended: then the assertions that follow say what went wrong)."""
     run = await app.store.run_get(run_id)
-    if run.done or any(e.kind == "parked" for e in await app.store.event_list(run_id)):
+    if run.done or any(e.kind == "parked" for e in await app.store.event_list(EventListParams(run_id))):
         return run
     return None
 
@@ -413,7 +413,7 @@ async def test_a_parent_gathers_50_children_across_a_sigkill(app: rw.App, fleet:
     twice = sorted(c.arguments()["n"] for c in children if len(executions[c.id]) == 2)
     print(f"children executed twice: {twice}; parent taken over {final.recoveries} times")
 
-    kinds = [e.kind for e in await app.store.event_list(parent.id)]
+    kinds = [e.kind for e in await app.store.event_list(EventListParams(parent.id))]
     assert "parked" in kinds, "the parent parked while its children ran"
     assert kinds[-1] == "succeeded"
 

@@ -18,6 +18,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import Run, RunState
+from runwright.store.params import RunCountParams
 
 from . import apps
 from .harness import (
@@ -123,7 +124,8 @@ async def test_sigkill_mid_run_is_taken_over_and_finished(app: rw.App, fleet: Wo
             assert run.recoveries == 0, f"run {run.id} of the survivor was not taken over"
             assert run.fence == before.fence, f"run {run.id} of the survivor was not claimed again"
     assert target.id in killed
-    assert await app.store.run_count_by_state() == {"succeeded": 20}, "nothing left queued or running"
+    counts = await app.store.run_count_by_state(RunCountParams())
+    assert counts == {"succeeded": 20}, "nothing left queued or running"
 
     # The ledger agrees: a killed run started twice (the victim's claim, then the
     # survivor's under the next fence), others once; each finished once, by the survivor.

@@ -125,8 +125,7 @@ class Conversation:
             return
         store = self.ctx.runtime.store
         added = await durably(store.thread_append, ThreadAppendParams(
-            self.ctx.run_id, self.ctx.fence, self.thread, self._added, json.dumps(message),
-            tenant=self.ctx.run.tenant))
+            self.ctx.run_id, self.ctx.fence, self.thread, self._added, json.dumps(message)))
         if not added:
             raise LeaseLost(self.ctx.run_id, self.ctx.fence)
         self._added += 1

@@ -22,7 +22,7 @@ from ..resilience import durably
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
 from ..store.params import RunFinishParams
-from ..store.rows import cancelled_error
+from ..store.rules import cancelled_error
 
 if TYPE_CHECKING:
     from ..runtime import Runtime

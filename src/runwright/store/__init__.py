@@ -1,6 +1,7 @@
-"""Stores: the interface (`base`) and one implementation per backend."""
+"""Stores: the interface (`interface`, `params`), the rulebook (`rules`), the SQL both
+SQL dialects share (`sql`), and one implementation per backend."""
 
-from .base import Store
+from .interface import Store
 from .urls import DEFAULT_URL, store_from_url
 
 __all__ = ["DEFAULT_URL", "Store", "store_from_url"]

@@ -268,14 +268,13 @@ class ThreadMessagesParams:
 
 @dataclass(slots=True)
 class ThreadAppendParams:
-    """Add one message to a thread's history, fenced by the run that produced it."""
+    """Add one message to its run's thread (the run's own thread and tenant), fenced."""
 
     run_id: int
     fence: int
     thread: str
     idx: int  # its index within the run: a replayed append of the same index is a no-op
     message: str  # JSON
-    tenant: str | None = None
     now: float | None = None
 
 

@@ -6,11 +6,12 @@ import os
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError
-from .base import DEFAULT_SCHEMA, Store
+from .interface import Store
 
-__all__ = ["DEFAULT_URL", "resolve_url", "store_from_url"]
+__all__ = ["DEFAULT_SCHEMA", "DEFAULT_URL", "resolve_url", "store_from_url"]
 
 DEFAULT_URL = "sqlite:///./runwright.db"
+DEFAULT_SCHEMA = "runwright"  # PostgreSQL: the schema a URL without ?schema= uses
 
 
 def resolve_url(url: str | None) -> str:

@@ -4,7 +4,7 @@
 CREATE TABLE runs (
     -- identity ids grow with submission: the last tie-breaker of claim order.
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    key              text    NOT NULL UNIQUE,
+    key              text    NOT NULL,
     task             text    NOT NULL,
     queue            text    NOT NULL,
     priority         smallint NOT NULL,
@@ -70,11 +70,15 @@ CREATE TABLE events (
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
+-- A key names one run within its tenant ('' for runs of no tenant).
+CREATE UNIQUE INDEX runs_key ON runs ((coalesce(tenant, '')), key);
 
 CREATE TABLE threads (
-    id         text PRIMARY KEY,
+    id         text NOT NULL,
     created_at double precision NOT NULL,
-    deleted_at double precision
+    deleted_at double precision,
+    tenant     text NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, id)
 );
 
 -- A thread's history, in (run, index) order: runs of a thread never overlap, and run
@@ -85,7 +89,8 @@ CREATE TABLE thread_messages (
     idx        integer NOT NULL,
     message    text    NOT NULL,
     created_at double precision NOT NULL,
-    PRIMARY KEY (thread_id, run_id, idx)
+    tenant     text NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, thread_id, run_id, idx)
 );
 
 CREATE TABLE workers (

@@ -1,10 +1,15 @@
-"""The SQL of the PostgreSQL store, one statement per operation, with the why of each."""
+"""The PostgreSQL store's hot path, one statement per operation, with the why of each.
+
+What both SQL dialects run is in `..sql.statements`; these are the single round trips
+that only PostgreSQL can make (data-modifying CTEs, unnest, NOTIFY in the statement).
+"""
 
 from __future__ import annotations
 
-from ..rows import RUN_COLUMNS, SCHEDULE_COLUMNS, cancelled_error, interrupted_error
+from ..rules import REQUEUE_STOPS
+from ..sql.columns import R_COLUMNS, RUN_COLUMNS
+from ..sql.statements import stop_error_case, stop_state_case
 
-R_COLUMNS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 # A NOTIFY payload holds at most 8000 bytes: past this, '*' tells listeners "re-read all".
 PAYLOAD_LIMIT = 7900
 
@@ -31,7 +36,7 @@ WITH input AS (
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
            parent_id, budget, deadline_at, thread, tenant, 1
     FROM input ORDER BY ord
-    ON CONFLICT (key) DO NOTHING
+    ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
     RETURNING {RUN_COLUMNS}
 ), submitted AS (
     -- Event 1 of every new run's log.
@@ -46,10 +51,8 @@ WITH input AS (
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM notified) FROM inserted
 """
 
-GET_BY_KEYS = f"SELECT {RUN_COLUMNS} FROM runs WHERE key = ANY($1::text[])"
-GET = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
-GET_MANY = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ANY($1::bigint[]) ORDER BY id"
-COUNT_BY_STATE = "SELECT state, count(*) FROM runs WHERE $1::text IS NULL OR tenant = $1 GROUP BY state"
+# A key names one run within its tenant ('' for none), as the unique index says.
+GET_BY_KEYS = f"SELECT {RUN_COLUMNS} FROM runs WHERE coalesce(tenant, '') = $1 AND key = ANY($2::text[])"
 
 # Two planner traps. (1) `queue = ANY(...)` cannot walk runs_due in (priority, run_at, id)
 # order, so the planner would read and sort every queued run of those queues (a full
@@ -69,7 +72,8 @@ WITH picked AS MATERIALIZED (
           AND (t.deadline_at IS NULL OR t.deadline_at >= $3::float8)
           -- A thread's run waits while an earlier run of its thread is open.
           AND (t.thread IS NULL OR NOT EXISTS (
-                SELECT 1 FROM runs o WHERE o.thread = t.thread AND o.id < t.id
+                SELECT 1 FROM runs o WHERE o.thread = t.thread
+                AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id < t.id
                 AND o.state IN ('queued', 'running')))
         ORDER BY t.priority, t.run_at, t.id
         LIMIT $4
@@ -101,15 +105,10 @@ WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running' AND r.owner = $2
 RETURNING r.id, r.cancel_requested
 """
 
-# The state an attempt's end really leads to: a run that would go back to the queue (a
-# retry, a park, a give-back) while a cancel or an interrupt was requested ends now
-# instead, so such a request is never lost to a run that was finishing as it came.
-CANCELLED_ERROR = cancelled_error()  # JSON without a quote: safe as a literal
-INTERRUPTED_ERROR = interrupted_error()
-ENDS_AS = """CASE WHEN v.state <> 'queued' THEN v.state
-                  WHEN r.cancel_requested THEN 'cancelled'
-                  WHEN r.interrupt IS NOT NULL THEN 'interrupted'
-                  ELSE 'queued' END"""
+# The state an attempt's end really leads to (`rules.REQUEUE_STOPS`): a run that would go
+# back to the queue while a cancel or an interrupt was requested ends now instead.
+ENDS_AS = stop_state_case("v.state", "r")
+STOPPED = ", ".join(f"'{stop.ends_as.value}'" for stop in REQUEUE_STOPS)
 
 # One statement for every fenced end of an attempt: a row changes only if its fence is
 # still current and it is still running. `queued` is a retry (run_at = backoff) or, with
@@ -124,8 +123,7 @@ WITH finished AS (
         result = v.result,
         error = CASE WHEN {ENDS_AS} = 'queued' THEN coalesce(v.error, r.error)
                      WHEN {ENDS_AS} = v.state THEN v.error
-                     WHEN {ENDS_AS} = 'cancelled' THEN '{CANCELLED_ERROR}'
-                     ELSE '{INTERRUPTED_ERROR}' END,
+                     ELSE {stop_error_case("v.error", "r")} END,
         finished_at = CASE WHEN {ENDS_AS} = 'queued' THEN NULL ELSE $1::float8 END,
         run_at = CASE WHEN v.state <> 'queued' THEN r.run_at
                       WHEN r.wake_requested THEN least(v.run_at, $1::float8) ELSE v.run_at END,
@@ -154,55 +152,18 @@ SELECT f.id, f.state, f.parent_id, f.thread, f.asked, f.interrupt, (SELECT count
 FROM finished f
 """
 
-# A child ended: its parked parent comes due now; a running parent is flagged so that
-# its park (which may be on its way) wakes at once. A statement of its own, because a
-# parent and its child may end in the same batch, and one statement cannot update a row twice.
-WAKE_PARENTS = """
-WITH woken AS (
-    UPDATE runs SET
-        run_at = CASE WHEN state = 'queued' THEN least(run_at, $2::float8) ELSE run_at END,
-        wake_requested = (state = 'running') OR wake_requested
-    WHERE id = ANY($1::bigint[])
-    RETURNING id
-)
-SELECT count(pg_notify($3, '')) FROM woken
-"""
 
 # After a lost reply the finish may have committed: a refused id whose row already shows
 # our fence and target state is a success, not a lost lease.
-FINISH_CONFIRM = """
+FINISH_CONFIRM = f"""
 SELECT r.id FROM runs r JOIN unnest($1::bigint[], $2::bigint[], $3::text[]) AS v(id, fence, state)
     ON r.id = v.id AND r.fence = v.fence
-    AND (r.state = v.state OR (v.state = 'queued' AND r.state IN ('cancelled', 'interrupted')))
+    AND (r.state = v.state OR (v.state = 'queued' AND r.state IN ({STOPPED})))
 """
 
-CANCEL_QUEUED = """
-UPDATE runs SET state = 'cancelled', finished_at = $2, error = $3, owner = NULL
-WHERE id = $1 AND state = ANY($4::text[])
-"""
-CANCEL_RUNNING = "UPDATE runs SET cancel_requested = true WHERE id = $1 AND state = 'running'"
 
-RETRY = """
-UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = $2, result = NULL,
-    error = NULL, finished_at = NULL, owner = NULL, lease_expires_at = NULL
-WHERE id = $1 AND state = ANY($3::text[])
-"""
 
-FAMILY = """
-WITH RECURSIVE tree(id) AS (
-    SELECT id FROM runs WHERE parent_id = $1
-    UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id
-)
-SELECT id FROM tree ORDER BY id
-"""
 
-# Unfenced append, for changes the store itself makes under the run's row lock (cancel,
-# retry). Bumping last_seq locks the row, which keeps the numbering gapless.
-APPEND_EVENT = """
-WITH bumped AS (UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq)
-INSERT INTO events (run_id, seq, kind, data, at) SELECT $1, last_seq, $2, $3, $4 FROM bumped
-RETURNING seq
-"""
 
 # Fenced append: only while the caller's claim is current. The UPDATE takes the run's
 # row lock, so a takeover (which updates the same row) orders strictly before or after.
@@ -222,9 +183,6 @@ WITH bumped AS (
 SELECT seq, (SELECT count(*) FROM notified) FROM appended ORDER BY seq
 """
 
-LIST_EVENTS = """
-SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
-"""
 
 # The fence check is the UPDATE of the run's row (bumping last_seq for the `step` event):
 # it takes the row lock, so a takeover's UPDATE of that row is ordered strictly before
@@ -264,117 +222,14 @@ WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
   AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND fence = $3 AND state = 'running')
 """
 
-LIST_STEPS = """
-SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
-WHERE run_id = $1 ORDER BY position
-"""
 
-# Live workers are those whose session still holds their advisory lock: when a worker's
-# process or connection dies, PostgreSQL drops the lock at once, so its runs are taken
-# back at the next rescue tick instead of after a lease timeout. Expired leases cover a
-# stalled worker whose session is still alive.
-RESCUE = f"""
-WITH live AS (
-    SELECT objid::bigint AS worker_id FROM pg_locks
-    WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted
-), gone AS (
-    DELETE FROM workers WHERE id NOT IN (SELECT worker_id FROM live) RETURNING id
-), rescued AS (
-    UPDATE runs SET recoveries = recoveries + 1, attempt = attempt - 1,
-        owner = NULL, lease_expires_at = NULL, last_seq = last_seq + 1,
-        state = CASE WHEN recoveries + 1 > $3::int THEN 'dead' ELSE 'queued' END,
-        run_at = CASE WHEN recoveries + 1 > $3 THEN run_at ELSE $2::float8 END,
-        finished_at = CASE WHEN recoveries + 1 > $3 THEN $2 END,
-        error = CASE WHEN recoveries + 1 > $3 THEN $4::text ELSE error END
-    WHERE state = 'running'
-      AND (lease_expires_at < $2 OR owner IS NULL OR owner NOT IN (SELECT worker_id FROM live))
-    RETURNING {RUN_COLUMNS}
-), logged AS (
-    INSERT INTO events (run_id, seq, kind, data, at)
-    SELECT id, last_seq, CASE WHEN state = 'dead' THEN 'dead' ELSE 'recovered' END,
-           json_build_object('recoveries', recoveries)::text, $2
-    FROM rescued
-), notified AS (
-    SELECT pg_notify($5, '') FROM rescued LIMIT 1
-)
-SELECT {RUN_COLUMNS}, (SELECT count(*) FROM gone), (SELECT count(*) FROM notified) FROM rescued
-"""
 
-# Every worker sweeps: a deadline holds even when the run's own worker is dead. A
-# running run's owner finds its next fenced write refused (no longer running).
-EXPIRE = f"""
-WITH expired AS (
-    UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL,
-        finished_at = $1::float8, error = $2, last_seq = last_seq + 1
-    WHERE deadline_at < $1::float8 AND state IN ('queued', 'running')
-    RETURNING {RUN_COLUMNS}
-), logged AS (
-    INSERT INTO events (run_id, seq, kind, data, at)
-    SELECT id, last_seq, 'failed', '{{"error": "DeadlineExceeded"}}', $1 FROM expired
-)
-SELECT * FROM expired
-"""
 
-NEXT_DUE = """
-SELECT min(run_at) FROM runs
-WHERE state = 'queued' AND queue = ANY($1::text[]) AND task = ANY($2::text[])
-"""
 
-COUNT_DUE_BY_TASK = """
-SELECT task, count(*) FROM runs
-WHERE state = 'queued' AND run_at < $2::float8 AND queue = ANY($1::text[])
-GROUP BY task
-"""
 
-WORKER_INSERT = """
-INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $5) RETURNING id
-"""
-WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
-WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
-WORKER_LIST = "SELECT id, host, pid, queues, tasks, started_at, heartbeat_at FROM workers ORDER BY id"
 
-THREAD_LOCK = """
-INSERT INTO threads (id, created_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING
-"""
-# Submissions to one thread take turns on its row: the busy check and the insert are
-# one step, so two submissions can never both see the thread idle.
-THREAD_FOR_UPDATE = "SELECT deleted_at FROM threads WHERE id = $1 FOR UPDATE"
 
-THREAD_OPEN_RUNS = f"""
-SELECT {RUN_COLUMNS} FROM runs WHERE thread = $1 AND state IN ('queued', 'running') ORDER BY id
-"""
 
-INTERRUPT_RUNNING = "UPDATE runs SET interrupt = $2 WHERE id = $1 AND state = 'running'"
-INTERRUPT_QUEUED = """
-UPDATE runs SET state = 'interrupted', interrupt = $2, finished_at = $3, owner = NULL
-WHERE id = $1 AND state = 'queued'
-"""
 
-THREAD_MESSAGES = """
-SELECT run_id, idx, message FROM thread_messages WHERE thread_id = $1 AND run_id < $2
-ORDER BY run_id, idx
-"""
 
-# FOR SHARE on the run's row: a takeover waits for this append (or this append sees the
-# takeover and writes nothing), as with the journal.
-OWNS_RUN = "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR SHARE"
-THREAD_APPEND = """
-INSERT INTO thread_messages (thread_id, run_id, idx, message, created_at)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
-"""
 
-# A declaration in code updates the definition but keeps the run-time state: paused,
-# and the next fire time unless the cron or time zone changed.
-SCHEDULE_SAVE = f"""
-INSERT INTO schedules ({SCHEDULE_COLUMNS})
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-ON CONFLICT (name) DO UPDATE SET
-    next_fire_at = CASE WHEN schedules.cron = excluded.cron AND schedules.tz = excluded.tz
-                        THEN schedules.next_fire_at ELSE excluded.next_fire_at END,
-    cron = excluded.cron, tz = excluded.tz, task = excluded.task, args = excluded.args,
-    queue = excluded.queue, priority = excluded.priority, max_attempts = excluded.max_attempts,
-    misfire = excluded.misfire, catch_up_limit = excluded.catch_up_limit,
-    updated_at = excluded.updated_at
-RETURNING {SCHEDULE_COLUMNS}
-"""

@@ -6,7 +6,7 @@ CREATE TABLE runs (
     -- INTEGER PRIMARY KEY is the rowid: ids grow with submission, which is the last
     -- tie-breaker of claim order.
     id               INTEGER PRIMARY KEY,
-    key              TEXT    NOT NULL UNIQUE,
+    key              TEXT    NOT NULL,
     task             TEXT    NOT NULL,
     queue            TEXT    NOT NULL,
     priority         INTEGER NOT NULL,
@@ -72,11 +72,15 @@ CREATE TABLE events (
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
+-- A key names one run within its tenant ('' for runs of no tenant).
+CREATE UNIQUE INDEX runs_key ON runs (coalesce(tenant, ''), key);
 
 CREATE TABLE threads (
-    id         TEXT PRIMARY KEY,
+    id         TEXT NOT NULL,
     created_at REAL NOT NULL,
-    deleted_at REAL
+    deleted_at REAL,
+    tenant     TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID;
 
 -- A thread's history, in (run, index) order: runs of a thread never overlap, and run
@@ -87,7 +91,8 @@ CREATE TABLE thread_messages (
     idx        INTEGER NOT NULL,
     message    TEXT    NOT NULL,
     created_at REAL    NOT NULL,
-    PRIMARY KEY (thread_id, run_id, idx)
+    tenant     TEXT    NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant, thread_id, run_id, idx)
 ) WITHOUT ROWID;
 
 CREATE TABLE workers (

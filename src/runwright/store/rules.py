@@ -1,0 +1,232 @@
+"""The rulebook: what happens to runs, decided once for every backend.
+
+A backend reads what a decision needs (under its lock, in its transaction or script),
+asks a rule here, and applies the answer atomically in its own dialect, the way River's
+rescuer decides a job's fate and its driver applies it. Nothing here touches a database.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..errors import InvalidInput, SchemaError, ThreadBusy
+from ..journal import StepRecord
+from ..runs import Run, RunState, check_transition
+from .params import ON_BUSY, RunListParams
+
+__all__ = [
+    "REQUEUE_STOPS",
+    "BusyPlan",
+    "CancelPlan",
+    "Rescue",
+    "StopRequest",
+    "cancelled_error",
+    "check_schema_known",
+    "check_schema_current",
+    "deadline_error",
+    "interrupted_error",
+    "list_conditions",
+    "plan_busy",
+    "plan_cancel",
+    "rescue_fate",
+    "retry_drops",
+    "step_event",
+    "submitted_event",
+    "worker_lost_error",
+]
+
+QUEUED, RUNNING = RunState.QUEUED, RunState.RUNNING
+
+
+# -- the error payloads a store writes on its own -------------------------------------
+
+
+def deadline_error() -> str:
+    return json.dumps({"type": "DeadlineExceeded",
+                       "message": "the run's deadline passed before it ended"})
+
+
+def worker_lost_error(recoveries: int) -> str:
+    return json.dumps({
+        "type": "WorkerLost",
+        "message": f"its worker was lost {recoveries} times; a run that keeps killing its "
+                   f"workers goes to the dead-letter queue",
+    })
+
+
+def cancelled_error(reason: str = "cancelled on request") -> str:
+    return json.dumps({"type": "Cancelled", "message": reason})
+
+
+def interrupted_error() -> str:
+    return json.dumps({"type": "Interrupted", "message": "interrupted by a newer run on its thread"})
+
+
+def step_event(position: int, name: str, status: str, error: str | None) -> str:
+    """The data of the `step` event that logs a journal write (the result stays in the
+    journal; the event names only the error's type)."""
+    data: dict[str, object] = {"position": position, "name": name, "status": status}
+    if error is not None:
+        data["error"] = json.loads(error).get("type")
+    return json.dumps(data)
+
+
+def submitted_event(run: Run) -> str:
+    """The data of event 1 of every run's log."""
+    return json.dumps({"task": run.task, "key": run.key, "queue": run.queue,
+                       "priority": run.priority, "parent": run.parent_id, "thread": run.thread})
+
+
+# -- an attempt's end that meets a stop request ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """A request standing on a running run that turns a requeue (a retry, a park, a
+    give-back) into an end, so that it is never lost to a run finishing as it came."""
+
+    flag: str  # the Run field that carries it
+    ends_as: RunState
+    error: str
+
+
+# In order of precedence: a cancel wins over an interrupt.
+REQUEUE_STOPS = (
+    StopRequest("cancel_requested", RunState.CANCELLED, cancelled_error()),
+    StopRequest("interrupt", RunState.INTERRUPTED, interrupted_error()),
+)
+
+
+# -- the busy policy of a thread --------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BusyPlan:
+    """What a submission to a thread does to the thread's open runs."""
+
+    mode: str | None = None  # "interrupt" or "rollback" when runs are to be stopped
+    ask_to_stop: list[int] = field(default_factory=list)  # running: stop at the next step
+    end_now: list[int] = field(default_factory=list)  # queued (not started, or parked)
+
+    @property
+    def drops_history(self) -> bool:
+        return self.mode == "rollback"
+
+
+def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str) -> BusyPlan:
+    """reject: ThreadBusy while a run is open; enqueue: the new run waits its turn (the
+    claim never overlaps two runs of a thread); interrupt/rollback: running runs stop at
+    their next step boundary and queued ones end `interrupted` now."""
+    if on_busy not in ON_BUSY:
+        raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    if not open_runs or on_busy == "enqueue":
+        return BusyPlan()
+    if on_busy == "reject":
+        raise ThreadBusy(thread, open_runs[0].id, open_runs[0].state.value)
+    return BusyPlan(mode=on_busy,
+                    ask_to_stop=[r.id for r in open_runs if r.state is RUNNING],
+                    end_now=[r.id for r in open_runs if r.state is QUEUED])
+
+
+# -- cancelling a run and its descendants -----------------------------------------------
+
+
+@dataclass(slots=True)
+class CancelPlan:
+    ask_to_stop: list[int] = field(default_factory=list)  # running: its owner stops it
+    end_now: list[Run] = field(default_factory=list)  # queued: cancelled at once
+
+
+def plan_cancel(run: Run, descendants: Sequence[Run]) -> CancelPlan:
+    """Cancel `run` (RunEnded if it already ended) and every open descendant."""
+    if run.state is not RUNNING:
+        check_transition(run.id, run.state, RunState.CANCELLED)
+    plan = CancelPlan()
+    for member in (run, *descendants):
+        if member.state is RUNNING and not member.cancel_requested:
+            plan.ask_to_stop.append(member.id)
+        elif member.state is QUEUED:
+            plan.end_now.append(member)
+    return plan
+
+
+# -- a manual retry ---------------------------------------------------------------------
+
+
+def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
+    """Check that `run` may be retried, and return the journal positions to forget.
+
+    A retry asked for by hand means "try again": journaled failures run again, while
+    completed steps keep their results. An OutcomeUnknown stays: that call may have
+    happened, and at-most-once means never again."""
+    check_transition(run.id, run.state, QUEUED)
+    return [record.position for record in journal if record.status == "failed"
+            and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
+
+
+# -- rescuing a run whose owner is gone -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Rescue:
+    """What a takeover does to one run (applied only while it is still running under
+    the same fence: an owner that finished meanwhile wins)."""
+
+    run_id: int
+    fence: int
+    state: RunState  # queued (taken over) or dead (it kept killing its workers)
+    run_at: float
+    finished_at: float | None
+    error: str | None
+    event_kind: str
+    recoveries: int
+
+
+def rescue_fate(run: Run, max_recoveries: int, now: float) -> Rescue:
+    """Back to the queue at once, without using an attempt; past `max_recoveries`
+    takeovers, dead: a run that kills every worker stops circulating."""
+    recoveries = run.recoveries + 1
+    if recoveries > max_recoveries:
+        return Rescue(run.id, run.fence, RunState.DEAD, run.run_at, now,
+                      worker_lost_error(recoveries), "dead", recoveries)
+    return Rescue(run.id, run.fence, QUEUED, now, None, run.error, "recovered", recoveries)
+
+
+# -- listing runs -----------------------------------------------------------------------
+
+
+def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:
+    """The filter of a run list as (column, operator, value); "in" takes a list."""
+    conditions: list[tuple[str, str, object]] = []
+    if params.states:
+        conditions.append(("state", "in", [s.value for s in params.states]))
+    for column in ("task", "queue", "thread", "tenant"):
+        value = getattr(params, column)
+        if value is not None:
+            conditions.append((column, "=", value))
+    if params.before_id is not None:
+        conditions.append(("id", "<", params.before_id))
+    if params.created_after is not None:
+        conditions.append(("created_at", ">=", float(params.created_after)))
+    if params.created_before is not None:
+        conditions.append(("created_at", "<", float(params.created_before)))
+    return conditions
+
+
+# -- schema versions --------------------------------------------------------------------
+
+
+def check_schema_known(found: int, known: int, where: str) -> None:
+    """A schema newer than this code is refused before anything is written."""
+    if found > known:
+        raise SchemaError(f"{where} has schema version {found}, newer than this runwright knows "
+                          f"({known}); upgrade runwright. Nothing was written.")
+
+
+def check_schema_current(found: int, known: int, where: str) -> None:
+    check_schema_known(found, known, where)
+    if found < known:
+        raise SchemaError(f"{where} has schema version {found}, this runwright needs {known}: "
+                          f"run `runwright migrate`")

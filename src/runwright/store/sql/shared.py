@@ -1,0 +1,435 @@
+"""The store operations both SQL dialects share, written once over `SqlConnection`.
+
+A dialect (sqlite/, postgres/) gives connections (`_reading`, `_transaction`), its hot
+path (submit, claim, renew, finish, journal and event appends, each one round trip
+tuned for its database), how it tells a dead worker (`_dead_worker_ids`), and how it
+reads and applies schema versions. Everything else, which is where the rules are, lives
+here: it asks `rules` for the decision and applies it in the transaction it read in.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncContextManager, Sequence
+
+from ...clock import Clock
+from ...errors import RunNotFound, ThreadDeleted
+from ...journal import Event, StepRecord
+from ...runs import Run, RunState
+from ...schedules import Schedule
+from .. import rules
+from ..hub import QUEUED, Hub, done_topic, events_topic
+from ..migrations import Migration
+from ..params import (
+    EventListParams,
+    QueueStat,
+    RunCancelParams,
+    RunCountDueParams,
+    RunCountParams,
+    RunExpireParams,
+    RunInsertParams,
+    RunListParams,
+    RunNextDueParams,
+    RunQueueStatsParams,
+    RunRescueParams,
+    RunRetryParams,
+    ScheduleAdvanceParams,
+    ScheduleDueParams,
+    SchedulePauseParams,
+    ThreadAppendParams,
+    ThreadDeleteParams,
+    ThreadForgetParams,
+    ThreadMessagesParams,
+    WorkerHeartbeatParams,
+    WorkerInfo,
+    WorkerRegisterParams,
+)
+from . import statements as q
+from .columns import RUN_COLUMNS, run_from_row, schedule_from_row, worker_from_row
+from .dialect import Dialect, SqlConnection
+
+__all__ = ["SqlStore"]
+
+NO_RUN_BEFORE = 2**62  # "before run" when a thread's whole history is wanted
+
+
+class SqlStore:
+    """The shared half of a SQL store; see the module docstring for the dialect's half."""
+
+    url: str
+    hub: Hub
+    clock: Clock
+    dialect: Dialect
+    migrations: list[Migration]
+    schema_version_known: int
+    where: str  # names the database in messages ("schema 'x'", "file.db")
+
+    # -- the dialect's half -------------------------------------------------------------
+
+    def _reading(self) -> AsyncContextManager[SqlConnection]:
+        raise NotImplementedError
+
+    def _transaction(self) -> AsyncContextManager[SqlConnection]:
+        raise NotImplementedError
+
+    async def _insert_runs(self, conn: SqlConnection, params: Sequence[RunInsertParams],
+                           now: float) -> list[Run]:
+        raise NotImplementedError
+
+    async def _dead_worker_ids(self, conn: SqlConnection, params: RunRescueParams,
+                               now: float) -> list[int]:
+        raise NotImplementedError
+
+    async def _schema_table_exists(self, conn: SqlConnection) -> bool:
+        raise NotImplementedError
+
+    async def _apply_migration(self, conn: SqlConnection, migration: Migration) -> None:
+        raise NotImplementedError
+
+    async def _before_migrate(self, conn: SqlConnection) -> None:
+        """Anything the dialect must do first in the migrating transaction."""
+
+    # -- schema -------------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        async with self._reading() as conn:
+            if not await self._schema_table_exists(conn):
+                return 0
+            return int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_versions"))
+
+    async def require_schema(self) -> None:
+        rules.check_schema_current(await self.schema_version(), self.schema_version_known, self.where)
+
+    async def _check_schema_known(self) -> None:
+        rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where)
+
+    async def migrate(self) -> list[int]:
+        async with self._transaction() as conn:
+            await self._before_migrate(conn)
+            await conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (version integer PRIMARY KEY,"
+                               " name text NOT NULL, applied_at double precision NOT NULL)")
+            current = int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_versions"))
+            rules.check_schema_known(current, self.schema_version_known, self.where)
+            applied = []
+            for migration in self.migrations[current:]:
+                await self._apply_migration(conn, migration)
+                await conn.execute("INSERT INTO schema_versions VALUES ($1, $2, $3)",
+                                   migration.version, migration.name, self.clock.now())
+                applied.append(migration.version)
+            return applied
+
+    # -- reading runs -------------------------------------------------------------------
+
+    async def _fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
+        async with self._reading() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def run_get(self, run_id: int) -> Run | None:
+        rows = await self._fetch(q.GET_RUN, run_id)
+        return run_from_row(rows[0]) if rows else None
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]:
+        return [run_from_row(r) for r in await self._fetch(q.GET_MANY, self.dialect.array(run_ids))]
+
+    async def run_list(self, params: RunListParams) -> list[Run]:
+        where, args = self._where(rules.list_conditions(params))
+        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}"
+                                 f" ORDER BY id DESC LIMIT ${len(args) + 1}", *args, params.limit)
+        return [run_from_row(row) for row in rows]
+
+    def _where(self, conditions: list[tuple[str, str, object]]) -> tuple[str, list[Any]]:
+        """A WHERE clause (shared text) and its arguments from (column, op, value)."""
+        clauses, args = ["1 = 1"], []
+        for column, op, value in conditions:
+            if op == "in":
+                args.append(self.dialect.array(value))  # type: ignore[arg-type]
+                clauses.append(f"{column} IN_ARRAY(${len(args)})")
+            else:
+                args.append(value)
+                clauses.append(f"{column} {op} ${len(args)}")
+        return " AND ".join(clauses), args
+
+    async def run_count_by_state(self, params: RunCountParams) -> dict[str, int]:
+        where, args = self._where(_tenant_only(params.tenant))
+        rows = await self._fetch(f"SELECT state, count(*) FROM runs WHERE {where} GROUP BY state", *args)
+        return {state: count for state, count in rows}
+
+    async def run_queue_stats(self, params: RunQueueStatsParams) -> list[QueueStat]:
+        where, args = self._where(_tenant_only(params.tenant))
+        now = len(args) + 1
+        rows = await self._fetch(
+            f"SELECT queue, state, count(*), min(CASE WHEN state = 'queued' AND run_at <= ${now}"
+            f" THEN run_at END) FROM runs WHERE {where} GROUP BY queue, state",
+            *args, self.clock.now(params.now))
+        return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+    async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
+        async with self._reading() as conn:
+            value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
+                                        self.dialect.array(params.tasks))
+        return None if value is None else float(value)
+
+    async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
+        rows = await self._fetch(q.COUNT_DUE_BY_TASK, self.dialect.array(params.queues),
+                                 params.due_before)
+        return {task: count for task, count in rows}
+
+    # -- the journal and the log --------------------------------------------------------
+
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        return [StepRecord(*row) for row in await self._fetch(q.LIST_STEPS, run_id)]
+
+    async def event_list(self, params: EventListParams) -> list[Event]:
+        rows = await self._fetch(q.LIST_EVENTS, params.run_id, params.after, params.limit)
+        return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]
+
+    async def _log(self, conn: SqlConnection, run_id: int, kind: str, data: dict[str, Any],
+                   now: float) -> None:
+        """Append one event to a run's log, under the run's row lock (unfenced: for the
+        changes the store itself makes, such as a cancel or a retry)."""
+        seq = await conn.fetchval(q.BUMP_SEQ, run_id)
+        await conn.execute(q.APPEND_EVENT, run_id, seq, kind, json.dumps(data), now)
+        await conn.notify("events", [run_id])
+
+    async def _log_bumped(self, conn: SqlConnection, runs: Sequence[Run],
+                          kinds: Sequence[tuple[str, dict[str, Any]]], now: float) -> None:
+        """Log one event per run whose last_seq the caller's UPDATE already bumped."""
+        await conn.executemany(q.APPEND_EVENT, [(run.id, run.last_seq, kind, json.dumps(data), now)
+                                                for run, (kind, data) in zip(runs, kinds)])
+        await conn.notify("events", [run.id for run in runs])
+
+    async def _wake_parents(self, conn: SqlConnection, runs: Sequence[Run], now: float) -> None:
+        parents = [run.parent_id for run in runs if run.parent_id is not None]
+        if parents:
+            await conn.execute(q.WAKE_PARENTS, self.dialect.array(parents), now)
+            await conn.notify("queued")
+
+    async def _locked_run(self, conn: SqlConnection, run_id: int) -> Run:
+        row = await conn.fetchrow(q.LOCK_RUN, run_id)
+        if row is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return run_from_row(row)
+
+    # -- cancel, retry ------------------------------------------------------------------
+
+    async def run_cancel(self, params: RunCancelParams) -> Run:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            run = await self._locked_run(conn, params.run_id)
+            family = [row[0] for row in await conn.fetch(q.FAMILY, run.id)]
+            descendants = [run_from_row(r) for r in await conn.fetch(q.LOCK_RUNS, self.dialect.array(family))]
+            plan = rules.plan_cancel(run, descendants)
+            for run_id in plan.ask_to_stop:
+                await conn.execute(q.REQUEST_CANCEL, run_id)
+                await self._log(conn, run_id, "cancel_requested", {}, now)
+                await conn.notify("cancel", [run_id])
+            for member in plan.end_now:
+                await self._end_queued(conn, member.id, RunState.CANCELLED, now, "cancelled",
+                                       {"reason": "cancelled on request"}, error=rules.cancelled_error())
+            await self._wake_parents(conn, plan.end_now, now)
+            run = await self._locked_run(conn, run.id)
+        self.hub.fire_all()  # cancel, done and events topics of a whole family
+        return run
+
+    async def _end_queued(self, conn: SqlConnection, run_id: int, state: RunState, now: float,
+                          kind: str, data: dict[str, Any], *, error: str | None = None,
+                          interrupt: str | None = None) -> None:
+        await conn.execute(q.END_QUEUED, run_id, state.value, now, error, interrupt)
+        await self._log(conn, run_id, kind, data, now)
+        await conn.notify("done", [run_id])
+
+    async def run_retry(self, params: RunRetryParams) -> Run:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            run = await self._locked_run(conn, params.run_id)
+            journal = [StepRecord(*row) for row in await conn.fetch(q.LIST_STEPS, run.id)]
+            forget = rules.retry_drops(run, journal)
+            await conn.execute(q.RETRY_RESET, run.id, now)
+            if forget:
+                await conn.execute(q.DROP_STEPS, run.id, self.dialect.array(forget))
+            await self._log(conn, run.id, "requeued", {"previous": run.state.value}, now)
+            await conn.notify("queued")
+            run = await self._locked_run(conn, run.id)
+        self.hub.fire(QUEUED)
+        self.hub.fire(events_topic(run.id))
+        return run
+
+    # -- rescue and deadlines -----------------------------------------------------------
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
+        now = self.clock.now(params.now)
+        # A look without the write lock first: most ticks of most workers find nothing.
+        async with self._reading() as conn:
+            if not await self._dead_worker_ids(conn, params, now) and not await conn.fetch(q.STUCK, now):
+                return []
+        async with self._transaction() as conn:
+            dead = await self._dead_worker_ids(conn, params, now)
+            if dead:
+                await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
+            stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, now)]
+            rescued = await self._apply_rescues(conn, [
+                rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
+        self._fire_ended(rescued)
+        return rescued
+
+    async def _apply_rescues(self, conn: SqlConnection, fates: Sequence[rules.Rescue],
+                             now: float) -> list[Run]:
+        rescued, kinds = [], []
+        for fate in fates:
+            row = await conn.fetchrow(q.RESCUE_ONE, fate.run_id, fate.fence, fate.state.value,
+                                      fate.recoveries, fate.run_at, fate.finished_at, fate.error)
+            if row is not None:
+                rescued.append(run_from_row(row))
+                kinds.append((fate.event_kind, {"recoveries": fate.recoveries}))
+        if rescued:
+            await self._log_bumped(conn, rescued, kinds, now)
+            ended = [run for run in rescued if run.done]
+            await conn.notify("done", [run.id for run in ended])
+            await self._wake_parents(conn, ended, now)
+            await conn.notify("queued")
+        return rescued
+
+    async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
+        """Every worker sweeps: a deadline holds even when the run's own worker is dead."""
+        now = self.clock.now(params.now)
+        async with self._reading() as conn:
+            if await conn.fetchval(q.DEADLINE_PASSED, now) is None:
+                return []
+        async with self._transaction() as conn:
+            expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, now, rules.deadline_error())]
+            if expired:
+                failed = ("failed", {"error": "DeadlineExceeded"})
+                await self._log_bumped(conn, expired, [failed] * len(expired), now)
+                await conn.notify("done", [run.id for run in expired])
+                await self._wake_parents(conn, expired, now)
+        self._fire_ended(expired)
+        return expired
+
+    def _fire_ended(self, runs: Sequence[Run]) -> None:
+        if runs:
+            self.hub.fire(QUEUED)
+            self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
+            self.hub.fire_many([events_topic(r.id) for r in runs])
+
+    # -- threads ------------------------------------------------------------------------
+
+    async def run_insert_threaded(self, params: RunInsertParams) -> Run:
+        assert params.thread is not None, "a threaded submission names its thread"
+        now = self.clock.now(params.now)
+        tenant = params.tenant or ""
+        async with self._transaction() as conn:
+            await conn.execute(q.THREAD_ENSURE, tenant, params.thread, now)
+            if await conn.fetchval(q.THREAD_LOCK, tenant, params.thread) is not None:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            existing = await conn.fetchrow(q.GET_BY_KEY, tenant, params.key)
+            if existing is not None:
+                run = run_from_row(existing)
+                run.existed = True
+                return run
+            open_runs = [run_from_row(r) for r in await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)]
+            await self._stop_for_thread(conn, rules.plan_busy(params.thread, open_runs, params.on_busy), now)
+            (run,) = await self._insert_runs(conn, [params], now)
+        self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
+        return run
+
+    async def _stop_for_thread(self, conn: SqlConnection, plan: rules.BusyPlan, now: float) -> None:
+        """Running runs stop at their next step boundary; queued ones end now."""
+        for run_id in plan.ask_to_stop:
+            await conn.execute(q.REQUEST_INTERRUPT, run_id, plan.mode)
+            await self._log(conn, run_id, "interrupt_requested", {"mode": plan.mode}, now)
+            await conn.notify("cancel", [run_id])
+        if plan.drops_history and plan.end_now:
+            await conn.execute(q.THREAD_FORGET_RUN, self.dialect.array(plan.end_now))
+        for run_id in plan.end_now:
+            await self._end_queued(conn, run_id, RunState.INTERRUPTED, now, "interrupted",
+                                   {"mode": plan.mode}, interrupt=plan.mode)
+
+    async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
+        tenant = params.tenant or ""
+        async with self._reading() as conn:
+            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
+                                          tenant, params.thread)
+            if deleted is not None and deleted[0] is not None:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            before = params.before_run if params.before_run is not None else NO_RUN_BEFORE
+            rows = await conn.fetch(q.THREAD_MESSAGES, tenant, params.thread, before)
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        async with self._transaction() as conn:
+            if await conn.fetchval(q.OWNS_RUN, params.run_id, params.fence) is None:
+                return False
+            await conn.execute(q.THREAD_APPEND, params.run_id, params.idx, params.message,
+                               self.clock.now(params.now))
+        return True
+
+    async def thread_forget_run(self, params: ThreadForgetParams) -> bool:
+        async with self._transaction() as conn:
+            if await conn.fetchval(q.OWNS_RUN, params.run_id, params.fence) is None:
+                return False
+            await conn.execute(q.THREAD_FORGET_RUN, self.dialect.array([params.run_id]))
+        return True
+
+    async def thread_delete(self, params: ThreadDeleteParams) -> bool:
+        tenant = params.tenant or ""
+        async with self._transaction() as conn:
+            found = await conn.execute(q.THREAD_DELETE, tenant, params.thread, self.clock.now(params.now))
+            if params.purge:
+                await conn.execute(q.THREAD_PURGE, tenant, params.thread)
+        return found == 1
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        async with self._transaction() as conn:
+            row = await conn.fetchrow(q.SCHEDULE_SAVE, schedule.name, *schedule.definition(),
+                                      schedule.paused, schedule.next_fire_at, schedule.created_at,
+                                      schedule.updated_at)
+        assert row is not None
+        return schedule_from_row(row)
+
+    async def schedule_list(self) -> list[Schedule]:
+        return [schedule_from_row(row) for row in await self._fetch(q.SCHEDULE_LIST)]
+
+    async def schedule_due(self, params: ScheduleDueParams) -> list[Schedule]:
+        rows = await self._fetch(q.SCHEDULE_DUE, self.clock.now(params.now))
+        return [schedule_from_row(row) for row in rows]
+
+    async def _change(self, sql: str, *args: Any) -> int:
+        async with self._transaction() as conn:
+            return await conn.execute(sql, *args)
+
+    async def schedule_advance(self, params: ScheduleAdvanceParams) -> bool:
+        return await self._change(q.SCHEDULE_ADVANCE, params.name, params.expected_next,
+                                  params.next_fire_at) == 1
+
+    async def schedule_set_paused(self, params: SchedulePauseParams) -> bool:
+        return await self._change(q.SCHEDULE_PAUSE, params.name, params.paused, params.next_fire_at,
+                                  self.clock.now(params.now)) == 1
+
+    async def schedule_delete(self, name: str) -> bool:
+        return await self._change(q.SCHEDULE_DELETE, name) == 1
+
+    # -- workers ------------------------------------------------------------------------
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            return int(await conn.fetchval(q.WORKER_INSERT, params.host, params.pid,
+                                           json.dumps(list(params.queues)),
+                                           json.dumps(list(params.tasks)), now))
+
+    async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        return await self._change(q.WORKER_HEARTBEAT, params.worker_id,
+                                  self.clock.now(params.now)) == 1
+
+    async def worker_deregister(self, worker_id: int) -> None:
+        await self._change(q.WORKER_DELETE, worker_id)
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        return [worker_from_row(row) for row in await self._fetch(q.WORKER_LIST)]
+
+
+def _tenant_only(tenant: str | None) -> list[tuple[str, str, object]]:
+    return [] if tenant is None else [("tenant", "=", tenant)]
+

@@ -1,0 +1,237 @@
+"""Statements both SQL dialects run, written once (see `dialect` for the markers).
+
+Times are parameters, never the database's `now()`: a test injects the clock into every
+statement. Every write after a claim is fenced by `(id, fence)` and `state = 'running'`.
+"""
+
+from __future__ import annotations
+
+from ..rules import REQUEUE_STOPS
+from .columns import RUN_COLUMNS, SCHEDULE_COLUMNS, WORKER_COLUMNS
+
+__all__ = [
+    "APPEND_EVENT",
+    "BUMP_SEQ",
+    "COUNT_DUE_BY_TASK",
+    "DEADLINE_PASSED",
+    "DROP_STEPS",
+    "END_QUEUED",
+    "EXPIRE",
+    "FAMILY",
+    "GET_BY_KEY",
+    "GET_MANY",
+    "GET_RUN",
+    "LIST_EVENTS",
+    "LIST_STEPS",
+    "LOCK_RUN",
+    "LOCK_RUNS",
+    "NEXT_DUE",
+    "OWNS_RUN",
+    "REQUEST_CANCEL",
+    "REQUEST_INTERRUPT",
+    "RESCUE_ONE",
+    "RETRY_RESET",
+    "SCHEDULE_ADVANCE",
+    "SCHEDULE_DELETE",
+    "SCHEDULE_DUE",
+    "SCHEDULE_LIST",
+    "SCHEDULE_PAUSE",
+    "SCHEDULE_SAVE",
+    "STUCK",
+    "THREAD_APPEND",
+    "THREAD_DELETE",
+    "THREAD_ENSURE",
+    "THREAD_FORGET_RUN",
+    "THREAD_LOCK",
+    "THREAD_MESSAGES",
+    "THREAD_OPEN_RUNS",
+    "THREAD_PURGE",
+    "WAKE_PARENTS",
+    "WORKER_DELETE",
+    "WORKER_DELETE_MANY",
+    "WORKER_HEARTBEAT",
+    "WORKER_INSERT",
+    "WORKER_LIST",
+    "stop_error_case",
+    "stop_state_case",
+]
+
+# -- reading runs -------------------------------------------------------------------
+
+GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"
+GET_MANY = f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN_ARRAY($1) ORDER BY id"
+LOCK_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE id = $1 FOR_UPDATE"
+LOCK_RUNS = f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN_ARRAY($1) ORDER BY id FOR_UPDATE"
+# A key names one run within its tenant; '' is "no tenant" (the unique index's expression).
+GET_BY_KEY = f"SELECT {RUN_COLUMNS} FROM runs WHERE coalesce(tenant, '') = $1 AND key = $2"
+FAMILY = """
+WITH RECURSIVE tree(id) AS (
+    SELECT id FROM runs WHERE parent_id = $1
+    UNION SELECT r.id FROM runs r JOIN tree ON r.parent_id = tree.id
+)
+SELECT id FROM tree ORDER BY id
+"""
+NEXT_DUE = """
+SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND task IN_ARRAY($2)
+"""
+COUNT_DUE_BY_TASK = """
+SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < $2 AND queue IN_ARRAY($1)
+GROUP BY task
+"""
+
+# -- the log ------------------------------------------------------------------------
+
+# Bumping last_seq takes the run's row lock: the numbering stays gapless, and an append
+# is ordered strictly before or after any other change of the run.
+BUMP_SEQ = "UPDATE runs SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq"
+APPEND_EVENT = "INSERT INTO events (run_id, seq, kind, data, at) VALUES ($1, $2, $3, $4, $5)"
+LIST_EVENTS = """
+SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3
+"""
+LIST_STEPS = """
+SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
+WHERE run_id = $1 ORDER BY position
+"""
+DROP_STEPS = "DELETE FROM steps WHERE run_id = $1 AND position IN_ARRAY($2)"
+
+# -- stopping runs: cancel, interrupt -----------------------------------------------
+
+REQUEST_CANCEL = "UPDATE runs SET cancel_requested = true WHERE id = $1 AND state = 'running'"
+REQUEST_INTERRUPT = "UPDATE runs SET interrupt = $2 WHERE id = $1 AND state = 'running'"
+# A queued run (not started, or parked) ends at once: cancelled, or interrupted by a
+# newer run on its thread.
+END_QUEUED = """
+UPDATE runs SET state = $2, finished_at = $3, owner = NULL, error = coalesce($4, error),
+    interrupt = coalesce($5, interrupt)
+WHERE id = $1 AND state = 'queued'
+"""
+# A child ended: its parked parent comes due now; a running parent is flagged so that
+# its park (which may be on its way) wakes at once.
+WAKE_PARENTS = """
+UPDATE runs SET
+    run_at = CASE WHEN state = 'queued' AND run_at > $2 THEN $2 ELSE run_at END,
+    wake_requested = CASE WHEN state = 'running' THEN true ELSE wake_requested END
+WHERE id IN_ARRAY($1)
+"""
+
+_FLAG_TESTS = {"cancel_requested": "{t}cancel_requested", "interrupt": "{t}interrupt IS NOT NULL"}
+
+
+def stop_state_case(requested: str, table: str = "") -> str:
+    """The state an attempt's end really leads to (`rules.REQUEUE_STOPS`): a requeue
+    while a stop is requested ends as that stop instead. `table` qualifies the columns."""
+    prefix = f"{table}." if table else ""
+    whens = " ".join(f"WHEN {_FLAG_TESTS[stop.flag].format(t=prefix)} THEN '{stop.ends_as.value}'"
+                     for stop in REQUEUE_STOPS)
+    return f"(CASE WHEN {requested} <> 'queued' THEN {requested} {whens} ELSE 'queued' END)"
+
+
+def stop_error_case(otherwise: str, table: str = "") -> str:
+    """The error a requeue that meets a stop request ends with (else `otherwise`). The
+    payloads hold no quote, so they are safe as literals."""
+    prefix = f"{table}." if table else ""
+    whens = " ".join(f"WHEN {_FLAG_TESTS[stop.flag].format(t=prefix)} THEN '{stop.error}'"
+                     for stop in REQUEUE_STOPS)
+    return f"(CASE {whens} ELSE {otherwise} END)"
+
+
+# -- retry, rescue, deadlines -------------------------------------------------------
+
+RETRY_RESET = """
+UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = $2, result = NULL,
+    error = NULL, finished_at = NULL, owner = NULL, lease_expires_at = NULL
+WHERE id = $1
+"""
+# Running runs whose lease ran out or whose owner is no longer registered (the dialect
+# unregisters dead owners first). The partial index runs_running serves it.
+STUCK = f"""
+SELECT {RUN_COLUMNS} FROM runs
+WHERE state = 'running'
+  AND (lease_expires_at < $1 OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))
+ORDER BY id FOR_UPDATE
+"""
+# Applied only while the run is still running under the fence that was judged stuck: an
+# owner that finished meanwhile wins, and a second rescuer changes nothing.
+RESCUE_ONE = f"""
+UPDATE runs SET state = $3, recoveries = $4, attempt = attempt - 1, owner = NULL,
+    lease_expires_at = NULL, run_at = $5, finished_at = $6, error = $7, last_seq = last_seq + 1
+WHERE id = $1 AND fence = $2 AND state = 'running'
+RETURNING {RUN_COLUMNS}
+"""
+DEADLINE_PASSED = """
+SELECT 1 FROM runs WHERE deadline_at < $1 AND state IN ('queued', 'running') LIMIT 1
+"""
+# A running run's owner finds its next fenced write refused (no longer running).
+EXPIRE = f"""
+UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = $1,
+    error = $2, last_seq = last_seq + 1
+WHERE deadline_at < $1 AND state IN ('queued', 'running')
+RETURNING {RUN_COLUMNS}
+"""
+
+# -- threads ------------------------------------------------------------------------
+
+THREAD_ENSURE = """
+INSERT INTO threads (tenant, id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant, id) DO NOTHING
+"""
+# Submissions to one thread take turns on its row: the busy check and the insert are
+# one step, so two submissions can never both see the thread idle.
+THREAD_LOCK = "SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2 FOR_UPDATE"
+THREAD_OPEN_RUNS = f"""
+SELECT {RUN_COLUMNS} FROM runs
+WHERE thread = $2 AND coalesce(tenant, '') = $1 AND state IN ('queued', 'running')
+ORDER BY id FOR_UPDATE
+"""
+THREAD_MESSAGES = """
+SELECT run_id, idx, message FROM thread_messages
+WHERE tenant = $1 AND thread_id = $2 AND run_id < $3 ORDER BY run_id, idx
+"""
+OWNS_RUN = "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR_UPDATE"
+# The thread and tenant are the run's own: a run writes only to its own thread.
+THREAD_APPEND = """
+INSERT INTO thread_messages (tenant, thread_id, run_id, idx, message, created_at)
+SELECT coalesce(tenant, ''), thread, id, CAST($2 AS integer), $3, CAST($4 AS double precision)
+FROM runs WHERE id = $1 AND thread IS NOT NULL
+ON CONFLICT DO NOTHING
+"""
+THREAD_FORGET_RUN = "DELETE FROM thread_messages WHERE run_id IN_ARRAY($1)"
+THREAD_DELETE = "UPDATE threads SET deleted_at = coalesce(deleted_at, $3) WHERE tenant = $1 AND id = $2"
+THREAD_PURGE = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
+
+# -- schedules ----------------------------------------------------------------------
+
+# A declaration in code updates the definition but keeps the run-time state: paused,
+# and the next fire time unless the cron or time zone changed.
+SCHEDULE_SAVE = f"""
+INSERT INTO schedules ({SCHEDULE_COLUMNS})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (name) DO UPDATE SET
+    next_fire_at = CASE WHEN schedules.cron = excluded.cron AND schedules.tz = excluded.tz
+                        THEN schedules.next_fire_at ELSE excluded.next_fire_at END,
+    cron = excluded.cron, tz = excluded.tz, task = excluded.task, args = excluded.args,
+    queue = excluded.queue, priority = excluded.priority, max_attempts = excluded.max_attempts,
+    misfire = excluded.misfire, catch_up_limit = excluded.catch_up_limit,
+    updated_at = excluded.updated_at
+RETURNING {SCHEDULE_COLUMNS}
+"""
+SCHEDULE_LIST = f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"
+SCHEDULE_DUE = f"""
+SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at <= $1 ORDER BY next_fire_at
+"""
+SCHEDULE_ADVANCE = "UPDATE schedules SET next_fire_at = $3 WHERE name = $1 AND next_fire_at = $2"
+SCHEDULE_PAUSE = """
+UPDATE schedules SET paused = $2, next_fire_at = coalesce($3, next_fire_at), updated_at = $4
+WHERE name = $1
+"""
+SCHEDULE_DELETE = "DELETE FROM schedules WHERE name = $1"
+
+# -- workers ------------------------------------------------------------------------
+
+WORKER_INSERT = """
+INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at)
+VALUES ($1, $2, $3, $4, $5, $5) RETURNING id
+"""
+WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
+WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
+WORKER_DELETE_MANY = "DELETE FROM workers WHERE id IN_ARRAY($1)"
+WORKER_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"

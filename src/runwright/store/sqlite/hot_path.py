@@ -1,0 +1,170 @@
+"""The SQLite store's hot path: submit, claim, renew, finish, journal and event appends.
+
+Each is a function run whole on the store's hot connection, inside BEGIN IMMEDIATE (so
+it holds the database's one write lock from start to end) and in one hop to its thread.
+Every change of a run's life appends its event in the same transaction, numbered from
+`runs.last_seq`: the log is gapless, and a write refused by the fence appends nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any, Sequence
+
+from ...runs import Run, RunState
+from .. import rules
+from ..params import EventAppendParams, RunFinishParams, RunInsertParams, StepRecordParams
+from ..sql import statements as q
+from ..sql.columns import RUN_COLUMNS, run_from_row
+from ..sql.dialect import SQLITE
+
+__all__ = ["append_fenced", "claim_ids", "finish_runs", "insert_runs", "record_step"]
+
+EventRow = tuple[int, int, str, str, float]
+_INSERT_EVENTS = "INSERT INTO events (run_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+_WAKE_PARENTS = SQLITE.prepare(q.WAKE_PARENTS)
+_GET_BY_KEY = SQLITE.prepare(q.GET_BY_KEY)
+
+
+def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now: float) -> list[Run]:
+    """Insert new runs (each with its `submitted` event, seq 1); an existing (tenant, key)
+    returns the existing run, marked `existed`."""
+    out, events = [], []
+    for p in params:
+        row = conn.execute(
+            f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
+            f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING {RUN_COLUMNS}",
+            (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+             p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
+             p.deadline_at, p.thread, p.tenant)).fetchone()
+        if row is None:
+            run = run_from_row(conn.execute(_GET_BY_KEY, (p.tenant or "", p.key)).fetchone())
+            run.existed = True
+        else:
+            run = run_from_row(row)
+            events.append((run.id, 1, "submitted", rules.submitted_event(run), now))
+        out.append(run)
+    conn.executemany(_INSERT_EVENTS, events)
+    return out
+
+
+def claim_ids(conn: sqlite3.Connection, ids: list[int], worker_id: int, lease_s: float,
+              now: float) -> list[Run]:
+    rows = conn.execute(
+        f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
+        f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0,"
+        f" wake_requested = 0, last_seq = last_seq + 1"
+        f" WHERE id IN (SELECT value FROM json_each(?)) AND state = 'queued'"
+        f" RETURNING {RUN_COLUMNS}",
+        (worker_id, now + lease_s, now, json.dumps(ids))).fetchall()
+    runs = [run_from_row(row) for row in rows]
+    conn.executemany(_INSERT_EVENTS, [(r.id, r.last_seq, "started", json.dumps(
+        {"attempt": r.attempt, "worker": worker_id, "fence": r.fence}), now) for r in runs])
+    return runs
+
+
+def _finish_sql(target: RunState, release: bool) -> str:
+    """The fenced finish: it changes the run only if the caller's fence is still current."""
+    if target is RunState.QUEUED:
+        # Retry after backoff keeps the attempt count; a release (give-back or park) gives
+        # the attempt back. A park woken meanwhile by its child comes due at once.
+        attempt = "attempt - 1" if release else "attempt"
+        ends_as = q.stop_state_case("'queued'")
+        return (f"UPDATE runs SET state = {ends_as}, owner = NULL, lease_expires_at = NULL,"
+                f" attempt = {attempt}, error = {q.stop_error_case('coalesce(?, error)')},"
+                f" finished_at = CASE WHEN {ends_as} = 'queued' THEN NULL ELSE ? END,"
+                f" run_at = CASE WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0,"
+                f" last_seq = last_seq + 1"
+                f" WHERE id = ? AND fence = ? AND state = 'running'"
+                f" RETURNING parent_id, last_seq, state, interrupt")
+    return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
+            f" result = ?, error = ?, finished_at = ?, wake_requested = 0, last_seq = last_seq + 1"
+            f" WHERE id = ? AND fence = ? AND state = 'running'"
+            f" RETURNING parent_id, last_seq, state, interrupt")
+
+
+_ENDS = (RunState.QUEUED, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.DEAD,
+         RunState.INTERRUPTED)
+_FINISH_SQL = {(state, release): _finish_sql(state, release)
+               for state in _ENDS for release in (False, True)
+               if release is False or state is RunState.QUEUED}
+
+
+def _finish_args(p: RunFinishParams, now: float) -> tuple[Any, ...]:
+    if p.state is RunState.QUEUED:
+        run_at = p.run_at if p.run_at is not None else now
+        return (p.error, now, run_at, now, run_at, p.run_id, p.fence)
+    return (p.result, p.error, now, p.run_id, p.fence)
+
+
+def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams], now: float) -> list[int]:
+    """Apply fenced finishes, each with its event, all at the batch's time `now`; return
+    the refused run ids."""
+    refused, parents, events = [], [], []
+    for p in params:
+        row = conn.execute(_FINISH_SQL[p.state, p.release], _finish_args(p, now)).fetchone()
+        if row is None:
+            refused.append(p.run_id)
+            continue
+        parent_id, seq, state, interrupt = row
+        if state == p.state.value:
+            events.append((p.run_id, seq, p.kind, p.event_data, now))
+        else:  # a stop request came as it finished: it ends that way instead
+            events.append((p.run_id, seq, state, "{}", now))
+            if interrupt == "rollback":
+                conn.execute("DELETE FROM thread_messages WHERE run_id = ?", (p.run_id,))
+        if parent_id is not None and state != "queued":
+            parents.append(parent_id)
+    conn.executemany(_INSERT_EVENTS, events)
+    if parents:
+        conn.execute(_WAKE_PARENTS, (json.dumps(parents), now))
+    return refused
+
+
+def record_step(conn: sqlite3.Connection, p: StepRecordParams, now: float) -> bool:
+    """Journal a step and log it, only while the caller's claim is current; a position
+    written twice (which only a superseded owner could try) is refused by the primary key."""
+    existing = conn.execute("SELECT fence, name, status, result, error FROM steps"
+                            " WHERE run_id = ? AND position = ?", (p.run_id, p.position)).fetchone()
+    if existing is not None and (existing[2] != "started" or p.status == "started"):
+        # Our own write seen again (a retry after a lost reply) is a success; anything
+        # else at a position that holds an outcome is refused, and logs nothing.
+        ours = tuple(existing) == (p.fence, p.name, p.status, p.result, p.error)
+        return ours and _owns(conn, p.run_id, p.fence)
+    logged = rules.step_event(p.position, p.name, p.status, p.error)
+    if _append(conn, p.run_id, [("step", logged)], now, p.fence) is None:
+        return False
+    # Only a "started" mark (an at-most-once call) may be completed in place, once.
+    conn.execute("INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)"
+                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, position) DO UPDATE SET"
+                 " status = excluded.status, result = excluded.result, error = excluded.error,"
+                 " fence = excluded.fence WHERE steps.status = 'started' AND steps.name = excluded.name"
+                 " AND excluded.status <> 'started'",
+                 (p.run_id, p.position, p.name, p.status, p.result, p.error, p.fence, now))
+    return bool(conn.execute("SELECT changes()").fetchone()[0] == 1)
+
+
+def _owns(conn: sqlite3.Connection, run_id: int, fence: int) -> bool:
+    return conn.execute("SELECT 1 FROM runs WHERE id = ? AND fence = ? AND state = 'running'",
+                        (run_id, fence)).fetchone() is not None
+
+
+def append_fenced(conn: sqlite3.Connection, p: EventAppendParams, now: float) -> list[int] | None:
+    return _append(conn, p.run_id, p.events, now, p.fence)
+
+
+def _append(conn: sqlite3.Connection, run_id: int, events: Sequence[tuple[str, str]], now: float,
+            fence: int) -> list[int] | None:
+    """Bump the run's last_seq and insert the events under the new numbers, only while
+    the caller's claim is current (None when refused)."""
+    row = conn.execute("UPDATE runs SET last_seq = last_seq + ? WHERE id = ? AND fence = ?"
+                       " AND state = 'running' RETURNING last_seq", (len(events), run_id, fence)).fetchone()
+    if row is None:
+        return None
+    seqs = list(range(row[0] - len(events) + 1, row[0] + 1))
+    conn.executemany(_INSERT_EVENTS, [(run_id, seq, kind, data, now)
+                                      for seq, (kind, data) in zip(seqs, events)])
+    return seqs
