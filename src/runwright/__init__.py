@@ -1,7 +1,7 @@
 """runwright: durable, distributed execution for AI agent runs and background jobs."""
 
 from .agents import ModelError, ModelUnavailable, Price, ToolSpec
-from .app import App, Call
+from .app import App, Call, TenantView
 from .budget import Budget
 from .context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
@@ -34,9 +34,10 @@ from .errors import (
     ThreadNotFound,
     UnknownTask,
 )
+from .handles import RunHandle
 from .journal import Event, StepRecord
 from .retry import Backoff, RetryPolicy
-from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunHandle, RunState
+from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
 
 __version__ = "0.1.0"
@@ -87,6 +88,7 @@ __all__ = [
     "StoreUnreachable",
     "TaskSpec",
     "TaskTimeout",
+    "TenantView",
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadNotFound",

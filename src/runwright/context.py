@@ -15,7 +15,6 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
-from .clock import SYSTEM_CLOCK
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
@@ -25,9 +24,10 @@ from .retry import RetryPolicy
 from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
 from .store.params import EventAppendParams, StepRecordParams, ThreadForgetParams
+from .submission import Submission, insert_params
 
 if TYPE_CHECKING:
-    from .app import App
+    from .runtime import Runtime
     from .tasks import TaskSpec
 
 __all__ = ["ChildRun", "Context"]
@@ -43,11 +43,14 @@ RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
 
 
 class Context:
-    """Given to a task whose first parameter is `ctx` (or annotated `rw.Context`)."""
+    """Given to a task whose first parameter is `ctx` (or annotated `rw.Context`).
 
-    def __init__(self, app: App, run: Run, worker_id: int, journal: Sequence[StepRecord] = (),
+    `runtime` is what the worker was given (registry, store, clock, limits): a task that
+    submits children or an agent that keeps a thread reaches them through it."""
+
+    def __init__(self, runtime: Runtime, run: Run, worker_id: int, journal: Sequence[StepRecord] = (),
                  signals: RunSignals | None = None) -> None:
-        self.app = app
+        self.runtime = runtime
         self.run = run
         self.worker_id = worker_id
         self.signals = signals or RunSignals(run.interrupt)
@@ -87,7 +90,7 @@ class Context:
 
     async def _record(self, position: int, name: str, status: str, result: str | None = None,
                       error: str | None = None) -> None:
-        recorded = await durably(self.app.store.step_record, StepRecordParams(
+        recorded = await durably(self.runtime.store.step_record, StepRecordParams(
             self.run.id, self.run.fence, position, name, status, result, error))
         if not recorded:
             raise LeaseLost(self.run.id, self.run.fence)
@@ -110,7 +113,7 @@ class Context:
             return
         if mode == "rollback" and self.run.thread is not None:
             forget = ThreadForgetParams(self.run.id, self.run.fence)
-            if not await durably(self.app.store.thread_forget_run, forget):
+            if not await durably(self.runtime.store.thread_forget_run, forget):
                 raise LeaseLost(self.run.id, self.run.fence)
         raise Interrupted(mode)
 
@@ -157,7 +160,7 @@ class Context:
             detail = encode_error(exc)
             await self._record(position, name, "failed", error=detail)
             raise StepFailed(name, position, json.loads(detail)) from exc
-        result = encode(value, f"result of step {name!r}", self.app.max_payload_bytes)
+        result = encode(value, f"result of step {name!r}", self.runtime.limits.max_payload_bytes)
         crash_point("step.after_side_effect", name)
         await self._record(position, name, "done", result=result)
         crash_point("step.after_journal", name)
@@ -177,7 +180,7 @@ class Context:
         """A durable timer: the run gives its slot back and wakes after `seconds`, even if
         every worker was restarted meanwhile."""
         finite(seconds, "seconds")
-        await self._sleep_until(lambda: SYSTEM_CLOCK() + max(0.0, seconds))
+        await self._sleep_until(lambda: self.runtime.clock() + max(0.0, seconds))
 
     async def sleep_until(self, when: float | dt.datetime) -> None:
         """Like `sleep`, to an epoch time or an aware datetime."""
@@ -191,7 +194,7 @@ class Context:
             await self._record(position, "sleep", "done", result=json.dumps({"until": wake_at}))
         else:
             wake_at = record.value()["until"]
-        remaining = wake_at - SYSTEM_CLOCK()
+        remaining = wake_at - self.runtime.clock()
         if remaining <= 0:
             return
         if remaining <= INLINE_SLEEP_S:
@@ -206,17 +209,18 @@ class Context:
                      **kwargs: Any) -> ChildRun:
         """Start a child run durably: the same child on every replay, never two. `await`
         it (or `ctx.gather(...)` several) to park this run until it ends."""
-        spec = self.app.task_spec(task)
+        spec = self.runtime.registry.task_spec(task)
         position, record = self._next(f"submit:{spec.name}")
         if record is not None:
             return ChildRun(self, record.value())
-        params = self.app._insert_params(spec, spec.bind(args, kwargs),
-                                         key or f"{self.run.key}/{position}", priority, None,
-                                         None, queue, SYSTEM_CLOCK())
-        params.parent_id = self.run.id
         # The child's key is fixed by this position: if we crash before journaling, the
-        # replay submits the same key again and gets the same child back.
-        (child,) = await durably(self.app.store.run_insert_many, [params])
+        # replay submits the same key again and gets the same child back. It is of the
+        # parent's tenant, so its key is unique among that tenant's keys.
+        submission = Submission(key=key or f"{self.run.key}/{position}", priority=priority,
+                                queue=queue, tenant=self.run.tenant, parent_id=self.run.id)
+        params = insert_params(spec, spec.bind(args, kwargs), submission,
+                               now_s=self.runtime.clock(), limits=self.runtime.limits)
+        (child,) = await durably(self.runtime.store.run_insert_many, [params])
         await self._record(position, f"submit:{spec.name}", "done", result=json.dumps(child.id))
         return ChildRun(self, child.id)
 
@@ -224,10 +228,10 @@ class Context:
         """Results of several children in order, reading them in one query; parks this run
         until all have ended. With return_exceptions, a failed child's ChildFailed is
         returned in its place instead of raised."""
-        found = await durably(self.app.store.run_get_many, [c.id for c in children])
+        found = await durably(self.runtime.store.run_get_many, [c.id for c in children])
         runs = {run.id: run for run in found}
         if not all(runs[c.id].done for c in children):
-            raise Park(SYSTEM_CLOCK() + CHILD_RECHECK_S, "children")
+            raise Park(self.runtime.clock() + CHILD_RECHECK_S, "children")
         out = []
         for child in children:
             try:
@@ -245,8 +249,8 @@ class Context:
         if kind in RESERVED_KINDS:
             raise ValueError(f"event kind {kind!r} is reserved for runwright's own events")
         payload = encode(data if data is not None else {}, f"data of event {kind!r}",
-                         self.app.max_payload_bytes)
-        seqs = await durably(self.app.store.event_append, EventAppendParams(
+                         self.runtime.limits.max_payload_bytes)
+        seqs = await durably(self.runtime.store.event_append, EventAppendParams(
             self.run.id, self.run.fence, [(kind, payload)]))
         if seqs is None:
             raise LeaseLost(self.run.id, self.run.fence)

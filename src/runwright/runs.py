@@ -1,18 +1,13 @@
-"""Run states, the one table of allowed transitions, the Run record and the RunHandle."""
+"""Run states, the one table of allowed transitions, and the Run record."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import Any
 
-from .errors import InvalidTransition, RunCancelled, RunEnded, RunFailed, RunNotFound
-
-if TYPE_CHECKING:
-    from .app import App
-    from .journal import Event
+from .errors import InvalidTransition, RunCancelled, RunEnded, RunFailed
 
 __all__ = [
     "CRITICAL",
@@ -22,9 +17,9 @@ __all__ = [
     "TERMINAL_STATES",
     "TRANSITIONS",
     "Run",
-    "RunHandle",
     "RunState",
     "check_transition",
+    "outcome_of",
     "sources_of",
 ]
 
@@ -43,25 +38,29 @@ class RunState(enum.StrEnum):
     INTERRUPTED = "interrupted"
 
 
-S = RunState
 # The one table of allowed transitions. Every store builds its guarded UPDATEs from it
 # (`WHERE state IN sources_of(target)`), so no backend can move a run along an edge
 # that is not here.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # queued -> failed: a deadline passed, or unrunnable for too long; queued -> interrupted:
     # a newer run on its thread interrupted it before it started.
-    S.QUEUED: frozenset({S.RUNNING, S.CANCELLED, S.FAILED, S.INTERRUPTED}),
-    # running -> queued: a retry waiting out its backoff, a graceful give-back, a takeover.
-    S.RUNNING: frozenset(
-        {S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.DEAD, S.INTERRUPTED}
+    RunState.QUEUED: frozenset(
+        {RunState.RUNNING, RunState.CANCELLED, RunState.FAILED, RunState.INTERRUPTED}
     ),
-    S.SUCCEEDED: frozenset(),
-    S.FAILED: frozenset({S.QUEUED}),  # app.retry
-    S.CANCELLED: frozenset(),
-    S.DEAD: frozenset({S.QUEUED}),  # app.retry: out of the dead-letter queue
-    S.INTERRUPTED: frozenset(),
+    # running -> queued: a retry waiting out its backoff, a graceful give-back, a takeover.
+    RunState.RUNNING: frozenset(
+        {RunState.QUEUED, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.DEAD,
+         RunState.INTERRUPTED}
+    ),
+    RunState.SUCCEEDED: frozenset(),
+    RunState.FAILED: frozenset({RunState.QUEUED}),  # app.retry
+    RunState.CANCELLED: frozenset(),
+    RunState.DEAD: frozenset({RunState.QUEUED}),  # app.retry: out of the dead-letter queue
+    RunState.INTERRUPTED: frozenset(),
 }
-TERMINAL_STATES = frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.DEAD, S.INTERRUPTED})
+TERMINAL_STATES = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.DEAD, RunState.INTERRUPTED}
+)
 
 
 def sources_of(target: RunState) -> tuple[str, ...]:
@@ -124,66 +123,6 @@ class Run:
 
     def error_info(self) -> dict[str, Any] | None:
         return None if self.error is None else json.loads(self.error)
-
-
-class RunHandle:
-    """A reference to a run that works in any process: state, result, cancel."""
-
-    __slots__ = ("_app", "_run", "id")
-
-    def __init__(self, app: App, run: Run) -> None:
-        self._app = app
-        self._run = run
-        self.id = run.id
-
-    def __repr__(self) -> str:
-        return f"<RunHandle {self.id} {self._run.task} {self._run.state.value}>"
-
-    @property
-    def run(self) -> Run:
-        """The record as of the last refresh."""
-        return self._run
-
-    @property
-    def state(self) -> RunState:
-        return self._run.state
-
-    @property
-    def existed(self) -> bool:
-        """True when submission found an existing run under the same key."""
-        return self._run.existed
-
-    async def refresh(self) -> Run:
-        run = await self._app.store.run_get(self.id)
-        if run is None:
-            raise RunNotFound(f"run {self.id} not found")
-        run.existed = self._run.existed
-        self._run = run
-        return run
-
-    async def cancel(self) -> RunState:
-        """Cancel: a queued run never starts; a running one stops within a second."""
-        run = await self._app.cancel(self.id)
-        self._run = run
-        return run.state
-
-    def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
-        """The run's events after `after`: what is logged, then (with follow) what comes,
-        until the run's terminal event. Gapless and in order, in any process; resume from
-        the last seq you saw and nothing is missed or repeated."""
-        return self._app.events(self.id, after=after, follow=follow)
-
-    async def result(self, timeout_s: float | None = None) -> Any:
-        """Wait for the run to end and return its value, or raise `RunFailed`/`RunCancelled`.
-
-        Wakes on the store's notifications (LISTEN/NOTIFY on PostgreSQL, the data-version
-        poll on SQLite), re-reading the run after each; a slow fallback re-read covers a
-        notification lost while a listener reconnected.
-        """
-        async with asyncio.timeout(timeout_s):
-            run = await self._app.wait_done(self.id)
-        self._run = run
-        return outcome_of(run)
 
 
 def outcome_of(run: Run) -> Any:

@@ -206,4 +206,4 @@ async def test_emit_and_follow_from_any_point(app, store_url):
     with pytest.raises(ValueError, match="reserved"):
         from runwright.context import Context
 
-        await Context(app, handle.run, 0).emit("succeeded")
+        await Context(app.runtime, handle.run, 0).emit("succeeded")

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
-from ..clock import SYSTEM_CLOCK
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
 from ..resilience import durably
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
@@ -22,8 +21,8 @@ from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..context import Context
+    from ..registry import Registry
     from ..tasks import TaskSpec
 
 __all__ = ["AgentSpec", "define_agent", "run_agent"]
@@ -43,15 +42,16 @@ class AgentSpec:
         self.schemas = [tool.schema() for tool in self.tools.values()]
 
 
-def define_agent(app: App, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str],
-                 instructions: str, max_turns: int, stream: bool,
+def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
+                 tools: Sequence[ToolSpec | str], instructions: str, max_turns: int, stream: bool,
                  prices: Mapping[str, Any] | None, **task_options: Any) -> TaskSpec:
+    """Register the agent `name` as a task of `registry`; its tools by spec or by name."""
     table = dict(DEFAULT_PRICES)
     for model_name, price in (prices or {}).items():
         table[model_name] = price if isinstance(price, Price) else Price(*price)
     resolved = {}
     for tool in tools:
-        spec = app.tools.get(tool) if isinstance(tool, str) else tool
+        spec = registry.tools.get(tool) if isinstance(tool, str) else tool
         if spec is None:
             raise ConfigError(f"agent {name!r}: unknown tool {tool!r}; register it with @app.tool")
         resolved[spec.name] = spec
@@ -65,9 +65,9 @@ def define_agent(app: App, name: str, *, model: str | ModelClient, tools: Sequen
 
     agent_task.__name__ = agent_task.__qualname__ = name
     agent_task.__doc__ = f"Agent {name!r} on {client.spec}."
-    spec = app.task(name=name, **task_options)(agent_task)
-    app.on_close(client.aclose)  # its HTTP connections belong to the loop that used them
-    return spec
+    task = registry.task(name=name, **task_options)(agent_task)
+    registry.on_close(client.aclose)  # its HTTP connections belong to the loop that used them
+    return task
 
 
 async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
@@ -117,13 +117,13 @@ class Conversation:
     async def load_history(self) -> None:
         if self.thread is not None:
             # Journaled: a replay sees the history this run started from.
-            self.messages += await self.ctx.step("thread:history", _history, self.ctx)
+            self.messages += await self.ctx.step("thread:history", _history, self.ctx, self.thread)
 
     async def add(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
         if self.thread is None:
             return
-        store = self.ctx.app.store
+        store = self.ctx.runtime.store
         added = await durably(store.thread_append, ThreadAppendParams(
             self.ctx.run_id, self.ctx.fence, self.thread, self._added, json.dumps(message)))
         if not added:
@@ -139,15 +139,16 @@ class Conversation:
             await self.add({"role": "tool", "tool_call_id": call["id"], "content": content})
 
 
-async def _history(ctx: Context) -> list[dict[str, Any]]:
-    rows = await ctx.app.store.thread_messages(ThreadMessagesParams(
-        ctx.run.thread, ctx.run.tenant, before_run=ctx.run_id))
+async def _history(ctx: Context, thread: str) -> list[dict[str, Any]]:
+    """The thread's messages from the runs before this one (of this run's tenant)."""
+    rows = await ctx.runtime.store.thread_messages(ThreadMessagesParams(
+        thread, tenant=ctx.run.tenant, before_run=ctx.run_id))
     return [json.loads(message) for _, _, message in rows]
 
 
 def _check_deadline(ctx: Context) -> None:
     deadline_at = ctx.run.deadline_at
-    if deadline_at is not None and SYSTEM_CLOCK() > deadline_at:
+    if deadline_at is not None and ctx.runtime.clock() > deadline_at:
         raise BudgetExceeded("budget exceeded: the run's deadline passed")
 
 

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from ..app import App
 from ..runs import RunState
-from ..store.params import RunCountParams
 
 __all__ = ["run_demo"]
 
@@ -77,7 +76,7 @@ async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]]
             victim = procs[len(procs) // 2]
             killed = False
             while True:
-                counts = await app.store.run_count_by_state(RunCountParams())
+                counts = await app.count_by_state()
                 done = sum(counts.get(s.value, 0) for s in (RunState.SUCCEEDED, RunState.FAILED,
                                                              RunState.DEAD, RunState.CANCELLED))
                 progress.update(finishing, completed=done)
@@ -90,7 +89,7 @@ async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]]
                     break
                 await asyncio.sleep(0.05)
         elapsed = time.perf_counter() - started
-        runs = await app.store.run_get_many([h.id for h in handles])
+        runs = await app.read_runs([h.id for h in handles])
     return _report(runs, ledger, elapsed, victim.pid)
 
 

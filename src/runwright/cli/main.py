@@ -6,9 +6,8 @@ import asyncio
 import json
 import os
 import signal
-import sys
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, TypeVar
 
 import typer
 from rich.console import Console
@@ -27,7 +26,6 @@ from ..errors import (
 from ..logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
-from ..store.params import RunListParams
 from . import views
 
 __all__ = ["cli", "main"]
@@ -58,7 +56,7 @@ def clear_errors() -> Iterator[None]:
         raise typer.Exit(code) from None
 
 
-def run_async(make: Callable[[], Awaitable[T]]) -> T:
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     with clear_errors():
         return asyncio.run(make())
 
@@ -102,19 +100,19 @@ def worker(
         raise typer.Exit(supervise(argv, processes))
     with clear_errors():
         app = load_app(app_spec)
-        config = WorkerConfig(concurrency=concurrency, queues=queues.split(","), lease_s=lease_s,
-                              drain_grace_s=drain_grace_s)
+        options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
+                                       lease_s=lease_s, drain_grace_s=drain_grace_s,
+                                       schedule_clock=clock_from_env(
+                                           os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
+        WorkerConfig(**options)  # a bad setting is refused now, before anything starts
         if metrics_port is not None:
             from prometheus_client import start_http_server
 
             start_http_server(metrics_port, addr="127.0.0.1")
-        clock = clock_from_env(os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK"))
-        if clock is not None:
-            config.schedule_clock = clock
         from ..engine.worker import WorkerCrashed
 
         try:
-            run_worker(app, config)
+            run_worker(lambda: app.worker(**options), app.close)
         except WorkerCrashed as exc:
             err.print(f"[bold red]worker crashed:[/] {exc}")
             raise typer.Exit(1) from None
@@ -230,8 +228,7 @@ def runs(
     """List runs, newest first."""
     with clear_errors():
         states = [_state(s) for s in state or []]
-    found = with_app(url, lambda app: app.store.run_list(
-        RunListParams(states=states, task=task, queue=queue, limit=limit)))
+    found = with_app(url, lambda app: app.list_runs(states=states, task=task, queue=queue, limit=limit))
     out.print(views.runs_table(found))
 
 
@@ -247,8 +244,7 @@ def status(url: str | None = URL) -> None:
 @cli.command()
 def dead(limit: int = typer.Option(50, "--limit", "-n"), url: str | None = URL) -> None:
     """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
-    found = with_app(url, lambda app: app.store.run_list(
-        RunListParams(states=[RunState.DEAD], limit=limit)))
+    found = with_app(url, lambda app: app.dead_letters(limit=limit))
     out.print(views.runs_table(found, title="dead letters"))
 
 
@@ -300,8 +296,7 @@ def retry(
     async def go(app: App) -> tuple[list[Any], dict[int, str]]:
         ids = list(run_ids or [])
         if all_dead:
-            dead = await app.store.run_list(RunListParams(states=[RunState.DEAD], task=task, limit=100_000))
-            ids += [run.id for run in dead]
+            ids += [run.id for run in await app.dead_letters(task=task, limit=100_000)]
         return await app.retry_many(ids)
 
     with clear_errors():
@@ -331,7 +326,7 @@ def schedules(
 ) -> None:
     """List schedules with their next fire times; create, pause, resume or delete one."""
     if action == "list":
-        found = with_app(url, lambda app: app.store.schedule_list())
+        found = with_app(url, lambda app: app.list_schedules())
         out.print(views.schedules_table(found))
         return
     operations = {"pause": App.pause_schedule, "resume": App.resume_schedule,
@@ -376,12 +371,9 @@ def migrate(url: str | None = URL) -> None:
     async def go() -> tuple[list[int], int]:
         app = App(url, auto_migrate=False)
         try:
-            await app.store.open()
-            applied = await app.store.migrate()
-            return applied, await app.store.schema_version()
+            return await app.migrate()
         finally:
             await app.close()
-            await app.store.close()
 
     applied, version = run_async(go)
     out.print(f"schema at version {version}" + (f"; applied {applied}" if applied else "; nothing to do"))
@@ -423,4 +415,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -13,7 +13,7 @@ import math
 
 from ..errors import LeaseLost
 from ..resilience import durably
-from ..store import Store
+from ..store.interface import Store
 from ..store.params import RunFinishParams
 
 __all__ = ["Completer"]
@@ -35,9 +35,6 @@ class Completer:
         self._wake.set()
         if not await asyncio.shield(future):
             raise LeaseLost(params.run_id, params.fence)
-
-    def idle(self) -> bool:
-        return not self._pending
 
     async def run(self) -> None:
         """The side task: flush batches until cancelled (pending finishes are flushed first)."""

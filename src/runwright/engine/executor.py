@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import Clock
 from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..logs import event
@@ -25,13 +25,12 @@ from ..store.params import RunFinishParams
 from ..store.rules import cancelled_error
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..runtime import Runtime
     from ..tasks import TaskSpec
 
 __all__ = ["Active", "Stop", "run_attempt"]
 
 DEBUG, INFO, WARNING = logging.DEBUG, logging.INFO, logging.WARNING
-S = RunState
 
 
 class Stop(enum.Enum):
@@ -60,26 +59,27 @@ class Active:
             self.task.cancel()
 
 
-async def run_attempt(app: App, run: Run, worker_id: int, stop_of: Callable[[], Stop | None],
+async def run_attempt(runtime: Runtime, run: Run, worker_id: int, stop_of: Callable[[], Stop | None],
                       signals: RunSignals | None = None) -> RunFinishParams | None:
     """Run the function once; return the finish to write (None: write nothing)."""
-    spec = app.tasks[run.task]
+    spec = runtime.registry.tasks[run.task]
     try:
         # The first claim (fence 1) cannot have a journal yet: skip the read.
-        journal = await durably(app.store.step_list, run.id) if run.fence > 1 else []
-        ctx = Context(app, run, worker_id, journal, signals)
+        journal = await durably(runtime.store.step_list, run.id) if run.fence > 1 else []
+        ctx = Context(runtime, run, worker_id, journal, signals)
         if spec.timeout_s is None:  # no timeout context: it costs a task lookup per run
             value = await spec.invoke(ctx, json.loads(run.args))
         else:
             async with asyncio.timeout(spec.timeout_s):
                 value = await spec.invoke(ctx, json.loads(run.args))
-        result = encode(value, f"result of task {run.task!r}", app.max_payload_bytes)
+        result = encode(value, f"result of task {run.task!r}", runtime.limits.max_payload_bytes)
     except Park as park:
         return _parked(run, park, worker_id)
     except Interrupted as stop:
         event(INFO, f"run interrupted ({stop.mode}) by a newer run on its thread", run_id=run.id,
               attempt=run.attempt, worker=worker_id)
-        return RunFinishParams(run.id, run.fence, S.INTERRUPTED, event_data=json.dumps({"mode": stop.mode}),
+        return RunFinishParams(run.id, run.fence, RunState.INTERRUPTED,
+                               event_data=json.dumps({"mode": stop.mode}),
                                error=json.dumps({"type": "Interrupted", "message": str(stop)}))
     except asyncio.CancelledError:
         why = stop_of()
@@ -89,22 +89,22 @@ async def run_attempt(app: App, run: Run, worker_id: int, stop_of: Callable[[], 
     except TimeoutError as exc:
         timeout = TaskTimeout(f"attempt {run.attempt} ran past timeout_s={spec.timeout_s}")
         timeout.__cause__ = exc
-        return _failed(run, spec, timeout, worker_id)
+        return _failed(run, spec, timeout, worker_id, runtime.clock)
     except LeaseLost as exc:
         event(WARNING, f"{exc}; run abandoned to its new owner", run_id=run.id,
               attempt=run.attempt, worker=worker_id, fence=run.fence)
         return None
     except Exception as exc:
-        return _failed(run, spec, exc, worker_id)
+        return _failed(run, spec, exc, worker_id, runtime.clock)
     event(DEBUG, "run succeeded", run_id=run.id, attempt=run.attempt, worker=worker_id)
-    return RunFinishParams(run.id, run.fence, S.SUCCEEDED, result=result)
+    return RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result=result)
 
 
 def _parked(run: Run, park: Park, worker_id: int) -> RunFinishParams:
     """Give the slot back until `park.until`; the attempt goes on when the run is resumed."""
     event(DEBUG, f"run parked ({park.reason})", run_id=run.id, attempt=run.attempt,
           worker=worker_id, until=round(park.until, 3))
-    return RunFinishParams(run.id, run.fence, S.QUEUED, release=True, run_at=park.until,
+    return RunFinishParams(run.id, run.fence, RunState.QUEUED, release=True, run_at=park.until,
                            event_kind="parked",
                            event_data=json.dumps({"until": park.until, "reason": park.reason}))
 
@@ -116,27 +116,28 @@ def _stopped(run: Run, why: Stop, worker_id: int) -> RunFinishParams | None:
         return None
     if why is Stop.CANCEL:
         event(INFO, "run cancelled", **fields)
-        return RunFinishParams(run.id, run.fence, S.CANCELLED, error=cancelled_error())
+        return RunFinishParams(run.id, run.fence, RunState.CANCELLED, error=cancelled_error())
     event(INFO, "run given back (worker stopping)", **fields)
-    return RunFinishParams(run.id, run.fence, S.QUEUED, release=True)
+    return RunFinishParams(run.id, run.fence, RunState.QUEUED, release=True)
 
 
-def _failed(run: Run, spec: TaskSpec, error: BaseException, worker_id: int) -> RunFinishParams:
+def _failed(run: Run, spec: TaskSpec, error: BaseException, worker_id: int,
+            clock: Clock) -> RunFinishParams:
     """Retry after backoff, or end: `failed` for a final error, `dead` when out of attempts."""
     fields = dict(run_id=run.id, attempt=run.attempt, worker=worker_id, task=run.task,
                   error=f"{type(error).__name__}: {error}")
     detail = encode_error(error)
     if spec.retry.is_final(error) or isinstance(error, (SerializationError, PayloadTooLarge)):
         event(WARNING, "run failed (final error, no retry)", **fields)
-        return RunFinishParams(run.id, run.fence, S.FAILED, error=detail,
+        return RunFinishParams(run.id, run.fence, RunState.FAILED, error=detail,
                                event_data=_summary(error, attempt=run.attempt))
     if run.attempt >= run.max_attempts:
         event(WARNING, "run dead: attempts exhausted", **fields)
-        return RunFinishParams(run.id, run.fence, S.DEAD, error=detail,
+        return RunFinishParams(run.id, run.fence, RunState.DEAD, error=detail,
                                event_data=_summary(error, attempt=run.attempt))
     delay_s = spec.retry.backoff.delay_s(run.attempt)
     event(INFO, "run retrying", retry_in_s=round(delay_s, 3), **fields)
-    return RunFinishParams(run.id, run.fence, S.QUEUED, error=detail, run_at=SYSTEM_CLOCK() + delay_s,
+    return RunFinishParams(run.id, run.fence, RunState.QUEUED, error=detail, run_at=clock() + delay_s,
                            event_data=_summary(error, attempt=run.attempt, retry_in_s=delay_s))
 
 

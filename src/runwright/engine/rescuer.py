@@ -8,11 +8,11 @@ import logging
 import time
 from typing import Callable, Collection, Sequence
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK, Clock
 from ..logs import event
 from ..resilience import store_call
 from ..runs import Run, RunState
-from ..store import Store
+from ..store.interface import Store
 from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams
 
 __all__ = ["Rescuer"]
@@ -20,8 +20,10 @@ __all__ = ["Rescuer"]
 
 class Rescuer:
     def __init__(self, store: Store, queues: Sequence[str], tasks: Collection[str],
-                 params: RunRescueParams, orphan_check_s: float, orphan_age_s: float) -> None:
+                 params: RunRescueParams, orphan_check_s: float, orphan_age_s: float,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._clock = clock
         self._queues = queues
         self._tasks = tasks
         self._params = params
@@ -33,7 +35,8 @@ class Rescuer:
         if time.monotonic() >= self._next_orphan_check:
             self._next_orphan_check = time.monotonic() + self._orphan_check_s
             await self._report_orphans(worker_id)
-        for run in await store_call(self._store.run_expire_many, RunExpireParams(), worker=worker_id) or ():
+        for run in await store_call(self._store.run_expire_many, RunExpireParams(),
+                                    worker=worker_id) or ():
             event(logging.WARNING, "run failed: its deadline passed", run_id=run.id,
                   attempt=run.attempt, worker=worker_id)
         for run in await store_call(self._store.run_rescue_many, self._params, worker=worker_id) or ():
@@ -45,8 +48,9 @@ class Rescuer:
     async def _report_orphans(self, worker_id: int) -> None:
         """Runs of a task this worker lacks are left for a worker that has it; if none
         does, they would wait forever in silence, so say so."""
-        counts = await store_call(self._store.run_count_due_by_task, RunCountDueParams(
-            self._queues, SYSTEM_CLOCK() - self._orphan_age_s), worker=worker_id)
+        due_before = self._clock() - self._orphan_age_s
+        counts = await store_call(self._store.run_count_due_by_task,
+                                  RunCountDueParams(self._queues, due_before), worker=worker_id)
         for task, count in sorted((counts or {}).items()):
             if task not in self._tasks:
                 event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "

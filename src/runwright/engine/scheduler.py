@@ -9,26 +9,41 @@ A crash between the two repeats the submission, which the key turns into a no-op
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Iterable
 
-from ..clock import SYSTEM_CLOCK
+from ..clock import SYSTEM_CLOCK, Clock
 from ..logs import event
 from ..runs import Run
-from ..schedules import Schedule, fire_key, fires_due
-from ..store import Store
+from ..schedules import Schedule, fire_key, fires_due, next_fire_after
+from ..store.interface import Store
 from ..store.params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "save_schedule", "save_schedules"]
+
+
+async def save_schedule(store: Store, schedule: Schedule, now: float) -> Schedule:
+    """Store a schedule (declared in code, or created or redefined at run time); its next
+    fire time is the first after `now` (the store keeps the stored one unless the cron or
+    time zone changed)."""
+    schedule.next_fire_at = next_fire_after(schedule.cron, schedule.tz, now)
+    schedule.created_at = schedule.updated_at = now
+    return await store.schedule_save(schedule)
+
+
+async def save_schedules(store: Store, schedules: Iterable[Schedule], now: float) -> None:
+    """Save every schedule declared in code (each worker does this when it starts)."""
+    for schedule in schedules:
+        await save_schedule(store, schedule, now)
 
 
 class Scheduler:
     def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK) -> None:
         self._store = store
-        self._clock = clock
+        self._clock = clock if isinstance(clock, Clock) else Clock(clock)
 
     async def tick(self, now: float | None = None) -> list[Run]:
         """Fire what is due at `now`; return the runs this tick created."""
-        now = self._clock() if now is None else now
+        now = self._clock.now(now)
         fired: list[Run] = []
         for schedule in await self._store.schedule_due(ScheduleDueParams(now)):
             fired += await self._fire(schedule, now)
@@ -40,8 +55,8 @@ class Scheduler:
             key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
             run_at=fire, now=now) for fire in times]) if times else []
-        await self._store.schedule_advance(ScheduleAdvanceParams(schedule.name, schedule.next_fire_at,
-                                                                 upcoming))
+        await self._store.schedule_advance(ScheduleAdvanceParams(
+            schedule.name, schedule.next_fire_at, upcoming))
         created = [run for run in runs if not run.existed]
         for run in created:
             event(logging.INFO, f"schedule {schedule.name!r} fired", run_id=run.id, task=run.task)

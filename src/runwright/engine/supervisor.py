@@ -13,11 +13,10 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
-from ..app import App
 from ..logs import event
-from .worker import Worker, WorkerConfig
+from .worker import Worker
 
 __all__ = ["run_worker", "supervise"]
 
@@ -33,11 +32,12 @@ def event_loop_runner() -> asyncio.Runner:
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
-def run_worker(app: App, config: WorkerConfig) -> None:
-    """Run one worker in this process until SIGTERM/SIGINT (a second signal: no grace)."""
+def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[None]]) -> None:
+    """Run one worker in this process until SIGTERM/SIGINT (a second signal: no grace);
+    then `close` what it used (the App's connections and resources)."""
 
     async def main() -> None:
-        worker = Worker(app, config)
+        worker = make_worker()  # in the loop that runs it
         loop = asyncio.get_running_loop()
         signals = {"count": 0}
 
@@ -53,7 +53,7 @@ def run_worker(app: App, config: WorkerConfig) -> None:
         try:
             await worker.run()
         finally:
-            await app.close()
+            await close()
 
     with event_loop_runner() as runner:
         runner.run(main())

@@ -13,11 +13,10 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from .. import metrics
-from ..clock import SYSTEM_CLOCK
+from ..clock import Clock
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
 from ..logs import event
@@ -28,7 +27,6 @@ from ..store.hub import CANCEL, QUEUED
 from ..store.params import (
     RunClaimParams,
     RunExtendParams,
-    RunFinishParams,
     RunNextDueParams,
     RunRescueParams,
     WorkerHeartbeatParams,
@@ -36,19 +34,16 @@ from ..store.params import (
 )
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
+from .instruments import Instruments, WorkerStats
 from .rescuer import Rescuer
-from .scheduler import Scheduler
+from .scheduler import Scheduler, save_schedules
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..runtime import Runtime
 
 __all__ = ["Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
-S = RunState
-# Outcome labels: a fixed set, whatever kinds of events an attempt may end with.
-OUTCOMES = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted", "retrying",
-                      "released", "parked"})
 
 
 class WorkerCrashed(RuntimeError):
@@ -74,8 +69,8 @@ class WorkerConfig:
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
-    # the system clock.
-    schedule_clock: Callable[[], float] = SYSTEM_CLOCK
+    # the worker's clock.
+    schedule_clock: Callable[[], float] | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -88,42 +83,42 @@ class WorkerConfig:
             raise ConfigError("a worker needs at least one queue")
 
 
-@dataclass
-class WorkerStats:
-    claimed: int = 0
-    succeeded: int = 0
-    retried: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    released: int = 0
-    parked: int = 0
-    lease_lost: int = 0
-    rescued: int = 0
-    started_at: float = field(default_factory=time.time)
-
-
 class Worker:
-    def __init__(self, app: App, config: WorkerConfig | None = None) -> None:
-        self.app = app
+    """Executes the runs of `runtime.registry`'s tasks, claimed from `runtime.store`.
+
+    `connect` makes the store ready before the first claim: the App gives its own `open`
+    (which migrates or checks the schema, as it was told); by default the store is opened.
+    """
+
+    def __init__(self, runtime: Runtime, config: WorkerConfig | None = None, *,
+                 connect: Callable[[], Awaitable[object]] | None = None) -> None:
+        self.runtime = runtime
         self.config = config or WorkerConfig()
-        self.store = app.store
+        self.store = runtime.store
+        self.clock: Clock = runtime.clock
         self.id = 0
-        self.stats = WorkerStats()
+        self._instruments = Instruments()
+        self._connect = connect or runtime.store.open
         self._active: dict[int, Active] = {}
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store)
         self._tasks: list[str] = []
 
+    @property
+    def stats(self) -> WorkerStats:
+        """This worker's counts since it started (the same calls feed the metrics)."""
+        return self._instruments.stats
+
+    @property
+    def schedule_clock(self) -> Callable[[], float]:
+        return self.config.schedule_clock or self.clock
+
     # -- lifecycle ------------------------------------------------------------------
 
     def stop(self) -> None:
         """Ask for a graceful stop: claim nothing more, drain, give back the rest."""
         self._stopping.set()
-
-    @property
-    def active_count(self) -> int:
-        return len(self._active)
 
     def signals_of(self, run_id: int) -> RunSignals | None:
         """What this worker has learnt about a run it executes (None if it has none)."""
@@ -132,14 +127,15 @@ class Worker:
 
     async def run(self, ready: Callable[[Worker], Any] | None = None) -> None:
         """Work until `stop()`; raises WorkerCrashed if a side task died."""
-        await self.app.open()
-        self._tasks = sorted(self.app.tasks)
+        await self._connect()
+        self._tasks = sorted(self.runtime.registry.tasks)
         if not self._tasks:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
         await self._register()
         await self.store.listen()
         completer = asyncio.create_task(self._completer.run(), name="completer")
-        await self.app.sync_schedules(self.config.schedule_clock())
+        await save_schedules(self.store, self.runtime.registry.schedules.values(),
+                             self.schedule_clock())
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
             self._scheduler)]
@@ -225,10 +221,10 @@ class Worker:
     async def _idle(self, queued: asyncio.Event) -> None:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
-        next_due = await self._store_call(self.store.run_next_due_at,
-                                         RunNextDueParams(self.config.queues, self._tasks))
+        next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
+            self.config.queues, self._tasks))
         if next_due is not None:
-            wait_s = max(0.0, min(wait_s, next_due - SYSTEM_CLOCK()))
+            wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():
             try:
                 await asyncio.wait_for(queued.wait(), wait_s)
@@ -236,10 +232,7 @@ class Worker:
                 pass
 
     def _start(self, run: Run) -> None:
-        self.stats.claimed += 1
-        metrics.ATTEMPTS.labels(run.task).inc()
-        if run.started_at is not None:
-            metrics.START_DELAY.labels(run.queue).observe(max(0.0, run.started_at - run.run_at))
+        self._instruments.claimed(run)
         task = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
         self._active[run.id] = Active(run, task)
 
@@ -252,35 +245,21 @@ class Worker:
         began = time.monotonic()
         try:
             active.signals.interrupt = run.interrupt
-            finish = await run_attempt(self.app, run, self.id, lambda: active.stop, active.signals)
+            finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
             if finish is None:
-                self.stats.lease_lost += 1
+                self._instruments.lease_lost()
                 return
             crash_point("worker.before_finish")
             active.finishing = True
             await self._completer.finish(finish)
-            self._count(finish)
-            outcome = finish.kind if finish.kind in OUTCOMES else finish.state.value
-            metrics.FINISHED.labels(run.task, outcome).inc()
-            metrics.RUN_SECONDS.labels(run.task, outcome).observe(time.monotonic() - began)
+            self._instruments.finished(run, finish, time.monotonic() - began)
         except LeaseLost as exc:
-            self.stats.lease_lost += 1
-            metrics.LEASE_LOSSES.inc()
+            self._instruments.lease_lost()
             event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
                   run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
         finally:
             self._active.pop(run.id, None)
             self._slot_freed.set()
-
-    def _count(self, finish: RunFinishParams) -> None:
-        """Tally an end once it is durable (a refused write counts as lease_lost instead)."""
-        if finish.state is S.QUEUED and finish.event_kind == "parked":
-            name = "parked"
-        elif finish.state is S.QUEUED:
-            name = "released" if finish.release else "retried"
-        else:
-            name = {S.SUCCEEDED: "succeeded", S.CANCELLED: "cancelled"}.get(finish.state, "failed")
-        setattr(self.stats, name, getattr(self.stats, name) + 1)
 
     # -- side tasks -----------------------------------------------------------------
 
@@ -313,7 +292,7 @@ class Worker:
                     active = self._active.get(run.id)
                     if active is None:
                         continue
-                    if run.fence != active.run.fence or run.state is not S.RUNNING:
+                    if run.fence != active.run.fence or run.state is not RunState.RUNNING:
                         active.interrupt(Stop.LEASE_LOST)
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
@@ -341,23 +320,19 @@ class Worker:
     async def _rescuer(self) -> None:
         """Take back runs of dead workers and expired leases (every worker does this)."""
         config = self.config
-        rescuer = Rescuer(self.store, config.queues, self.app.tasks,
+        rescuer = Rescuer(self.store, config.queues, self.runtime.registry.tasks,
                           RunRescueParams(config.max_recoveries, config.worker_stale_s),
-                          config.orphan_check_s, config.orphan_age_s)
+                          config.orphan_check_s, config.orphan_age_s, self.clock)
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
-            await rescuer.tick(self.id, self._on_rescued)
+            await rescuer.tick(self.id, self._instruments.rescued)
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
-        scheduler = Scheduler(self.store, self.config.schedule_clock)
+        scheduler = Scheduler(self.store, self.schedule_clock)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)
-
-    def _on_rescued(self, _run: Run) -> None:
-        self.stats.rescued += 1
-        metrics.TAKEOVERS.inc()
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

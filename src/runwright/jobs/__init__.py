@@ -1,5 +1,5 @@
 """Built-in job types for users who submit JSON rather than code: webhook, llm and
-chain. `register_builtin_jobs(app)` adds them to an App as ordinary tasks."""
+chain. `register_builtin_jobs(registry)` adds them to a registry as ordinary tasks."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from .llm import LLM, register_llm
 from .webhook import WEBHOOK, register_webhook, signature_header
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..registry import Registry
 
 __all__ = ["CHAIN", "LLM", "WEBHOOK", "register_builtin_jobs", "signature_header"]
 
 
-def register_builtin_jobs(app: App) -> None:
-    register_webhook(app)
-    register_chain(app)
-    register_llm(app)
+def register_builtin_jobs(registry: Registry) -> None:
+    register_webhook(registry)
+    register_chain(registry)
+    register_llm(registry)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadArguments, ChildFailed, FinalError, InvalidInput, UnknownTask
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..context import Context
+    from ..registry import Registry
     from ..tasks import TaskSpec
 
 __all__ = ["CHAIN", "check_chain", "register_chain", "render"]
@@ -29,14 +29,14 @@ CHAIN = "chain"
 _PLACEHOLDER = re.compile(r"\{\{\s*([\w.\-]+)\s*\}\}")
 
 
-def register_chain(app: App) -> TaskSpec:
+def register_chain(registry: Registry) -> TaskSpec:
     def check(arguments: dict[str, Any]) -> None:
-        check_chain(app, arguments.get("steps"))
+        check_chain(registry, arguments.get("steps"))
 
-    @app.task(name=CHAIN, retries=0, check=check)
+    @registry.task(name=CHAIN, retries=0, check=check)
     async def chain(ctx: Context, steps: list[dict[str, Any]], input: Any = None) -> dict[str, Any]:
         """Run the DAG; the result maps each step id to its output."""
-        order = check_chain(ctx.app, steps)
+        order = check_chain(registry, steps)
         outputs: dict[str, Any] = {}
         for level in order:
             children = [await ctx.submit(step["task"], **render(step.get("args", {}), input, outputs))
@@ -51,7 +51,7 @@ def register_chain(app: App) -> TaskSpec:
     return chain
 
 
-def check_chain(app: App, steps: Any) -> list[list[dict[str, Any]]]:
+def check_chain(registry: Registry, steps: Any) -> list[list[dict[str, Any]]]:
     """Validate the DAG; return its steps in levels (each level needs only earlier ones)."""
     if not isinstance(steps, list) or not steps:
         raise InvalidInput("a chain needs `steps`: a non-empty list of {id, task, args, needs}")
@@ -61,7 +61,7 @@ def check_chain(app: App, steps: Any) -> list[list[dict[str, Any]]]:
         if step["id"] in by_id:
             raise InvalidInput(f"chain step id {step['id']!r} is used twice")
         try:
-            app.task_spec(step["task"]).bind((), {k: None for k in step.get("args", {})})
+            registry.task_spec(step["task"]).bind((), {k: None for k in step.get("args", {})})
         except (UnknownTask, BadArguments) as exc:
             raise type(exc)(f"chain step {step['id']!r}: {exc}") from None
         by_id[step["id"]] = step

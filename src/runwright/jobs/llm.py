@@ -14,8 +14,8 @@ from .chain import render
 from .webhook import call_checked
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..context import Context
+    from ..registry import Registry
     from ..tasks import TaskSpec
 
 __all__ = ["LLM", "register_llm"]
@@ -23,16 +23,16 @@ __all__ = ["LLM", "register_llm"]
 LLM = "llm"
 
 
-def register_llm(app: App) -> TaskSpec:
+def register_llm(registry: Registry) -> TaskSpec:
     clients: dict[str, ModelClient] = {}
 
     def client_for(model: str) -> ModelClient:
         if model not in clients:
             clients[model] = ModelClient(model)
-            app.on_close(clients[model].aclose)
+            registry.on_close(clients[model].aclose)
         return clients[model]
 
-    @app.task(name=LLM, retries=3)
+    @registry.task(name=LLM, retries=3)
     async def llm(ctx: Context, prompt: str, model: str, input: Any = None, system: str | None = None,
                   callback: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer the templated prompt; POST {run_id, output} to `callback` if given."""

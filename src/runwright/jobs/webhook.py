@@ -30,7 +30,7 @@ import httpx
 from ..errors import FinalError, RunwrightError
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..registry import Registry
     from ..tasks import TaskSpec
 
 __all__ = ["WEBHOOK", "WebhookRefused", "call_checked", "register_webhook", "signature_header"]
@@ -53,8 +53,8 @@ def signature_header(secret: str, timestamp: int, body: bytes) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def register_webhook(app: App) -> TaskSpec:
-    @app.task(name=WEBHOOK, retries=5, give_up_on=[WebhookRefused])
+def register_webhook(registry: Registry) -> TaskSpec:
+    @registry.task(name=WEBHOOK, retries=5, give_up_on=[WebhookRefused])
     async def webhook(url: str, method: str = "POST", headers: dict[str, str] | None = None,
                       body: Any = None, timeout_s: float = 10.0, max_response_bytes: int = 1 << 20,
                       allow_private: bool = False,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 
-__all__ = ["Auth", "NoAuth"]
+__all__ = ["Auth"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,3 @@ class Auth:
             if hmac.compare_digest(known, token.strip()):  # no timing hints about tokens
                 return tenant
         return False
-
-
-NoAuth = Auth(enabled=False)

@@ -1,4 +1,8 @@
-"""The FastAPI application: routes over an App, auth, problem+json errors, SSE."""
+"""The FastAPI application: routes over an App, auth, problem+json errors, SSE.
+
+Each request acts through the caller's scope: the tenant's view of the App when auth is
+on (so another tenant's run is a 404, keys and threads are the tenant's own), the App
+itself when auth is off (local use: every run is visible)."""
 
 from __future__ import annotations
 
@@ -15,10 +19,9 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 
 from .. import metrics
 from ..app import App
-from ..errors import RunNotFound
 from ..logs import event
-from ..runs import Run, RunState
-from ..store.params import EventListParams, RunListParams
+from ..runs import RunState
+from ..scope import RunScope
 from .auth import Auth
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
@@ -74,11 +77,9 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         request.state.tenant = tenant
         return await call_next(request)
 
-    async def own_run(run_id: int, who: str | None) -> Run:
-        run = await app.store.run_get(run_id)
-        if run is None or (auth.enabled and run.tenant != who):
-            raise RunNotFound(f"run {run_id} not found")  # never "forbidden": ids are not probed
-        return run
+    def scope_of(who: str | None) -> RunScope:
+        """The caller's view: another tenant's run answers 404, never 403 (ids are not probed)."""
+        return app if who is None or not auth.enabled else app.tenant(who)
 
     @api.get("/", include_in_schema=False)
     async def dashboard() -> HTMLResponse:
@@ -94,7 +95,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     async def readyz() -> Response:
         """The store answers."""
         try:
-            await app.store.schema_version()
+            await app.check_ready()
         except Exception as exc:  # any failure means "not ready", and says why
             return problem(503, "Store unavailable", str(exc))
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
@@ -108,21 +109,21 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     async def status_summary(who: Tenant) -> dict[str, Any]:
         """Pending, running, done, dead, workers alive, oldest due age (the dashboard's data),
         of the caller's own runs."""
-        return await metrics.summary(app, who if auth.enabled else None)
+        return await metrics.summary(scope_of(who))
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})
     async def submit(body: SubmitIn, response: Response, who: Tenant) -> RunOut:
-        handle = await app.submit(body.task, key=_scoped_key(body.key, who), priority=body.priority,
-                                  delay_s=body.delay_s, queue=body.queue, thread=_scoped(body.thread, who),
-                                  on_busy=body.on_busy, tenant=who, **body.args)
+        handle = await scope_of(who).submit(body.task, key=body.key, priority=body.priority,
+                                            delay_s=body.delay_s, queue=body.queue, thread=body.thread,
+                                            on_busy=body.on_busy, **body.args)
         if handle.existed:
             response.status_code = 200
         return RunOut.of(handle.run)
 
     @api.get("/runs/{run_id}", response_model=RunOut)
     async def get_run(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await own_run(run_id, who))
+        return RunOut.of(await scope_of(who).read_run(run_id))
 
     @api.get("/runs", response_model=RunPage)
     async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
@@ -132,10 +133,9 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                         created_before: float | None = Query(None, ge=0, le=1e11)) -> RunPage:
         """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
         seconds) bound the submission time."""
-        runs = await app.store.run_list(RunListParams(
-            states=state, task=task, queue=queue, thread=_scoped(thread, who),
-            tenant=who if auth.enabled else None, limit=limit, before_id=before,
-            created_after=created_after, created_before=created_before))
+        runs = await scope_of(who).list_runs(
+            states=state, task=task, queue=queue, thread=thread, limit=limit, before_id=before,
+            created_after=created_after, created_before=created_before)
         return RunPage(items=[RunOut.of(r) for r in runs],
                        next_cursor=runs[-1].id if len(runs) == limit else None)
 
@@ -146,18 +146,15 @@ def create_server(app: App, auth: Auth) -> FastAPI:
 
     @api.post("/runs/{run_id}/cancel", response_model=RunOut)
     async def cancel(run_id: RunId, who: Tenant) -> RunOut:
-        await own_run(run_id, who)
-        return RunOut.of(await app.cancel(run_id))
+        return RunOut.of(await scope_of(who).cancel(run_id))
 
     @api.post("/runs/{run_id}/retry", response_model=RunOut)
     async def retry(run_id: RunId, who: Tenant) -> RunOut:
-        await own_run(run_id, who)
-        return RunOut.of((await app.retry(run_id)).run)
+        return RunOut.of((await scope_of(who).retry(run_id)).run)
 
     @api.get("/runs/{run_id}/events", response_model=EventPage)
     async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
-        await own_run(run_id, who)
-        page = await app.store.event_list(EventListParams(run_id, after))
+        page = await scope_of(who).events_page(run_id, after)
         return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
 
     @api.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
@@ -166,7 +163,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                      last_event_id: str | None = Header(None)) -> StreamingResponse:
         """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
         client sends), then follows live until the run's terminal event."""
-        await own_run(run_id, who)
+        await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         return StreamingResponse(_sse(broadcaster, run_id, start), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -179,7 +176,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: str, who: Tenant) -> dict[str, Any]:
         """A thread's history (410 once deleted)."""
-        return {"thread": thread, "messages": await app.thread_history(_scoped(thread, who), tenant=who)}
+        return {"thread": thread, "messages": await scope_of(who).thread_history(thread)}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
@@ -189,16 +186,20 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: str, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
-        await app.delete_thread(_scoped(thread, who), tenant=who)
+        await scope_of(who).delete_thread(thread)
         return Response(status_code=204)
 
     @api.get("/schedules")
     async def schedules(who: Tenant) -> list[dict[str, Any]]:
-        """Schedules with their next fire times (schedules are shared by all tenants)."""
+        """Schedules with their next fire times (the deployment's, shared by all tenants;
+        their arguments are not shown)."""
         return [{"name": s.name, "cron": s.cron, "tz": s.tz, "task": s.task, "paused": s.paused,
                  "misfire": s.misfire, "next_fire_at": s.next_fire_at}
-                for s in await app.store.schedule_list()]
+                for s in await scope_of(who).list_schedules()]
 
+    # Pausing and resuming change the deployment's schedules, which a tenant's view may not
+    # do; these routes act as the operator for any authenticated caller, as they always
+    # have. Limiting them to operator tokens is a change of the API, not of this layer.
     @api.post("/schedules/{name}/pause", status_code=204)
     async def pause(name: str, who: Tenant) -> Response:
         await app.pause_schedule(name)
@@ -213,7 +214,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     async def workers(who: Tenant) -> list[dict[str, Any]]:
         return [{"id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
                  "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
-                for w in await app.store.worker_list()]
+                for w in await scope_of(who).list_workers()]
 
     return api
 
@@ -223,12 +224,3 @@ async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterat
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
         yield f"id: {item.seq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
 
-
-def _scoped(name: str | None, tenant: str | None) -> str | None:
-    """Thread names live in each tenant's own namespace."""
-    return None if name is None else (name if tenant is None else f"{tenant}/{name}")
-
-
-def _scoped_key(key: str | None, tenant: str | None) -> str | None:
-    """Idempotency keys too: one tenant's key never returns another tenant's run."""
-    return None if key is None else (key if tenant is None else f"{tenant}/{key}")

@@ -1,10 +1,12 @@
-"""One reader of a run's log shared by all of the server's SSE followers of that run.
+"""One live reader of a run's log shared by all of the server's SSE followers of that run.
 
 Without it every follower polls the store on every wake-up, so a hundred dashboards on
 one run make a hundred reads per event. With it, one live reader per followed run feeds
-each follower's queue. A follower subscribes first, then reads its backlog from the
-store, then takes the live feed, skipping what the backlog already gave: subscribing
-before reading is what leaves no gap between the two.
+each follower's queue. A follower subscribes first, then reads its whole backlog from
+the store (page by page, through the App's follower), then takes the live feed, skipping
+what the backlog already gave: subscribing before reading is what leaves no gap. When
+the shared reader stops (the run ended, or the reader failed), each follower finishes
+alone through the same follower, which decides when a log is over: one rule for all.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from typing import TYPE_CHECKING, AsyncIterator
 if TYPE_CHECKING:
     from ..app import App
     from ..journal import Event
-
-from ..store.params import EventListParams
 
 __all__ = ["Broadcaster"]
 
@@ -35,30 +35,23 @@ class Broadcaster:
         self._feeds: dict[int, _Feed] = {}
 
     async def follow(self, run_id: int, after: int) -> AsyncIterator[Event]:
-        """The run's events after `after`, gapless, until its terminal event."""
+        """The run's events after `after`, gapless, until the run has ended and its log
+        has been given whole."""
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         feed = self._subscribe(run_id, queue, after)
         try:
             last = after
-            for item in await self._app.store.event_list(EventListParams(run_id, after)):
+            async for item in self._app.events(run_id, after=after, follow=False):
                 yield item
                 last = item.seq
-                if item.terminal:
-                    return
-            while (item := await queue.get()) is not _END:
-                if item.seq > last:
-                    yield item
-                    last = item.seq
-                    if item.terminal:
-                        return
-            # The shared reader ended (the run ended, or the reader failed): finish alone.
+            while (live := await queue.get()) is not _END:
+                if live.seq > last:
+                    yield live
+                    last = live.seq
             async for item in self._app.events(run_id, after=last):
                 yield item
         finally:
-            feed.queues.discard(queue)
-            if not feed.queues and feed.task is not None:
-                feed.task.cancel()
-                self._feeds.pop(run_id, None)
+            self._unsubscribe(run_id, feed, queue)
 
     def _subscribe(self, run_id: int, queue: asyncio.Queue[Event | None], after: int) -> _Feed:
         feed = self._feeds.get(run_id)
@@ -67,6 +60,13 @@ class Broadcaster:
             feed.task = asyncio.get_running_loop().create_task(self._read(run_id, feed, after))
         feed.queues.add(queue)
         return feed
+
+    def _unsubscribe(self, run_id: int, feed: _Feed, queue: asyncio.Queue[Event | None]) -> None:
+        feed.queues.discard(queue)
+        if not feed.queues and feed.task is not None:
+            feed.task.cancel()
+            if self._feeds.get(run_id) is feed:
+                self._feeds.pop(run_id, None)
 
     async def _read(self, run_id: int, feed: _Feed, after: int) -> None:
         try:

@@ -39,7 +39,9 @@ def install_problem_handlers(api: FastAPI) -> None:
     for kind, status, title in STATUS:
         api.add_exception_handler(kind, _handler(status, title))
 
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+        if not isinstance(exc, RequestValidationError):  # the only kind it is installed for
+            raise exc
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return problem(422, "Invalid request", detail)
 

@@ -1,0 +1,90 @@
+"""One instrumentation seam: each thing a worker observes is counted once, here.
+
+The process's Prometheus metrics (labels from fixed sets: task, queue, outcome, never a
+run or thread id) and the worker's own `WorkerStats` are two views of the same calls,
+with the same outcome names, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client import Counter, Histogram
+
+from ..runs import Run, RunState
+from ..store.params import RunFinishParams
+
+__all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "OUTCOMES", "RUN_SECONDS", "START_DELAY",
+           "TAKEOVERS", "Instruments", "WorkerStats", "outcome_of_finish"]
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                   300, 900, 3600)
+
+ATTEMPTS = Counter("runwright_attempts_total", "Attempts started (claims).", ["task"])
+FINISHED = Counter("runwright_attempts_finished_total", "Attempts ended, by how.", ["task", "outcome"])
+LEASE_LOSSES = Counter("runwright_lease_losses_total", "Writes refused because a newer claim owns the run.")
+TAKEOVERS = Counter("runwright_takeovers_total", "Runs taken back from lost workers (by this process).")
+START_DELAY = Histogram("runwright_submit_to_start_seconds", "From due to started, per claim.",
+                        ["queue"], buckets=LATENCY_BUCKETS)
+RUN_SECONDS = Histogram("runwright_attempt_seconds", "Attempt duration, by outcome.",
+                        ["task", "outcome"], buckets=LATENCY_BUCKETS)
+
+# Outcome labels: a fixed set, whatever kinds of events an attempt may end with.
+OUTCOMES = ("succeeded", "failed", "dead", "cancelled", "interrupted", "retrying", "released",
+            "parked")
+
+
+def outcome_of_finish(finish: RunFinishParams) -> str:
+    """How an attempt ended, as one of OUTCOMES."""
+    if finish.kind in OUTCOMES:
+        return finish.kind
+    if finish.state is RunState.QUEUED:
+        return "released" if finish.release else "retrying"
+    return finish.state.value
+
+
+@dataclass
+class WorkerStats:
+    """One worker's counts since it started (logged when it stops)."""
+
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    dead: int = 0
+    cancelled: int = 0
+    interrupted: int = 0
+    retrying: int = 0
+    released: int = 0
+    parked: int = 0
+    lease_lost: int = 0
+    rescued: int = 0
+    started_at: float = field(default_factory=time.time)
+
+
+class Instruments:
+    """What a worker reports; each call feeds the metrics and the worker's stats."""
+
+    def __init__(self) -> None:
+        self.stats = WorkerStats()
+
+    def claimed(self, run: Run) -> None:
+        self.stats.claimed += 1
+        ATTEMPTS.labels(run.task).inc()
+        if run.started_at is not None:
+            START_DELAY.labels(run.queue).observe(max(0.0, run.started_at - run.run_at))
+
+    def finished(self, run: Run, finish: RunFinishParams, duration_s: float) -> None:
+        """An attempt's end, once it is durable (a refused write is `lease_lost` instead)."""
+        outcome = outcome_of_finish(finish)
+        setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
+        FINISHED.labels(run.task, outcome).inc()
+        RUN_SECONDS.labels(run.task, outcome).observe(duration_s)
+
+    def lease_lost(self) -> None:
+        self.stats.lease_lost += 1
+        LEASE_LOSSES.inc()
+
+    def rescued(self, _run: Run) -> None:
+        self.stats.rescued += 1
+        TAKEOVERS.inc()

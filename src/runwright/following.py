@@ -1,0 +1,100 @@
+"""The follower: a run's log page by page, and then live; and a run's end.
+
+The one reader behind `RunHandle.events`, `App.events`, `App.wait_done`, `runwright
+follow` and the server's SSE fan-out. It reads the backlog a page at a time until the
+log is exhausted (never one page and a hope), then waits for a wake-up from the store's
+hub (LISTEN/NOTIFY on PostgreSQL, the data-version poll on SQLite) with a slow re-read as
+a safety net, short while the hub says it cannot deliver. Store calls that blink are
+retried (`resilience.durably`): a follower does not fail because the database did.
+
+A follow ends when the run has ended and its log has been given up to its last event:
+the run's state decides, not the look of one event (a dead run that is retried goes on
+after its `dead` event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from .errors import RunNotFound, StoreError
+from .journal import Event
+from .resilience import durably
+from .runs import Run
+from .store.hub import done_topic, events_topic
+from .store.interface import Store
+from .store.params import EventListParams
+
+__all__ = ["EVENT_PAGE", "Follower"]
+
+# Fallback re-read while waiting: covers a notification lost while the listener
+# reconnected. Short while the hub says it cannot deliver notifications.
+FALLBACK_S = 2.0
+DEGRADED_S = 0.1
+EVENT_PAGE = 1000
+
+
+class Follower:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def page(self, run_id: int, after: int = 0, limit: int = EVENT_PAGE) -> list[Event]:
+        """One page of the log: at most `limit` events with seq > `after`, in order."""
+        return await durably(self._store.event_list, EventListParams(run_id, after, limit))
+
+    async def backlog(self, run_id: int, after: int = 0) -> AsyncIterator[Event]:
+        """Every event logged so far with seq > `after`, page after page, in order."""
+        while batch := await self.page(run_id, after):
+            for item in batch:
+                yield item
+            after = batch[-1].seq
+            if len(batch) < EVENT_PAGE:
+                return
+
+    async def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
+        """Events with seq > `after`, in order; with `follow`, what comes next too, until
+        the run has ended and its last event was given. Gapless: the watch is open
+        before each read, so an append between a read and the wait wakes the wait."""
+        hub = self._store.hub
+        with hub.watch(events_topic(run_id)) as grown:
+            await self._store.listen()
+            while True:
+                grown.clear()
+                async for item in self.backlog(run_id, after):
+                    yield item
+                    after = item.seq
+                if not follow or await self._ended_at(run_id, after):
+                    return
+                await _wait(grown, hub.degraded)
+
+    async def wait_done(self, run_id: int) -> Run:
+        """The run once it has ended, woken by the store's notifications."""
+        hub = self._store.hub
+        with hub.watch(done_topic(run_id)) as changed:
+            await self._store.listen()
+            while True:
+                changed.clear()
+                try:
+                    run = await self._store.run_get(run_id)
+                except StoreError:
+                    await asyncio.sleep(DEGRADED_S)  # a blink: wait it out, don't fail
+                    continue
+                if run is None:
+                    raise RunNotFound(f"run {run_id} not found")
+                if run.done:
+                    return run
+                await _wait(changed, hub.degraded)
+
+    async def _ended_at(self, run_id: int, after: int) -> bool:
+        """True when the run has ended and `after` is its last event (nothing will come)."""
+        run = await durably(self._store.run_get, run_id)
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return run.done and run.last_seq <= after
+
+
+async def _wait(woken: asyncio.Event, degraded: bool) -> None:
+    try:
+        await asyncio.wait_for(woken.wait(), DEGRADED_S if degraded else FALLBACK_S)
+    except TimeoutError:
+        pass

@@ -1,0 +1,104 @@
+"""The registry: the tasks, tools and schedules a program declares, by name.
+
+What a worker executes and what a submission may name. The engine is given a registry,
+never the App: it looks tasks up here and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Sequence, overload
+
+from .agents.tools import ToolSpec, tool_spec
+from .errors import ConfigError, UnknownTask
+from .retry import Backoff, RetryPolicy
+from .runs import NORMAL
+from .schedules import Schedule
+from .serde import finite
+from .tasks import TaskSpec, takes_context
+
+__all__ = ["Registry"]
+
+
+class Registry:
+    """Tasks, tools and schedules by name, and the resources they hold (closed with the app)."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, TaskSpec] = {}
+        self.tools: dict[str, ToolSpec] = {}
+        self.schedules: dict[str, Schedule] = {}  # declared in code; workers save them at start
+        self.closers: list[Callable[[], Awaitable[None]]] = []
+
+    @overload
+    def task(self, fn: Callable[..., Any], /) -> TaskSpec: ...
+
+    @overload
+    def task(self, fn: None = ..., /, *, name: str | None = ..., queue: str = ..., priority: int = ...,
+             retries: int = ..., backoff: Backoff | None = ...,
+             retry_on: Sequence[type[BaseException]] | None = ...,
+             give_up_on: Sequence[type[BaseException]] = ...,
+             timeout_s: float | None = ...,
+             check: Callable[[dict[str, Any]], None] | None = ...,
+             ) -> Callable[[Callable[..., Any]], TaskSpec]: ...
+
+    def task(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+             queue: str = "default", priority: int = NORMAL, retries: int = 3,
+             backoff: Backoff | None = None,
+             retry_on: Sequence[type[BaseException]] | None = None,
+             give_up_on: Sequence[type[BaseException]] = (),
+             timeout_s: float | None = None,
+             check: Callable[[dict[str, Any]], None] | None = None) -> Any:
+        """Register a task: `@registry.task` or `@registry.task(retries=5, ...)`.
+        `check(arguments)` may refuse a submission with InvalidInput before it is stored."""
+        policy = RetryPolicy(retries, backoff or Backoff(),
+                             tuple(retry_on) if retry_on is not None else None, tuple(give_up_on))
+        if timeout_s is not None:
+            finite(timeout_s, "timeout_s")
+
+        def register(f: Callable[..., Any]) -> TaskSpec:
+            return self.add_task(TaskSpec(name or f.__name__, f, queue, priority, policy, timeout_s,
+                                          takes_context(f), check))
+
+        return register(fn) if fn is not None else register
+
+    def add_task(self, spec: TaskSpec) -> TaskSpec:
+        if spec.name in self.tasks:
+            raise ConfigError(f"task {spec.name!r} is registered twice; give one a name=")
+        self.tasks[spec.name] = spec
+        return spec
+
+    def tool(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+             delivery: str = "at_least_once") -> Any:
+        """Register a tool for agents: `@registry.tool` or `@registry.tool(delivery=...)`.
+        Its JSON schema comes from the type hints and the docstring (Args: section)."""
+
+        def register(f: Callable[..., Any]) -> ToolSpec:
+            spec = tool_spec(f, name, delivery)
+            if spec.name in self.tools:
+                raise ConfigError(f"tool {spec.name!r} is registered twice; give one a name=")
+            self.tools[spec.name] = spec
+            return spec
+
+        return register(fn) if fn is not None else register
+
+    def declare_schedule(self, schedule: Schedule) -> Schedule:
+        if schedule.name in self.schedules:
+            raise ConfigError(f"schedule {schedule.name!r} is declared twice")
+        self.schedules[schedule.name] = schedule
+        return schedule
+
+    def task_spec(self, task: TaskSpec | str) -> TaskSpec:
+        """The registered task of that name (UnknownTask, naming the known ones, if none)."""
+        name = task.name if isinstance(task, TaskSpec) else task
+        spec = self.tasks.get(name)
+        if spec is None:
+            known = ", ".join(sorted(self.tasks)) or "none"
+            raise UnknownTask(f"unknown task {name!r}; registered tasks: {known}")
+        return spec
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Run `closer` when the app closes (e.g. a model client's connections)."""
+        self.closers.append(closer)
+
+    async def close_resources(self) -> None:
+        for closer in self.closers:
+            await closer()

@@ -1,0 +1,24 @@
+"""What the engine is given: a registry, a store, a clock and the limits; never the App.
+
+The App builds one and hands it to its workers; a test may build one around any store
+and registry to drive the engine (a Worker, an attempt, a Context) without an App.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .clock import Clock
+from .limits import Limits
+from .registry import Registry
+from .store.interface import Store
+
+__all__ = ["Runtime"]
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    registry: Registry
+    store: Store
+    clock: Clock
+    limits: Limits = field(default_factory=Limits)

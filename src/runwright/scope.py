@@ -1,0 +1,288 @@
+"""The operations on runs, as one scope sees them: every tenant (the App) or one.
+
+`RunScope` is what the App and a tenant's view share: submit, get, cancel, retry,
+events, attempts, results, lists and counts, threads. A scope with a tenant sees only
+that tenant's runs: another tenant's run answers RunNotFound, exactly like a run that
+does not exist, so ids cannot be probed; its submissions, keys and threads are its own
+(the store keys them by tenant, never by a joined string). The App's own scope is the
+operator's: it sees every run, and `submit(..., tenant=)` submits as a tenant, the same
+as `app.tenant(name).submit(...)`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+
+from .attempts import Attempt, attempts_of
+from .budget import Budget
+from .errors import InvalidInput, InvalidTransition, RunNotFound
+from .following import EVENT_PAGE, Follower
+from .handles import RunHandle
+from .journal import Event
+from .runs import Run, RunState
+from .runtime import Runtime
+from .schedules import Schedule
+from .store.params import (
+    QueueStat,
+    RunCancelParams,
+    RunCountParams,
+    RunListParams,
+    RunQueueStatsParams,
+    RunRetryParams,
+    WorkerInfo,
+)
+from .submission import Submission, insert_params
+from .tasks import TaskSpec
+from .threads import Threads
+
+__all__ = ["Call", "RunScope", "TenantView"]
+
+MAX_RUN_ID = 2**63 - 1  # ids are 64-bit in every store
+
+
+@dataclass(slots=True)
+class Call:
+    """One item of `submit_many` with options of its own."""
+
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    key: str | None = None
+    priority: int | None = None
+    delay_s: float | None = None
+    run_at: float | dt.datetime | None = None
+
+
+class RunScope:
+    """Run operations within one tenant (`tenant`), or across all of them (None)."""
+
+    def __init__(self, runtime: Runtime, follower: Follower, threads: Threads,
+                 ready: Callable[[], Awaitable[object]], tenant: str | None) -> None:
+        self._runtime = runtime
+        self._follower = follower
+        self._threads = threads
+        self._ready = ready  # connects on first use (the App's `open`)
+        self.tenant_name = tenant  # None: every tenant's runs (the App's own scope)
+
+    # -- submission -----------------------------------------------------------------
+
+    async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
+                     priority: int | None = None, delay_s: float | None = None,
+                     run_at: float | dt.datetime | None = None, queue: str | None = None,
+                     budget: Budget | None = None, thread: str | None = None,
+                     on_busy: str = "reject", tenant: str | None = None,
+                     **kwargs: Any) -> RunHandle:
+        """Submit one run. The same `key` always names the same run of a tenant:
+        submitting it again returns the existing run (`handle.existed` is True), whatever
+        its state.
+
+        With `thread`, the run joins that conversation (the tenant's thread of that name);
+        runs of a thread never overlap, and `on_busy` says what happens when the thread
+        has an open run: "reject" (ThreadBusy), "enqueue" (run after it), "interrupt" (it
+        stops at its next step boundary and ends `interrupted`; this run goes next) or
+        "rollback" (as interrupt, and what it added to the thread is discarded)."""
+        spec = self._runtime.registry.task_spec(task)
+        submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
+                                queue=queue, budget=budget, thread=thread, on_busy=on_busy,
+                                tenant=self._tenant_for(tenant))
+        params = insert_params(spec, spec.bind(args, kwargs), submission,
+                               now_s=self._runtime.clock(), limits=self._runtime.limits)
+        await self._ready()
+        store = self._runtime.store
+        if thread is None:
+            (run,) = await store.run_insert_many([params])
+        else:
+            run = await store.run_insert_threaded(params)
+        return RunHandle(self, run)
+
+    async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
+                          /, *, priority: int | None = None, delay_s: float | None = None,
+                          queue: str | None = None, tenant: str | None = None) -> list[RunHandle]:
+        """Submit many runs of one task in one round trip. Each item is the task's keyword
+        arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
+        is checked before anything is written: one bad item refuses the whole batch."""
+        spec = self._runtime.registry.task_spec(task)
+        now_s = self._runtime.clock()
+        tenant = self._tenant_for(tenant)
+        params = []
+        for index, item in enumerate(items):
+            call = item if isinstance(item, Call) else Call(kwargs=item)
+            submission = Submission(
+                key=call.key, priority=call.priority if call.priority is not None else priority,
+                delay_s=call.delay_s if call.delay_s is not None else delay_s,
+                run_at=call.run_at, queue=queue, tenant=tenant)
+            try:
+                params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
+                                            now_s=now_s, limits=self._runtime.limits))
+            except InvalidInput as exc:
+                raise type(exc)(f"item {index}: {exc}") from exc
+        await self._ready()
+        runs = await self._runtime.store.run_insert_many(params)
+        return [RunHandle(self, run) for run in runs]
+
+    # -- one run --------------------------------------------------------------------
+
+    async def get(self, run_id: int) -> RunHandle:
+        """A handle on an existing run (RunNotFound if there is none in this scope)."""
+        return RunHandle(self, await self.read_run(run_id))
+
+    async def read_run(self, run_id: int) -> Run:
+        """The run's record as it is now (RunNotFound if there is none in this scope)."""
+        await self._ready()
+        run = await self._runtime.store.run_get(_run_id(run_id))
+        if run is None or not self._sees(run):
+            raise RunNotFound(f"run {run_id} not found")
+        return run
+
+    async def read_runs(self, run_ids: Sequence[int]) -> list[Run]:
+        """The records of those of `run_ids` that exist in this scope, in one read."""
+        await self._ready()
+        found = await self._runtime.store.run_get_many([_run_id(run_id) for run_id in run_ids])
+        return [run for run in found if self._sees(run)]
+
+    async def cancel(self, run_id: int) -> Run:
+        """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
+        second; an ended run raises RunEnded."""
+        return await self._runtime.store.run_cancel(RunCancelParams(await self._own(run_id)))
+
+    async def retry(self, run_id: int) -> RunHandle:
+        """Re-queue a dead (or failed) run with fresh attempts."""
+        run = await self._runtime.store.run_retry(RunRetryParams(await self._own(run_id)))
+        return RunHandle(self, run)
+
+    async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
+        """Re-queue several dead or failed runs: (the re-queued ones, why the others were not)."""
+        done, refused = [], {}
+        for run_id in run_ids:
+            try:
+                done.append(await self.retry(run_id))
+            except (RunNotFound, InvalidTransition) as exc:
+                refused[int(run_id)] = str(exc)
+        return done, refused
+
+    async def attempts(self, run_id: int) -> list[Attempt]:
+        """The run's attempts with their outcome, error and times (from its event log)."""
+        own = await self._own(run_id)
+        return attempts_of([item async for item in self._follower.backlog(own)])
+
+    async def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
+        """A run's events with seq > `after`, in order; with `follow`, wait for more until
+        the run has ended and its last event was given. Woken by LISTEN/NOTIFY on
+        PostgreSQL and the data-version poll on SQLite, with a slow re-read as a safety."""
+        own = await self._own(run_id)
+        async for item in self._follower.events(own, after, follow):
+            yield item
+
+    async def events_page(self, run_id: int, after: int = 0, limit: int = EVENT_PAGE) -> list[Event]:
+        """One page of the run's log: at most `limit` events with seq > `after`."""
+        run = await self.read_run(run_id)  # a page of no run is a 404, not an empty page
+        return await self._follower.page(run.id, after, limit)
+
+    async def wait_done(self, run_id: int) -> Run:
+        """The run once it has ended, woken by the store's notifications."""
+        return await self._follower.wait_done(await self._own(run_id))
+
+    # -- many runs ------------------------------------------------------------------
+
+    async def list_runs(self, *, states: Sequence[RunState] = (), task: str | None = None,
+                        queue: str | None = None, thread: str | None = None,
+                        created_after: float | None = None, created_before: float | None = None,
+                        limit: int = 100, before_id: int | None = None) -> list[Run]:
+        """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
+        the runs of this scope's thread of that name."""
+        await self._ready()
+        found = await self._runtime.store.run_list(RunListParams(
+            states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name,
+            created_after=created_after, created_before=created_before, limit=limit,
+            before_id=before_id))
+        if thread is None:
+            return found
+        # A thread is one tenant's: the App's thread "t" is not tenant A's thread "t".
+        return [run for run in found if run.tenant == self.tenant_name]
+
+    async def dead_letters(self, *, task: str | None = None, limit: int = 100,
+                           before_id: int | None = None) -> list[Run]:
+        """The dead-letter queue: runs whose attempts ran out (re-queue them with `retry`)."""
+        return await self.list_runs(states=[RunState.DEAD], task=task, limit=limit, before_id=before_id)
+
+    def now(self) -> float:
+        """The time by this scope's clock (the store's, unless the App was given one)."""
+        return self._runtime.clock()
+
+    async def count_by_state(self) -> dict[str, int]:
+        await self._ready()
+        return await self._runtime.store.run_count_by_state(RunCountParams(self.tenant_name))
+
+    async def queue_stats(self, now: float | None = None) -> list[QueueStat]:
+        """Per queue and state: a count, and the oldest due run_at among due queued runs."""
+        await self._ready()
+        return await self._runtime.store.run_queue_stats(RunQueueStatsParams(
+            self.tenant_name, self._runtime.clock.now(now)))
+
+    # -- threads --------------------------------------------------------------------
+
+    async def thread_history(self, thread: str) -> list[dict[str, Any]]:
+        """The messages of this scope's thread, in order (ThreadDeleted once deleted)."""
+        await self._ready()
+        return await self._threads.history(thread, self.tenant_name)
+
+    async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
+        """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
+        delete its history. Reading it afterwards raises ThreadDeleted."""
+        await self._ready()
+        await self._threads.delete(thread, self.tenant_name, timeout_s)
+
+    # -- the deployment, read-only --------------------------------------------------
+
+    async def list_schedules(self) -> list[Schedule]:
+        """The deployment's schedules. Any scope may read the timetable (names, cron, next
+        fire: what a dashboard shows); only the App changes it, because a schedule's runs
+        belong to no tenant and a tenant must not stop another's work."""
+        await self._ready()
+        return await self._runtime.store.schedule_list()
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """The registered workers: shared by every tenant, so any scope may count them."""
+        await self._ready()
+        return await self._runtime.store.worker_list()
+
+    # -- scoping --------------------------------------------------------------------
+
+    async def _own(self, run_id: Any) -> int:
+        """The id of a run this scope may act on (RunNotFound otherwise). The App's scope
+        sees every run, so it leaves "no such run" to the operation itself."""
+        value = _run_id(run_id)
+        await self._ready()
+        if self.tenant_name is not None:
+            await self.read_run(value)
+        return value
+
+    def _sees(self, run: Run) -> bool:
+        return self.tenant_name is None or run.tenant == self.tenant_name
+
+    def _tenant_for(self, given: str | None) -> str | None:
+        """The tenant a submission is made for: the view's own, or the one given to the App."""
+        if self.tenant_name is None:
+            return given
+        if given is not None and given != self.tenant_name:
+            raise InvalidInput(f"this view is tenant {self.tenant_name!r}'s; "
+                               f"it cannot submit as {given!r}")
+        return self.tenant_name
+
+
+class TenantView(RunScope):
+    """One tenant's App: the same run operations, seeing and making only that tenant's
+    runs, keys and threads. Made by `app.tenant(name)`."""
+
+    def __repr__(self) -> str:
+        return f"<TenantView {self.tenant_name!r}>"
+
+
+def _run_id(run_id: Any) -> int:
+    try:
+        value = int(run_id)
+    except (TypeError, ValueError):
+        raise RunNotFound(f"run {run_id!r} not found: run ids are integers") from None
+    if not 0 < value <= MAX_RUN_ID:
+        raise RunNotFound(f"run {run_id!r} not found")
+    return value

@@ -1,0 +1,93 @@
+"""Building a submission: a TaskSpec and options -> the store's RunInsertParams.
+
+One place checks what a submission may carry (priority, key, thread, busy policy, the
+task's own `check`, the payload limit) and turns it into what the store inserts, for
+`App.submit`, `App.submit_many`, a schedule's definition and `ctx.submit` alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .budget import Budget
+from .errors import InvalidInput
+from .limits import Limits
+from .serde import due_at, encode
+from .store.params import ON_BUSY, RunInsertParams
+from .tasks import TaskSpec
+
+__all__ = ["Submission", "insert_params"]
+
+MAX_KEY_CHARS = 512
+MAX_THREAD_CHARS = 256
+MAX_PRIORITY = 32767  # a SMALLINT in the stores
+
+
+@dataclass(slots=True)
+class Submission:
+    """The options of one submission; None means "the task's default" (or none)."""
+
+    key: str | None = None
+    priority: int | None = None
+    delay_s: float | None = None
+    run_at: float | dt.datetime | None = None
+    queue: str | None = None
+    budget: Budget | None = None
+    thread: str | None = None
+    on_busy: str = "reject"
+    tenant: str | None = None
+    parent_id: int | None = None
+
+
+def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
+                  now_s: float, limits: Limits) -> RunInsertParams:
+    """The checked insert of one run of `spec` with `arguments` (bound by keyword);
+    InvalidInput (or a subclass) names what is wrong, and nothing is written."""
+    priority = spec.priority if submission.priority is None else submission.priority
+    _check_priority(priority)
+    _check_key(submission.key)
+    if submission.thread is not None:
+        _check_thread(submission.thread, submission.on_busy)
+    if spec.check is not None:
+        spec.check(arguments)
+    budget = submission.budget
+    return RunInsertParams(
+        key=submission.key or uuid.uuid4().hex,
+        task=spec.name,
+        args=encode(arguments, f"arguments of task {spec.name!r}", limits.max_payload_bytes),
+        queue=submission.queue or spec.queue,
+        priority=priority,
+        max_attempts=spec.retry.max_attempts,
+        timeout_s=spec.timeout_s,
+        run_at=due_at(now_s, submission.delay_s, submission.run_at),
+        parent_id=submission.parent_id,
+        budget=budget.to_json() if budget is not None else None,
+        deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
+        thread=submission.thread,
+        on_busy=submission.on_busy,
+        tenant=submission.tenant,
+        now=now_s,
+    )
+
+
+def _check_priority(priority: Any) -> None:
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidInput(f"priority must be an int in 0..{MAX_PRIORITY} (0 = most urgent), "
+                           f"got {priority!r}")
+
+
+def _check_key(key: Any) -> None:
+    if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS):
+        raise InvalidInput(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters, "
+                           f"got {key!r}")
+
+
+def _check_thread(thread: Any, on_busy: str) -> None:
+    if on_busy not in ON_BUSY:
+        raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    if not isinstance(thread, str) or not thread or len(thread) > MAX_THREAD_CHARS:
+        raise InvalidInput(f"thread must be a non-empty string of at most {MAX_THREAD_CHARS} "
+                           f"characters, got {thread!r}")

@@ -1,0 +1,56 @@
+"""Thread operations: a conversation's history, and deleting it.
+
+A thread is named within its tenant: tenant A's thread "t" and tenant B's "t" are two
+histories. The store keys threads by (tenant, name); every call here passes the tenant
+and never joins it into the name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from .errors import RunEnded, ThreadNotFound
+from .following import Follower
+from .runs import Run, RunState
+from .store.interface import Store
+from .store.params import RunCancelParams, RunListParams, ThreadDeleteParams, ThreadMessagesParams
+
+__all__ = ["Threads"]
+
+OPEN_STATES = (RunState.QUEUED, RunState.RUNNING)
+MAX_OPEN_RUNS = 10_000
+
+
+class Threads:
+    def __init__(self, store: Store, follower: Follower) -> None:
+        self._store = store
+        self._follower = follower
+
+    async def history(self, thread: str, tenant: str | None) -> list[dict[str, Any]]:
+        """The thread's messages, in order (ThreadDeleted once it was deleted)."""
+        rows = await self._store.thread_messages(ThreadMessagesParams(thread, tenant=tenant))
+        return [json.loads(message) for _, _, message in rows]
+
+    async def delete(self, thread: str, tenant: str | None, timeout_s: float | None) -> None:
+        """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
+        delete its history. Reading it afterwards raises ThreadDeleted."""
+        if not await self._store.thread_delete(ThreadDeleteParams(thread, tenant, purge=False)):
+            raise ThreadNotFound(f"thread {thread!r} does not exist")
+        open_runs = await self._open_runs(thread, tenant)
+        for run in open_runs:
+            try:
+                await self._store.run_cancel(RunCancelParams(run.id))
+            except RunEnded:
+                pass
+        async with asyncio.timeout(timeout_s):
+            for run in open_runs:
+                await self._follower.wait_done(run.id)
+        await self._store.thread_delete(ThreadDeleteParams(thread, tenant, purge=True))
+
+    async def _open_runs(self, thread: str, tenant: str | None) -> list[Run]:
+        found = await self._store.run_list(RunListParams(
+            states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
+        # A list filter of tenant None means "any tenant"; a thread is one tenant's only.
+        return [run for run in found if run.tenant == tenant]

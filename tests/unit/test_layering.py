@@ -1,0 +1,120 @@
+"""The layers point down: faces (cli, server) -> App -> engine -> store interface <- backends.
+
+Read from the source with `ast`, so imports under `if TYPE_CHECKING:` and imports inside
+functions count as much as the ones at the top: a lazy import hides a circle, it does
+not remove it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import runwright
+
+ROOT = Path(runwright.__file__).parent
+PACKAGE = "runwright"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_package(name: str) -> bool:
+    return (ROOT.parent / name.replace(".", "/") / "__init__.py").exists()
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for path in sorted(ROOT.rglob("*.py"))}
+
+
+def _imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The runwright modules `name` imports, wherever in the file the import is."""
+    package = name if _is_package(name) else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(PACKAGE)}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if not base.startswith(PACKAGE):
+                continue
+            # `from . import views` imports the module views (and the package, which is
+            # then already loading: no edge to it unless a name of its own is taken).
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & known
+            found |= submodules
+            if len(submodules) < len(node.names):
+                found.add(base)
+    return {module for module in found if module in known and module != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports_of(name, path, known) for name, path in modules.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _importers_of(graph: dict[str, set[str]], under: str, target: str) -> list[str]:
+    return sorted(name for name, imports in graph.items()
+                  if (name == under or name.startswith(under + ".")) and any(
+                      module == target or module.startswith(target + ".") for module in imports))
+
+
+def test_the_import_graph_has_no_circle():
+    assert _circles(_graph()) == []
+
+
+def test_neither_the_engine_nor_the_store_imports_the_app():
+    graph = _graph()
+    for layer in ("runwright.engine", "runwright.store"):
+        assert _importers_of(graph, layer, "runwright.app") == [], layer
+
+
+def test_the_faces_call_the_app_and_never_a_store_module():
+    graph = _graph()
+    for face in ("runwright.server", "runwright.cli", "runwright.metrics"):
+        assert _importers_of(graph, face, "runwright.store") == [], face
+
+
+def test_no_backend_imports_the_engine():
+    assert _importers_of(_graph(), "runwright.store", "runwright.engine") == []
