@@ -54,6 +54,10 @@ class App(RunScope):
         self.url = self.store.url
         self.auto_migrate = auto_migrate
         self.registry = Registry()
+        # `@app.task` / `@app.task(retries=5, ...)` and `@app.tool`: the registry's own,
+        # typed as it types them (see `Registry.task` and `Registry.tool`).
+        self.task = self.registry.task
+        self.tool = self.registry.tool
         self.runtime = Runtime(self.registry, self.store, clock or self.store.clock,
                                Limits(max_payload_bytes))
         follower = Follower(self.store)
@@ -85,18 +89,6 @@ class App(RunScope):
     @property
     def max_payload_bytes(self) -> int:
         return self.runtime.limits.max_payload_bytes
-
-    @property
-    def task(self) -> Any:
-        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`; see
-        `Registry.task`. `check(arguments)` may refuse a submission before it is stored."""
-        return self.registry.task
-
-    @property
-    def tool(self) -> Any:
-        """Register a tool for agents: `@app.tool` or `@app.tool(delivery="at_most_once")`.
-        Its JSON schema comes from the type hints and the docstring (Args: section)."""
-        return self.registry.tool
 
     def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,

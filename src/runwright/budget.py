@@ -14,7 +14,7 @@ __all__ = ["Budget"]
 @dataclass(frozen=True, slots=True)
 class Budget:
     """`max_cost_usd`: model spending (agents); `deadline_s`: from submission to the end,
-    enforced by every worker's sweeper even when the run's own worker is dead;
+    enforced by every worker's rescuer even when the run's own worker is dead;
     `max_turns`: model calls of an agent run. None means no bound."""
 
     max_cost_usd: float | None = None

@@ -19,7 +19,7 @@ from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
 from .parking import Interrupted, Park, RunSignals
-from .resilience import durably
+from .resilience import through_blinks
 from .retry import RetryPolicy
 from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
@@ -90,7 +90,7 @@ class Context:
 
     async def _record(self, position: int, name: str, status: str, result: str | None = None,
                       error: str | None = None) -> None:
-        recorded = await durably(self.runtime.store.step_record, StepRecordParams(
+        recorded = await through_blinks(self.runtime.store.step_record, StepRecordParams(
             self.run.id, self.run.fence, position, name, status, result, error))
         if not recorded:
             raise LeaseLost(self.run.id, self.run.fence)
@@ -113,7 +113,7 @@ class Context:
             return
         if mode == "rollback" and self.run.thread is not None:
             forget = ThreadForgetParams(self.run.id, self.run.fence)
-            if not await durably(self.runtime.store.thread_forget_run, forget):
+            if not await through_blinks(self.runtime.store.thread_forget_run, forget):
                 raise LeaseLost(self.run.id, self.run.fence)
         raise Interrupted(mode)
 
@@ -207,7 +207,7 @@ class Context:
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
                      priority: int | None = None, queue: str | None = None,
                      **kwargs: Any) -> ChildRun:
-        """Start a child run durably: the same child on every replay, never two. `await`
+        """Start a child run through_blinks: the same child on every replay, never two. `await`
         it (or `ctx.gather(...)` several) to park this run until it ends."""
         spec = self.runtime.registry.task_spec(task)
         position, record = self._next(f"submit:{spec.name}")
@@ -220,7 +220,7 @@ class Context:
                                 queue=queue, tenant=self.run.tenant, parent_id=self.run.id)
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self.runtime.clock(), limits=self.runtime.limits)
-        (child,) = await durably(self.runtime.store.run_insert_many, [params])
+        (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
         await self._record(position, f"submit:{spec.name}", "done", result=json.dumps(child.id))
         return ChildRun(self, child.id)
 
@@ -228,7 +228,7 @@ class Context:
         """Results of several children in order, reading them in one query; parks this run
         until all have ended. With return_exceptions, a failed child's ChildFailed is
         returned in its place instead of raised."""
-        found = await durably(self.runtime.store.run_get_many, [c.id for c in children])
+        found = await through_blinks(self.runtime.store.run_get_many, [c.id for c in children])
         runs = {run.id: run for run in found}
         if not all(runs[c.id].done for c in children):
             raise Park(self.runtime.clock() + CHILD_RECHECK_S, "children")
@@ -250,7 +250,7 @@ class Context:
             raise ValueError(f"event kind {kind!r} is reserved for runwright's own events")
         payload = encode(data if data is not None else {}, f"data of event {kind!r}",
                          self.runtime.limits.max_payload_bytes)
-        seqs = await durably(self.runtime.store.event_append, EventAppendParams(
+        seqs = await through_blinks(self.runtime.store.event_append, EventAppendParams(
             self.run.id, self.run.fence, [(kind, payload)]))
         if seqs is None:
             raise LeaseLost(self.run.id, self.run.fence)

@@ -5,7 +5,7 @@ follow` and the server's SSE fan-out. It reads the backlog a page at a time unti
 log is exhausted (never one page and a hope), then waits for a wake-up from the store's
 hub (LISTEN/NOTIFY on PostgreSQL, the data-version poll on SQLite) with a slow re-read as
 a safety net, short while the hub says it cannot deliver. Store calls that blink are
-retried (`resilience.durably`): a follower does not fail because the database did.
+retried (`resilience.through_blinks`): a follower does not fail because the database did.
 
 A follow ends when the run has ended and its log has been given up to its last event:
 the run's state decides, not the look of one event (a dead run that is retried goes on
@@ -19,7 +19,7 @@ from typing import AsyncIterator
 
 from .errors import RunNotFound, StoreError
 from .journal import Event
-from .resilience import durably
+from .resilience import through_blinks
 from .runs import Run
 from .store.hub import done_topic, events_topic
 from .store.interface import Store
@@ -40,7 +40,7 @@ class Follower:
 
     async def page(self, run_id: int, after: int = 0, limit: int = EVENT_PAGE) -> list[Event]:
         """One page of the log: at most `limit` events with seq > `after`, in order."""
-        return await durably(self._store.event_list, EventListParams(run_id, after, limit))
+        return await through_blinks(self._store.event_list, EventListParams(run_id, after, limit))
 
     async def backlog(self, run_id: int, after: int = 0) -> AsyncIterator[Event]:
         """Every event logged so far with seq > `after`, page after page, in order."""
@@ -87,7 +87,7 @@ class Follower:
 
     async def _ended_at(self, run_id: int, after: int) -> bool:
         """True when the run has ended and `after` is its last event (nothing will come)."""
-        run = await durably(self._store.run_get, run_id)
+        run = await through_blinks(self._store.run_get, run_id)
         if run is None:
             raise RunNotFound(f"run {run_id} not found")
         return run.done and run.last_seq <= after

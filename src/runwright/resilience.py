@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from .errors import StoreError
 from .logs import event
 
-__all__ = ["BLINK_LIMIT_S", "durably", "jittered", "store_call"]
+__all__ = ["BLINK_LIMIT_S", "through_blinks", "jittered", "store_call"]
 
 T = TypeVar("T")
 # Past this, the outage is no blink: the error goes up. By then the run's lease has
@@ -39,7 +39,7 @@ async def store_call(fn: Callable[..., Awaitable[Any]], *args: Any, worker: int 
         return None
 
 
-async def durably(fn: Callable[..., Awaitable[T]], *args: Any, limit_s: float = BLINK_LIMIT_S) -> T:
+async def through_blinks(fn: Callable[..., Awaitable[T]], *args: Any, limit_s: float = BLINK_LIMIT_S) -> T:
     """`await fn(*args)`, retrying StoreError with jittered exponential backoff."""
     deadline = time.monotonic() + limit_s
     delay_s = 0.05

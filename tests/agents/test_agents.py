@@ -188,7 +188,7 @@ async def test_a_deadline_is_enforced_even_with_no_worker_for_the_run(app, store
         app.agent("slow", model=model_at(server))
         handle = await app.submit("slow", input="x", budget=rw.Budget(deadline_s=0.3))
         # Only a worker of another app runs: none can claim the agent's run, but its
-        # sweeper still ends it when the deadline passes.
+        # rescuer still ends it when the deadline passes.
         other = rw.App(store_url)
 
         @other.task

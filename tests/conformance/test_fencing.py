@@ -18,8 +18,6 @@ from runwright.store.params import (
 
 from .helpers import T0, claim, insert, worker
 
-S = RunState
-
 
 async def _claimed(store, lease_s: float = 30.0, max_attempts: int = 3):
     wid = await store.worker_register(worker())
@@ -30,11 +28,11 @@ async def _claimed(store, lease_s: float = 30.0, max_attempts: int = 3):
 
 async def test_finish_with_the_current_fence_is_durable(store):
     _, run = await _claimed(store)
-    refused = await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED,
+    refused = await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED,
                                                            result='"ok"', now=T0 + 1)])
     assert refused == []
     stored = await store.run_get(run.id)
-    assert stored.state is S.SUCCEEDED and stored.value() == "ok"
+    assert stored.state is RunState.SUCCEEDED and stored.value() == "ok"
     assert stored.finished_at == T0 + 1 and stored.owner is None
 
 
@@ -46,37 +44,37 @@ async def test_a_superseded_owner_cannot_finish_extend_or_requeue(store):
     (retaken,) = await store.run_claim(claim(new_worker, now=T0 + 6))
     assert retaken.fence == run.fence + 1
     # Every write of the zombie is refused and changes nothing.
-    for target in (S.SUCCEEDED, S.FAILED, S.DEAD, S.CANCELLED, S.QUEUED):
+    for target in (RunState.SUCCEEDED, RunState.FAILED, RunState.DEAD, RunState.CANCELLED, RunState.QUEUED):
         refused = await store.run_finish_many([RunFinishParams(
             run.id, run.fence, target, result='"zombie"', error='{"type":"Z"}', now=T0 + 7)])
         assert refused == [run.id]
     extended = await store.run_extend(RunExtendParams(old_worker, [(run.id, run.fence)], 30, now=T0 + 7))
     assert extended.lost == [run.id]
     stored = await store.run_get(run.id)
-    assert stored.state is S.RUNNING and stored.fence == retaken.fence and stored.owner == new_worker
+    assert stored.state is RunState.RUNNING and stored.fence == retaken.fence and stored.owner == new_worker
     assert stored.result is None and stored.lease_expires_at == T0 + 6 + 30
     # The new owner's writes still go through.
-    assert await store.run_finish_many([RunFinishParams(run.id, retaken.fence, S.SUCCEEDED,
+    assert await store.run_finish_many([RunFinishParams(run.id, retaken.fence, RunState.SUCCEEDED,
                                                         result='"new"', now=T0 + 8)]) == []
     assert (await store.run_get(run.id)).value() == "new"
 
 
 async def test_a_finished_run_refuses_a_second_finish(store):
     _, run = await _claimed(store)
-    ok = RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)
+    ok = RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1", now=T0)
     assert await store.run_finish_many([ok]) == []
-    again = RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)
+    again = RunFinishParams(run.id, run.fence, RunState.FAILED, error="{}", now=T0)
     assert await store.run_finish_many([again]) == [run.id]
-    assert (await store.run_get(run.id)).state is S.SUCCEEDED
+    assert (await store.run_get(run.id)).state is RunState.SUCCEEDED
 
 
 async def test_retry_requeues_at_backoff_keeping_the_attempt(store):
     wid, run = await _claimed(store)
     error = json.dumps({"type": "Boom", "message": "x"})
-    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, error=error,
+    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED, error=error,
                                                         run_at=T0 + 10, now=T0)]) == []
     stored = await store.run_get(run.id)
-    assert stored.state is S.QUEUED and stored.attempt == 1 and stored.run_at == T0 + 10
+    assert stored.state is RunState.QUEUED and stored.attempt == 1 and stored.run_at == T0 + 10
     assert stored.error_info()["type"] == "Boom"
     assert await store.run_claim(claim(wid, now=T0 + 9)) == []
     (again,) = await store.run_claim(claim(wid, now=T0 + 10))
@@ -85,10 +83,10 @@ async def test_retry_requeues_at_backoff_keeping_the_attempt(store):
 
 async def test_release_gives_the_run_back_without_using_an_attempt(store):
     wid, run = await _claimed(store)
-    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED,
+    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED,
                                                         release=True, now=T0)]) == []
     stored = await store.run_get(run.id)
-    assert stored.state is S.QUEUED and stored.attempt == 0 and stored.owner is None
+    assert stored.state is RunState.QUEUED and stored.attempt == 0 and stored.owner is None
     (again,) = await store.run_claim(claim(wid))
     assert again.attempt == 1 and again.fence == 2
 
@@ -109,7 +107,7 @@ async def test_rescue_of_an_expired_lease_requeues_without_using_the_attempt(sto
     _, run = await _claimed(store, lease_s=5)
     assert await store.run_rescue_many(RunRescueParams(now=T0 + 4, worker_stale_s=1e9)) == []
     (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 6, worker_stale_s=1e9))
-    assert rescued.state is S.QUEUED and rescued.recoveries == 1 and rescued.attempt == 0
+    assert rescued.state is RunState.QUEUED and rescued.recoveries == 1 and rescued.attempt == 0
     assert rescued.owner is None and rescued.run_at == T0 + 6
 
 
@@ -117,7 +115,7 @@ async def test_rescue_takes_runs_of_a_deregistered_worker_at_once(store):
     wid, run = await _claimed(store, lease_s=300)
     await store.worker_deregister(wid)
     (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 1, worker_stale_s=1e9))
-    assert rescued.id == run.id and rescued.state is S.QUEUED
+    assert rescued.id == run.id and rescued.state is RunState.QUEUED
 
 
 async def test_a_run_rescued_too_often_goes_dead(store):
@@ -128,9 +126,9 @@ async def test_a_run_rescued_too_often_goes_dead(store):
         (rescued,) = await store.run_rescue_many(RunRescueParams(max_recoveries=2, now=now,
                                                                  worker_stale_s=1e9))
         if recovery <= 2:
-            assert rescued.state is S.QUEUED
+            assert rescued.state is RunState.QUEUED
             await store.run_claim(claim(wid, now=now, lease_s=1))
-    assert rescued.state is S.DEAD and rescued.recoveries == 3
+    assert rescued.state is RunState.DEAD and rescued.recoveries == 3
     assert rescued.error_info()["type"] == "WorkerLost"
 
 
@@ -138,22 +136,22 @@ async def test_cancel_a_queued_run_ends_it_and_it_is_never_claimed(store):
     wid = await store.worker_register(worker())
     (run,) = await store.run_insert_many([insert()])
     cancelled = await store.run_cancel(RunCancelParams(run.id, now=T0))
-    assert cancelled.state is S.CANCELLED and cancelled.finished_at == T0
+    assert cancelled.state is RunState.CANCELLED and cancelled.finished_at == T0
     assert await store.run_claim(claim(wid)) == []
 
 
 async def test_cancel_a_running_run_flags_it_for_its_owner(store):
     _, run = await _claimed(store)
     flagged = await store.run_cancel(RunCancelParams(run.id, now=T0))
-    assert flagged.state is S.RUNNING and flagged.cancel_requested
-    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, S.CANCELLED,
+    assert flagged.state is RunState.RUNNING and flagged.cancel_requested
+    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.CANCELLED,
                                                         error="{}", now=T0)]) == []
-    assert (await store.run_get(run.id)).state is S.CANCELLED
+    assert (await store.run_get(run.id)).state is RunState.CANCELLED
 
 
 async def test_cancel_of_an_ended_or_unknown_run_is_a_clear_error(store):
     _, run = await _claimed(store)
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1", now=T0)])
     with pytest.raises(RunEnded, match="already ended succeeded"):
         await store.run_cancel(RunCancelParams(run.id))
     with pytest.raises(RunNotFound):
@@ -162,9 +160,10 @@ async def test_cancel_of_an_ended_or_unknown_run_is_a_clear_error(store):
 
 async def test_retry_moves_a_dead_run_back_to_queued_with_fresh_attempts(store):
     wid, run = await _claimed(store, max_attempts=1)
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.DEAD, error='{"type":"X"}', now=T0)])
+    await store.run_finish_many([
+        RunFinishParams(run.id, run.fence, RunState.DEAD, error='{"type":"X"}', now=T0)])
     retried = await store.run_retry(RunRetryParams(run.id, now=T0 + 5))
-    assert retried.state is S.QUEUED and retried.attempt == 0 and retried.run_at == T0 + 5
+    assert retried.state is RunState.QUEUED and retried.attempt == 0 and retried.run_at == T0 + 5
     assert retried.error is None and retried.finished_at is None
     (again,) = await store.run_claim(claim(wid, now=T0 + 5))
     assert again.attempt == 1 and again.fence == run.fence + 1
@@ -175,7 +174,8 @@ async def test_retry_refuses_runs_that_are_not_dead_or_failed(store):
     (queued,) = await store.run_insert_many([insert()])
     with pytest.raises(InvalidTransition):
         await store.run_retry(RunRetryParams(queued.id))
-    await store.run_finish_many([RunFinishParams(running.id, running.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([
+        RunFinishParams(running.id, running.fence, RunState.SUCCEEDED, result="1", now=T0)])
     with pytest.raises(RunEnded):
         await store.run_retry(RunRetryParams(running.id))
     with pytest.raises(RunNotFound):

@@ -19,8 +19,6 @@ from runwright.store.params import (
 
 from .helpers import T0, claim, insert, worker
 
-S = RunState
-
 
 async def _claimed(store, **kw):
     wid = await store.worker_register(worker())
@@ -38,7 +36,7 @@ async def test_a_run_log_is_gapless_from_submission_to_its_end(store):
     seqs = await store.event_append(EventAppendParams(run.id, run.fence, [
         ("progress", '{"pct":50}'), ("progress", '{"pct":90}')], now=T0))
     assert seqs == [3, 4]
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1", now=T0)])
     events = await store.event_list(EventListParams(run.id))
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
     assert _kinds(events) == ["submitted", "started", "progress", "progress", "succeeded"]
@@ -76,10 +74,10 @@ async def test_steps_are_journaled_once_per_position(store):
 
 async def test_retry_release_cancel_and_rescue_are_logged(store):
     wid, run = await _claimed(store)
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, error='{"type":"E"}',
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED, error='{"type":"E"}',
                                                  event_data='{"attempt":1}', run_at=T0, now=T0)])
     (again,) = await store.run_claim(claim(wid))
-    await store.run_finish_many([RunFinishParams(run.id, again.fence, S.QUEUED, release=True,
+    await store.run_finish_many([RunFinishParams(run.id, again.fence, RunState.QUEUED, release=True,
                                                  event_kind="parked", run_at=T0, now=T0)])
     await store.run_cancel(RunCancelParams(run.id, now=T0))
     assert _kinds(await store.event_list(EventListParams(run.id))) == [
@@ -91,14 +89,14 @@ async def test_a_child_that_ends_wakes_its_parked_parent(store):
     (child,) = await store.run_insert_many([RunInsertParams(
         key="child", task="t", args="{}", parent_id=parent.id, now=T0)])
     assert child.parent_id == parent.id
-    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, S.QUEUED, release=True,
+    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True,
                                                  event_kind="parked", run_at=T0 + 3600, now=T0)])
     (claimed_child,) = await store.run_claim(claim(wid, now=T0 + 1))
     assert claimed_child.id == child.id  # the parent is parked, not due
-    await store.run_finish_many([RunFinishParams(child.id, claimed_child.fence, S.SUCCEEDED,
+    await store.run_finish_many([RunFinishParams(child.id, claimed_child.fence, RunState.SUCCEEDED,
                                                  result="7", now=T0 + 2)])
     woken = await store.run_get(parent.id)
-    assert woken.state is S.QUEUED and woken.run_at <= T0 + 2 + 1
+    assert woken.state is RunState.QUEUED and woken.run_at <= T0 + 2 + 1
 
 
 async def test_a_child_that_ends_before_its_parent_parks_is_not_missed(store):
@@ -107,9 +105,10 @@ async def test_a_child_that_ends_before_its_parent_parks_is_not_missed(store):
     (parent,) = await store.run_claim(claim(wid, limit=1))
     await store.run_insert_many([RunInsertParams(key="c", task="t", args="{}", parent_id=parent.id, now=T0)])
     (child,) = await store.run_claim(claim(wid))
-    await store.run_finish_many([RunFinishParams(child.id, child.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([
+        RunFinishParams(child.id, child.fence, RunState.SUCCEEDED, result="1", now=T0)])
     # The parent parks only now, long after its child ended: it must come due at once.
-    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, S.QUEUED, release=True,
+    await store.run_finish_many([RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True,
                                                  run_at=T0 + 3600, now=T0 + 5)])
     assert (await store.run_get(parent.id)).run_at == T0 + 5
 
@@ -124,13 +123,13 @@ async def test_cancel_reaches_open_descendants(store):
     (running_child,) = await store.run_claim(claim(wid, limit=1))
     assert running_child.id == child.id
     (c2,) = await store.run_claim(claim(wid, limit=1))
-    await store.run_finish_many([RunFinishParams(c2.id, c2.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([RunFinishParams(c2.id, c2.fence, RunState.SUCCEEDED, result="1", now=T0)])
     cancelled = await store.run_cancel(RunCancelParams(parent.id, now=T0))
-    assert cancelled.cancel_requested and cancelled.state is S.RUNNING
+    assert cancelled.cancel_requested and cancelled.state is RunState.RUNNING
     states = {r.id: (r.state, r.cancel_requested) for r in await store.run_get_many(
         [child.id, grandchild.id, done_child.id])}
-    assert states == {child.id: (S.RUNNING, True), grandchild.id: (S.CANCELLED, False),
-                      done_child.id: (S.SUCCEEDED, False)}
+    assert states == {child.id: (RunState.RUNNING, True), grandchild.id: (RunState.CANCELLED, False),
+                      done_child.id: (RunState.SUCCEEDED, False)}
     assert json.loads((await store.run_get(grandchild.id)).error)["type"] == "Cancelled"
 
 
@@ -140,7 +139,7 @@ async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(stor
     await store.step_record(StepRecordParams(run.id, run.fence, 1, "b", "failed", error='{"type":"X"}'))
     await store.step_record(StepRecordParams(run.id, run.fence, 2, "c", "failed",
                                              error='{"type": "OutcomeUnknown", "message": "?"}'))
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.FAILED, error="{}", now=T0)])
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.FAILED, error="{}", now=T0)])
     await store.run_retry(RunRetryParams(run.id, now=T0))
     # An unknown outcome of an at-most-once call stays: that call is never made again.
     assert [(s.position, s.status) for s in await store.step_list(run.id)] == [(0, "done"), (2, "failed")]
@@ -169,11 +168,11 @@ async def test_deadlines_end_open_runs_failed_whatever_their_worker(store):
     assert await store.run_expire_many(RunExpireParams(now=T0 + 5)) == []
     expired = await store.run_expire_many(RunExpireParams(now=T0 + 11))
     assert sorted(r.id for r in expired) == [late_running.id, late_queued.id]
-    assert all(r.state is S.FAILED and r.error_info()["type"] == "DeadlineExceeded" for r in expired)
+    assert all(r.state is RunState.FAILED and r.error_info()["type"] == "DeadlineExceeded" for r in expired)
     # The expired run's worker cannot finish it any more.
-    assert await store.run_finish_many([RunFinishParams(running.id, running.fence, S.SUCCEEDED,
+    assert await store.run_finish_many([RunFinishParams(running.id, running.fence, RunState.SUCCEEDED,
                                                         result="1", now=T0 + 12)]) == [running.id]
-    assert (await store.run_get(in_time.id)).state is S.QUEUED
+    assert (await store.run_get(in_time.id)).state is RunState.QUEUED
     assert (await store.event_list(EventListParams(late_queued.id)))[-1].kind == "failed"
 
 
@@ -193,14 +192,14 @@ async def test_a_run_past_its_deadline_is_never_claimed(store):
                                                  deadline_at=T0 + 1, now=T0)])
     assert await store.run_claim(claim(wid, now=T0 + 2)) == []
     (expired,) = await store.run_expire_many(RunExpireParams(now=T0 + 2))
-    assert expired.state is S.FAILED
+    assert expired.state is RunState.FAILED
 
 
 async def test_a_cancel_requested_as_the_run_parks_ends_it_cancelled(store):
     _, run = await _claimed(store)
     await store.run_cancel(RunCancelParams(run.id, now=T0))  # it is running: only flagged
-    await store.run_finish_many([RunFinishParams(run.id, run.fence, S.QUEUED, release=True,
+    await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED, release=True,
                                                  event_kind="parked", run_at=T0 + 3600, now=T0)])
     ended = await store.run_get(run.id)
-    assert ended.state is S.CANCELLED and ended.error_info()["type"] == "Cancelled"
+    assert ended.state is RunState.CANCELLED and ended.error_info()["type"] == "Cancelled"
     assert _kinds(await store.event_list(EventListParams(run.id)))[-2:] == ["cancel_requested", "cancelled"]

@@ -21,8 +21,6 @@ from runwright.store.params import (
 
 from .helpers import T0, claim, worker
 
-S = RunState
-
 
 def threaded(key: str, on_busy: str, thread: str = "t1") -> RunInsertParams:
     return RunInsertParams(key=key, task="t", args="{}", thread=thread, on_busy=on_busy, now=T0)
@@ -45,7 +43,8 @@ async def test_enqueued_runs_of_a_thread_never_overlap(store):
     claimed = await store.run_claim(claim(wid, limit=10))
     assert sorted(r.id for r in claimed) == [first.id, other.id]  # `second` waits for `first`
     done = next(r for r in claimed if r.id == first.id)
-    await store.run_finish_many([RunFinishParams(done.id, done.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([
+        RunFinishParams(done.id, done.fence, RunState.SUCCEEDED, result="1", now=T0)])
     assert [r.id for r in await store.run_claim(claim(wid, limit=10))] == [second.id]
 
 
@@ -56,12 +55,12 @@ async def test_interrupt_flags_a_running_run_and_ends_a_queued_one(store):
     waiting = await store.run_insert_threaded(threaded("b", "enqueue"))
     newest = await store.run_insert_threaded(threaded("c", "interrupt"))
     assert (await store.run_get(running.id)).interrupt == "interrupt"
-    assert (await store.run_get(running.id)).state is S.RUNNING
+    assert (await store.run_get(running.id)).state is RunState.RUNNING
     ended = await store.run_get(waiting.id)
-    assert ended.state is S.INTERRUPTED and ended.interrupt == "interrupt"
+    assert ended.state is RunState.INTERRUPTED and ended.interrupt == "interrupt"
     assert (await store.event_list(EventListParams(waiting.id)))[-1].kind == "interrupted"
     assert (await store.event_list(EventListParams(running.id)))[-1].kind == "interrupt_requested"
-    await store.run_finish_many([RunFinishParams(running.id, running.fence, S.INTERRUPTED, now=T0)])
+    await store.run_finish_many([RunFinishParams(running.id, running.fence, RunState.INTERRUPTED, now=T0)])
     assert [r.id for r in await store.run_claim(claim(wid))] == [newest.id]
 
 
@@ -74,7 +73,8 @@ async def test_history_is_ordered_fenced_and_rolled_back_per_run(store):
                                                             json.dumps(text), now=T0))
     assert await store.thread_append(ThreadAppendParams(first.id, first.fence, "t1", 0, '"dup"'))
     assert not await store.thread_append(ThreadAppendParams(first.id, first.fence + 1, "t1", 2, '"x"'))
-    await store.run_finish_many([RunFinishParams(first.id, first.fence, S.SUCCEEDED, result="1", now=T0)])
+    await store.run_finish_many([
+        RunFinishParams(first.id, first.fence, RunState.SUCCEEDED, result="1", now=T0)])
     second = await store.run_insert_threaded(threaded("b", "enqueue"))
     (second,) = await store.run_claim(claim(wid))
     await store.thread_append(ThreadAppendParams(second.id, second.fence, "t1", 0, '"again"'))

@@ -26,7 +26,6 @@ from .harness import WorkerProcess, owner_pid, sqlite_write_lock_free, wait_unti
 
 pytestmark = pytest.mark.process
 
-S = RunState
 LEASE_S = 2.0  # the zombie test's lease: long enough to renew, short enough to wait out
 
 
@@ -90,7 +89,7 @@ async def kill_the_worker_inside(client: rw.App, agents: AgentFleet, handle: rw.
     that worker and the run as it stood at the kill."""
     await wait_until(lambda: agents.calls(tool), f"the run is inside {tool}")
     run = await handle.refresh()
-    assert run.state is S.RUNNING
+    assert run.state is RunState.RUNNING
     victim = agents.by_pid(await owner_pid(client, run))
     victim.signal(signal.SIGKILL)
     assert await victim.wait_exit() == -signal.SIGKILL
@@ -100,7 +99,7 @@ async def kill_the_worker_inside(client: rw.App, agents: AgentFleet, handle: rw.
 async def taken_over_and_succeeded(handle: rw.RunHandle, at_kill: Run) -> Run:
     """Wait for the run's end; check that it ended well, after exactly one takeover."""
     run = await wait_until(lambda: ended(handle), "the run is taken over and ends")
-    assert run.state is S.SUCCEEDED, f"the run ended {run.state.value}: {run.error}"
+    assert run.state is RunState.SUCCEEDED, f"the run ended {run.state.value}: {run.error}"
     assert run.recoveries == 1 and run.fence == at_kill.fence + 1, "one takeover, one new claim"
     return run
 
@@ -205,7 +204,7 @@ async def test_a_zombie_cannot_start_an_at_most_once_tool_after_its_lease_was_ta
     zombie = agents.start(lease_s=LEASE_S, crash_points="step.after_journal:tool:prepare=stop")
     handle, order = await run_until_the_zombie_stalls(client, agents, zombie, store_url)
     stalled = await handle.refresh()
-    assert stalled.state is S.RUNNING and await owner_pid(client, stalled) == zombie.pid
+    assert stalled.state is RunState.RUNNING and await owner_pid(client, stalled) == zombie.pid
 
     other = agents.start(lease_s=LEASE_S)
     run = await taken_over_and_succeeded(handle, stalled)

@@ -27,7 +27,6 @@ from .harness import WorkerFleet, WorkerProcess, owner_pid, sigstop_outside_a_wr
 
 pytestmark = pytest.mark.process
 
-S = RunState
 STEPS = 20
 STEPS_SUM = sum(range(STEPS))
 Execution = tuple[int, int]  # (fence, pid) of one ledger line
@@ -122,7 +121,7 @@ async def test_steps_run_once_across_random_sigkills(app: rw.App, fleet: WorkerF
         run = await handle.refresh()
         if run.done:
             break
-        if run.state is not S.RUNNING:
+        if run.state is not RunState.RUNNING:
             continue  # between claims: wait for the next one, never kill a worker holding nothing
         victim = await _kill_owner(app, fleet, run)
         killed[run.fence] = victim.pid
@@ -130,9 +129,9 @@ async def test_steps_run_once_across_random_sigkills(app: rw.App, fleet: WorkerF
 
     final = await wait_until(lambda: _done(app, handle.id), "the run ends")
     print(f"kills: {len(killed)}, takeovers: {final.recoveries}")
-    assert final.state is S.SUCCEEDED, f"the run ended {final.state}: {final.error}"
+    assert final.state is RunState.SUCCEEDED, f"the run ended {final.state}: {final.error}"
     assert final.value() == STEPS_SUM
-    # A kill lands unless the run had finished (durably) first: only the last kill can miss.
+    # A kill lands unless the run had finished (through_blinks) first: only the last kill can miss.
     landed = [fence for fence in killed if fence < final.fence]
     assert final.recoveries == len(landed) >= 1, f"takeovers {final.recoveries}, kills {killed}"
     assert final.fence == final.recoveries + 1, "every claim after the first was a takeover"
@@ -147,7 +146,7 @@ async def _progressed_under_a_new_claim(app: rw.App, run_id: int, killed: dict[i
     run = await app.store.run_get(run_id)
     if run.done:
         return run
-    if run.state is not S.RUNNING or run.fence in killed:
+    if run.state is not RunState.RUNNING or run.fence in killed:
         return None
     journal = await app.store.step_list(run_id)
     return run if any(s.fence == run.fence for s in journal) else None
@@ -173,7 +172,7 @@ async def test_a_step_killed_after_its_side_effect_runs_again_and_only_it(
 
     second = fleet.start()
     final = await wait_until(lambda: _done(app, handle.id), "the run ends")
-    assert final.state is S.SUCCEEDED, f"the run ended {final.state}: {final.error}"
+    assert final.state is RunState.SUCCEEDED, f"the run ended {final.state}: {final.error}"
     assert final.value() == STEPS_SUM
     assert (final.fence, final.recoveries) == (2, 1), "one takeover"
 
@@ -222,7 +221,7 @@ async def test_followers_read_the_whole_log_across_two_takeovers(app: rw.App, fl
         fleet.open_gate(handle.id, gate)
 
     final = await wait_until(lambda: _done(app, handle.id), "the run ends")
-    assert final.state is S.SUCCEEDED and final.value() == NARRATED_STEPS
+    assert final.state is RunState.SUCCEEDED and final.value() == NARRATED_STEPS
     assert (final.recoveries, final.fence) == (2, 3), "taken over twice"
     for follower in (whole, resumed):
         code = await follower.wait_exit()
@@ -244,7 +243,7 @@ async def _waiting_at_gate(app: rw.App, fleet: WorkerFleet, run_id: int, gate: i
     """The run, when its current claim is waiting at the gate of step `gate`."""
     run = await app.store.run_get(run_id)
     reached = fleet.events_by_run(f"gate-{gate}").get(run_id, [])
-    if run.state is S.RUNNING and any(fence == run.fence for fence, _ in reached):
+    if run.state is RunState.RUNNING and any(fence == run.fence for fence, _ in reached):
         return run
     return None
 
@@ -271,7 +270,7 @@ async def test_a_zombie_past_its_lease_appends_nothing(app: rw.App, fleet: Worke
     await sigstop_outside_a_write(zombie, store_url)
     other = fleet.start()
     taken = await wait_until(lambda: _done(app, handle.id), "another worker takes the run over and ends it")
-    assert taken.state is S.SUCCEEDED, f"the run ended {taken.state}: {taken.error}"
+    assert taken.state is RunState.SUCCEEDED, f"the run ended {taken.state}: {taken.error}"
     assert taken.value() == {"fence": zombie_fence + 1, "pid": other.pid}, "finished by the other worker"
     assert (taken.fence, taken.recoveries) == (zombie_fence + 1, 1)
     journal_taken = await app.store.step_list(handle.id)
@@ -326,7 +325,7 @@ async def test_a_durable_sleep_outlives_a_restart_of_every_worker(app: rw.App, f
     journal = await app.store.step_list(handle.id)
     assert [s.name for s in journal] == ["before", "sleep"]
     until = journal[1].value()["until"]
-    assert (parked.state, parked.owner) == (S.QUEUED, None), "a parked run holds no worker slot"
+    assert (parked.state, parked.owner) == (RunState.QUEUED, None), "a parked run holds no worker slot"
     assert parked.run_at == until, "it comes due at the journaled wake time"
 
     for worker in old:
@@ -334,11 +333,11 @@ async def test_a_durable_sleep_outlives_a_restart_of_every_worker(app: rw.App, f
         assert await worker.stop() == 0, f"exit code of {worker.name} after SIGTERM"
     after_stop = await handle.refresh()
     assert (after_stop.state, after_stop.owner, after_stop.run_at, after_stop.last_seq) == (
-        S.QUEUED, None, until, parked.last_seq), "stopping every worker left the parked run as it was"
+        RunState.QUEUED, None, until, parked.last_seq), "stopping every worker left the parked run as it was"
 
     new = [fleet.start(), fleet.start()]
     final = await wait_until(lambda: _done(app, handle.id), "the run wakes and ends")
-    assert final.state is S.SUCCEEDED, f"the run ended {final.state}: {final.error}"
+    assert final.state is RunState.SUCCEEDED, f"the run ended {final.state}: {final.error}"
     woke = final.value()
     print(f"the second step ran {woke['at'] - until:.3f} s after the wake time")
     assert woke["at"] >= until, "the second step ran before the wake time"
@@ -383,14 +382,14 @@ async def test_a_parent_gathers_50_children_across_a_sigkill(app: rw.App, fleet:
     fleet.release(f"child-{held_id}")  # a later start is not held anyway; this only tidies up
 
     final = await wait_until(lambda: _done(app, parent.id), "the parent ends")
-    assert final.state is S.SUCCEEDED, f"the parent ended {final.state}: {final.error}"
+    assert final.state is RunState.SUCCEEDED, f"the parent ended {final.state}: {final.error}"
     assert final.value() == sum(n * n for n in range(CHILDREN))
 
     children = await app.store.run_list(RunListParams(task="child", limit=10 * CHILDREN))
     assert len(children) == CHILDREN, "exactly one child per submit, even if the parent was replayed"
     assert {c.parent_id for c in children} == {parent.id}
     assert len({c.key for c in children}) == CHILDREN, "distinct keys"
-    assert {c.state for c in children} == {S.SUCCEEDED}
+    assert {c.state for c in children} == {RunState.SUCCEEDED}
     by_n = sorted(children, key=lambda c: c.arguments()["n"])
     assert [c.arguments()["n"] for c in by_n] == list(range(CHILDREN))
     journal = await app.store.step_list(parent.id)

@@ -35,7 +35,6 @@ from .harness import (
 
 pytestmark = pytest.mark.process
 
-S = RunState
 
 
 async def all_in(app: rw.App, handles: list[rw.RunHandle], states: set[RunState]) -> list[Run] | None:
@@ -72,7 +71,7 @@ async def test_every_run_executes_exactly_once(app: rw.App, fleet: WorkerFleet) 
 
     runs = await runs_of(app, handles)
     assert len(runs) == ROUNDS * RUNS_PER_ROUND
-    not_succeeded = [(r.id, r.state.value) for r in runs if r.state is not S.SUCCEEDED]
+    not_succeeded = [(r.id, r.state.value) for r in runs if r.state is not RunState.SUCCEEDED]
     assert not_succeeded == [], "runs that did not succeed"
     assert sorted(r.value() for r in runs) == sorted(list(range(RUNS_PER_ROUND)) * ROUNDS)
 
@@ -96,7 +95,7 @@ async def test_sigkill_mid_run_is_taken_over_and_finished(app: rw.App, fleet: Wo
     workers = [fleet.start(concurrency=10), fleet.start(concurrency=10)]
     # 20 runs held on their first start: with 10 slots each, both workers hold 10.
     handles = await app.submit_many(apps.hold, [{"tag": "kill"}] * 20)
-    held = await wait_until(lambda: all_in(app, handles, {S.RUNNING}), "all 20 runs are running")
+    held = await wait_until(lambda: all_in(app, handles, {RunState.RUNNING}), "all 20 runs are running")
     await wait_until(lambda: len(fleet.events_by_run("start")) == 20, "all 20 runs started executing")
 
     target = held[0]
@@ -112,7 +111,7 @@ async def test_sigkill_mid_run_is_taken_over_and_finished(app: rw.App, fleet: Wo
     fleet.release("kill")  # after the kill: the victim never finished anything itself
 
     runs = await wait_until(lambda: all_done(app, handles), "every run ends")
-    assert [r.state for r in runs] == [S.SUCCEEDED] * 20
+    assert [r.state for r in runs] == [RunState.SUCCEEDED] * 20
     for run in runs:
         before = at_kill[run.id]
         assert run.value()["pid"] == survivor.pid, f"run {run.id} finished by the survivor"
@@ -155,13 +154,13 @@ async def test_stalled_worker_past_its_lease_writes_nothing(app: rw.App, fleet: 
     handle = await app.submit(apps.hold_sync, tag="stop")
     await wait_until(lambda: fleet.events_by_run("start").get(handle.id), "the run starts executing")
     first = await handle.refresh()
-    assert first.state is S.RUNNING
+    assert first.state is RunState.RUNNING
     zombie = _by_pid(workers, await owner_pid(app, first))
     (other,) = [w for w in workers if w is not zombie]
 
     await sigstop_outside_a_write(zombie, store_url)
     taken = await wait_until(lambda: _done(handle), "the run is taken over and finished")
-    assert taken.state is S.SUCCEEDED
+    assert taken.state is RunState.SUCCEEDED
     assert taken.value() == f"from pid {other.pid}", "finished by the other worker"
     assert taken.fence == first.fence + 1 and taken.recoveries == 1
 
@@ -231,18 +230,18 @@ async def test_sigterm_drains_then_gives_back(app: rw.App, fleet: WorkerFleet) -
     assert await stopping.wait_exit() == 0, "exit code of a gracefully stopped worker"
 
     ended = await short.refresh()
-    assert ended.state is S.SUCCEEDED, f"the run that ended within the grace: {ended}"
+    assert ended.state is RunState.SUCCEEDED, f"the run that ended within the grace: {ended}"
     assert ended.value()["pid"] == stopping.pid, "finished by the stopping worker"
 
     given_back = await long.refresh()
-    assert given_back.state is S.QUEUED, f"the run that outlived the grace: {given_back}"
+    assert given_back.state is RunState.QUEUED, f"the run that outlived the grace: {given_back}"
     assert given_back.attempt == 0, "a give-back does not count the attempt"
     assert given_back.owner is None and given_back.recoveries == 0
     assert fleet.events_by_run("finished").get(long.id) is None, "the given-back run never finished"
 
     later = fleet.start()
     done = await wait_until(lambda: _done(long), "a new worker finishes the given-back run")
-    assert done.state is S.SUCCEEDED
+    assert done.state is RunState.SUCCEEDED
     assert done.value()["pid"] == later.pid
     assert done.attempt == 1 and done.recoveries == 0
     assert done.fence == given_back.fence + 1

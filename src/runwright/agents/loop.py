@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
-from ..resilience import durably
+from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
@@ -124,7 +124,7 @@ class Conversation:
         if self.thread is None:
             return
         store = self.ctx.runtime.store
-        added = await durably(store.thread_append, ThreadAppendParams(
+        added = await through_blinks(store.thread_append, ThreadAppendParams(
             self.ctx.run_id, self.ctx.fence, self.thread, self._added, json.dumps(message)))
         if not added:
             raise LeaseLost(self.ctx.run_id, self.ctx.fence)
@@ -174,11 +174,11 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
     step = f"tool:{name}"
     tool = agent.tools.get(name)
     if tool is None:
-        return await ctx.step(step, _error, f"unknown tool {name!r}; available: {sorted(agent.tools)}")
+        return str(await ctx.step(step, _error, f"unknown tool {name!r}; available: {sorted(agent.tools)}"))
     try:
         arguments = tool.validate(call["function"].get("arguments") or "{}")
     except ValueError as exc:
-        return await ctx.step(step, _error, str(exc))
+        return str(await ctx.step(step, _error, str(exc)))
     key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
 
     async def invoke() -> str:
@@ -188,7 +188,7 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
             return _error(f"{type(exc).__name__}: {exc}")
 
     try:
-        return await ctx.step(step, invoke, at_most_once=tool.delivery == "at_most_once")
+        return str(await ctx.step(step, invoke, at_most_once=tool.delivery == "at_most_once"))
     except OutcomeUnknown:
         return json.dumps({"error": "ToolOutcomeUnknown",
                            "message": f"the call to {name!r} was started but its outcome is unknown "

@@ -1,9 +1,17 @@
-"""`runwright demo`: worker processes, a few hundred runs, a SIGKILL midway, a tally."""
+"""`runwright demo`: worker processes, a few hundred runs, a SIGKILL midway, a tally.
+
+The workers it starts run this module's app (`runwright.cli.demo:app`): one job that takes
+a little while and, at each start, appends `run_id fence pid` to a ledger file (one per
+process, in RUNWRIGHT_DEMO_LEDGER), so the tally can show which runs were started again
+after their worker was killed, and that each still finished exactly once.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -17,12 +25,43 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..app import App
-from ..runs import RunState
+from ..context import Context
+from ..runs import Run, RunState
 
-__all__ = ["run_demo"]
+__all__ = ["demo_app", "run_demo"]
 
 console = Console()
 DEMO_DB = "runwright-demo.db"
+APP_SPEC = "runwright.cli.demo:app"
+
+
+async def demo_job(ctx: Context, n: int, work_s: float = 0.2) -> int:
+    ledger = os.environ.get("RUNWRIGHT_DEMO_LEDGER")
+    if ledger:
+        with open(os.path.join(ledger, f"{os.getpid()}.log"), "a") as out:
+            out.write(f"{ctx.run_id} {ctx.fence} {os.getpid()}\n")
+    await asyncio.sleep(work_s * random.uniform(0.5, 1.5))
+    return n * n
+
+
+def demo_app(url: str | None = None) -> App:
+    """An App on `url` (else RUNWRIGHT_URL) with the demo's job registered."""
+    app = App(url)
+    app.task(retries=2)(demo_job)
+    return app
+
+
+@functools.cache
+def _worker_app() -> App:
+    return demo_app()
+
+
+def __getattr__(name: str) -> App:
+    """`app`, built on first use: importing this module for `runwright demo` reads no
+    store URL; the workers it starts load `runwright.cli.demo:app`."""
+    if name == "app":
+        return _worker_app()
+    raise AttributeError(name)
 
 
 def run_demo(runs_count: int, workers: int, url: str | None) -> bool:
@@ -35,7 +74,7 @@ def run_demo(runs_count: int, workers: int, url: str | None) -> bool:
            "RUNWRIGHT_LOG_LEVEL": "WARNING"}
     console.print(f"[bold]runwright demo[/] on {url}: {workers} worker processes, {runs_count} runs")
     asyncio.run(_migrate(url))  # before the workers, so they do not race to create the file
-    procs = [subprocess.Popen([sys.executable, "-m", "runwright", "worker", "runwright.demo:app",
+    procs = [subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC,
                                "--concurrency", "8", "--lease-s", "10"], env=env)
              for _ in range(workers)]
     try:
@@ -57,11 +96,7 @@ async def _migrate(url: str) -> None:
 
 
 async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]], ledger: str) -> bool:
-    from ..demo import app as demo_app
-
-    app = App(url)
-    app.tasks.update(demo_app.tasks)
-    async with app:
+    async with demo_app(url) as app:
         started = time.perf_counter()
         handles = []
         columns = (TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
@@ -93,7 +128,7 @@ async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]]
     return _report(runs, ledger, elapsed, victim.pid)
 
 
-def _report(runs: list, ledger: str, elapsed: float, victim_pid: int) -> bool:
+def _report(runs: list[Run], ledger: str, elapsed: float, victim_pid: int) -> bool:
     starts: Counter[int] = Counter()
     starts_by_pid: Counter[int] = Counter()
     for log in Path(ledger).glob("*.log"):

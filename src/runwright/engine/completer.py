@@ -12,7 +12,7 @@ import asyncio
 import math
 
 from ..errors import LeaseLost
-from ..resilience import durably
+from ..resilience import through_blinks
 from ..store.interface import Store
 from ..store.params import RunFinishParams
 
@@ -59,4 +59,4 @@ class Completer:
     async def _write(self, batch: list[RunFinishParams]) -> list[int]:
         # No time limit: a finish is retried until the store answers; if that takes past
         # the lease, the fence refuses it and the run's new owner decides.
-        return await durably(self._store.run_finish_many, batch, limit_s=math.inf)
+        return await through_blinks(self._store.run_finish_many, batch, limit_s=math.inf)

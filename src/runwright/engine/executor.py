@@ -18,7 +18,7 @@ from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..logs import event
 from ..parking import Interrupted, Park, RunSignals
-from ..resilience import durably
+from ..resilience import through_blinks
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
 from ..store.params import RunFinishParams
@@ -65,7 +65,7 @@ async def run_attempt(runtime: Runtime, run: Run, worker_id: int, stop_of: Calla
     spec = runtime.registry.tasks[run.task]
     try:
         # The first claim (fence 1) cannot have a journal yet: skip the read.
-        journal = await durably(runtime.store.step_list, run.id) if run.fence > 1 else []
+        journal = await through_blinks(runtime.store.step_list, run.id) if run.fence > 1 else []
         ctx = Context(runtime, run, worker_id, journal, signals)
         if spec.timeout_s is None:  # no timeout context: it costs a task lookup per run
             value = await spec.invoke(ctx, json.loads(run.args))

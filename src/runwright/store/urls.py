@@ -8,10 +8,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..errors import ConfigError
 from .interface import Store
 
-__all__ = ["DEFAULT_SCHEMA", "DEFAULT_URL", "resolve_url", "store_from_url"]
+__all__ = ["DEFAULT_URL", "resolve_url", "store_from_url"]
 
 DEFAULT_URL = "sqlite:///./runwright.db"
-DEFAULT_SCHEMA = "runwright"  # PostgreSQL: the schema a URL without ?schema= uses
 
 
 def resolve_url(url: str | None) -> str:
@@ -50,7 +49,7 @@ def _sqlite(url: str) -> Store:
 
 
 def _postgres(url: str) -> Store:
-    from .postgres import PostgresStore
+    from .postgres.store import DEFAULT_SCHEMA, PostgresStore
 
     parts = urlsplit(url)
     options = dict(parse_qsl(parts.query))

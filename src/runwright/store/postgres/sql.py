@@ -68,7 +68,7 @@ WITH picked AS MATERIALIZED (
         SELECT t.id, t.priority, t.run_at FROM runs t
         WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= $3::float8
           AND t.task = ANY($2::text[])
-          -- Past its deadline, a run is the sweeper's to end, not a worker's to start.
+          -- Past its deadline, a run is the rescuer's to end, not a worker's to start.
           AND (t.deadline_at IS NULL OR t.deadline_at >= $3::float8)
           -- A thread's run waits while an earlier run of its thread is open.
           AND (t.thread IS NULL OR NOT EXISTS (

@@ -40,10 +40,11 @@ from ..sql import statements as q
 from ..sql.columns import run_from_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
-from ..urls import DEFAULT_SCHEMA
 from . import sql
 
-__all__ = ["PostgresStore"]
+__all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
+
+DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 
 log = logging.getLogger("runwright.store.postgres")
 MIGRATIONS = load_migrations("runwright.store.postgres")

@@ -259,7 +259,7 @@ class SqliteStore(SqlStore):
         # after `limit` rows; `queue IN (...)` would make it sort every queued run.
         # A thread's run waits while an earlier run of its thread (same tenant) is open:
         # runs of one thread never overlap.
-        # Past its deadline, a run is the sweeper's to end, not a worker's to start.
+        # Past its deadline, a run is the rescuer's to end, not a worker's to start.
         probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
                  " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
                  " AND (deadline_at IS NULL OR deadline_at >= ?2)"

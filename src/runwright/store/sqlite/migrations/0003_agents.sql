@@ -18,7 +18,7 @@ DROP TABLE steps;
 ALTER TABLE steps_v3 RENAME TO steps;
 
 -- A run's budget (JSON: max_cost_usd, deadline_s, max_turns) and its deadline, which
--- every worker's sweeper enforces even when the run's own worker is dead.
+-- every worker's rescuer enforces even when the run's own worker is dead.
 ALTER TABLE runs ADD COLUMN budget TEXT;
 ALTER TABLE runs ADD COLUMN deadline_at REAL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
