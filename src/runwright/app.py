@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, overload
 
 from .agents.loop import define_agent
 from .clock import Clock
@@ -86,17 +86,30 @@ class App(RunScope):
     def max_payload_bytes(self) -> int:
         return self.runtime.limits.max_payload_bytes
 
-    @property
-    def task(self) -> Any:
-        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`; see
-        `Registry.task`. `check(arguments)` may refuse a submission before it is stored."""
-        return self.registry.task
+    @overload
+    def task(self, fn: Callable[..., Any], /) -> TaskSpec: ...
 
-    @property
-    def tool(self) -> Any:
+    @overload
+    def task(self, fn: None = ..., /, **options: Any) -> Callable[[Callable[..., Any]], TaskSpec]: ...
+
+    def task(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Register a task: `@app.task` or `@app.task(retries=5, timeout_s=300, ...)`; the
+        options are `Registry.task`'s. `check(arguments)` may refuse a submission before
+        it is stored."""
+        return self.registry.task(fn) if fn is not None else self.registry.task(**options)
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> ToolSpec: ...
+
+    @overload
+    def tool(self, fn: None = ..., /, *, name: str | None = ...,
+             delivery: str = ...) -> Callable[[Callable[..., Any]], ToolSpec]: ...
+
+    def tool(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+             delivery: str = "at_least_once") -> Any:
         """Register a tool for agents: `@app.tool` or `@app.tool(delivery="at_most_once")`.
         Its JSON schema comes from the type hints and the docstring (Args: section)."""
-        return self.registry.tool
+        return self.registry.tool(fn, name=name, delivery=delivery)
 
     def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,

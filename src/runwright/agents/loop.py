@@ -174,11 +174,11 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
     step = f"tool:{name}"
     tool = agent.tools.get(name)
     if tool is None:
-        return await ctx.step(step, _error, f"unknown tool {name!r}; available: {sorted(agent.tools)}")
+        return str(await ctx.step(step, _error, f"unknown tool {name!r}; available: {sorted(agent.tools)}"))
     try:
         arguments = tool.validate(call["function"].get("arguments") or "{}")
     except ValueError as exc:
-        return await ctx.step(step, _error, str(exc))
+        return str(await ctx.step(step, _error, str(exc)))
     key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
 
     async def invoke() -> str:
@@ -188,7 +188,7 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
             return _error(f"{type(exc).__name__}: {exc}")
 
     try:
-        return await ctx.step(step, invoke, at_most_once=tool.delivery == "at_most_once")
+        return str(await ctx.step(step, invoke, at_most_once=tool.delivery == "at_most_once"))
     except OutcomeUnknown:
         return json.dumps({"error": "ToolOutcomeUnknown",
                            "message": f"the call to {name!r} was started but its outcome is unknown "

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..app import App
-from ..runs import RunState
+from ..runs import Run, RunState
 
 __all__ = ["run_demo"]
 
@@ -93,7 +93,7 @@ async def _drive(url: str, runs_count: int, procs: list[subprocess.Popen[bytes]]
     return _report(runs, ledger, elapsed, victim.pid)
 
 
-def _report(runs: list, ledger: str, elapsed: float, victim_pid: int) -> bool:
+def _report(runs: list[Run], ledger: str, elapsed: float, victim_pid: int) -> bool:
     starts: Counter[int] = Counter()
     starts_by_pid: Counter[int] = Counter()
     for log in Path(ledger).glob("*.log"):

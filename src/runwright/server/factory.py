@@ -11,7 +11,7 @@ import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import Depends, FastAPI, Header, Query, Request, Response
 from fastapi import Path as FastAPIPath
@@ -35,7 +35,8 @@ MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit app
 
 def _tenant(request: Request) -> str | None:
     """The caller's tenant, set by the authentication middleware."""
-    return request.state.tenant
+    tenant: str | None = request.state.tenant
+    return tenant
 
 
 # At module level: FastAPI resolves (string) annotations in the module's namespace.
@@ -64,7 +65,8 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     broadcaster = Broadcaster(app)
 
     @api.middleware("http")
-    async def authenticate(request: Request, call_next: Any) -> Response:
+    async def authenticate(request: Request,
+                           call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         if request.url.path in ("/", "/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
             return await call_next(request)
         tenant = auth.tenant_of(request.headers.get("authorization"))

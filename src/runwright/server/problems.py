@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -48,7 +50,7 @@ def install_problem_handlers(api: FastAPI) -> None:
     api.add_exception_handler(RequestValidationError, invalid_request)
 
 
-def _handler(status: int, title: str):  # noqa: ANN202 (a Starlette handler)
+def _handler(status: int, title: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
     async def handle(_request: Request, exc: Exception) -> JSONResponse:
         return problem(status, title, str(exc))
 
