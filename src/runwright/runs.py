@@ -116,7 +116,7 @@ class Run:
         return self.state in TERMINAL_STATES
 
     def arguments(self) -> dict[str, Any]:
-        arguments: dict[str, Any] = json.loads(self.args)
+        arguments: dict[str, Any] = json.loads(self.args)  # always a JSON object
         return arguments
 
     def value(self) -> Any:
