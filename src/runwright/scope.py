@@ -191,14 +191,11 @@ class RunScope:
         """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
         the runs of this scope's thread of that name."""
         await self._ready()
-        found = await self._runtime.store.run_list(RunListParams(
+        # With `thread`, the store lists this scope's thread only (a thread is one tenant's).
+        return await self._runtime.store.run_list(RunListParams(
             states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name,
             created_after=created_after, created_before=created_before, limit=limit,
             before_id=before_id))
-        if thread is None:
-            return found
-        # A thread is one tenant's: the App's thread "t" is not tenant A's thread "t".
-        return [run for run in found if run.tenant == self.tenant_name]
 
     async def dead_letters(self, *, task: str | None = None, limit: int = 100,
                            before_id: int | None = None) -> list[Run]:

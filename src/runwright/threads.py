@@ -50,7 +50,6 @@ class Threads:
         await self._store.thread_delete(ThreadDeleteParams(thread, tenant, purge=True))
 
     async def _open_runs(self, thread: str, tenant: str | None) -> list[Run]:
-        found = await self._store.run_list(RunListParams(
+        # The store lists this tenant's thread only (None: the thread of no tenant).
+        return await self._store.run_list(RunListParams(
             states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
-        # A list filter of tenant None means "any tenant"; a thread is one tenant's only.
-        return [run for run in found if run.tenant == tenant]

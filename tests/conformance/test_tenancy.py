@@ -61,3 +61,11 @@ async def test_threads_of_the_same_name_are_apart_per_tenant(store):
         await store.thread_messages(ThreadMessagesParams("t", "a"))
     assert len(await store.thread_messages(ThreadMessagesParams("t", "b"))) == 1
     assert not await store.thread_delete(ThreadDeleteParams("t", "c", now=T0))  # c has none
+
+
+async def test_a_thread_listing_is_one_tenants_thread(store):
+    ours = await store.run_insert_threaded(submitted("1", None, thread="t", on_busy="enqueue"))
+    theirs = await store.run_insert_threaded(submitted("1", "a", thread="t", on_busy="enqueue"))
+    assert [r.id for r in await store.run_list(RunListParams(thread="t"))] == [ours.id]
+    assert [r.id for r in await store.run_list(RunListParams(thread="t", tenant="a"))] == [theirs.id]
+    assert {r.id for r in await store.run_list(RunListParams())} == {ours.id, theirs.id}

@@ -76,7 +76,8 @@ class RunInsertParams:
 
 @dataclass(slots=True)
 class RunListParams:
-    """Filter for listing runs, newest first; `before_id` pages backwards."""
+    """Filter for listing runs, newest first; `before_id` pages backwards. `tenant` None
+    means any tenant, except with `thread`: a thread is one tenant's (None: no tenant's)."""
 
     states: Sequence[RunState] = ()
     task: str | None = None

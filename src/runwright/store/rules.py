@@ -202,10 +202,16 @@ def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:
     conditions: list[tuple[str, str, object]] = []
     if params.states:
         conditions.append(("state", "in", [s.value for s in params.states]))
-    for column in ("task", "queue", "thread", "tenant"):
+    for column in ("task", "queue", "thread"):
         value = getattr(params, column)
         if value is not None:
             conditions.append((column, "=", value))
+    if params.thread is not None:
+        # A thread is one tenant's: the deployment's thread "t" (no tenant) is not tenant
+        # A's thread "t", so here no tenant means "runs without a tenant".
+        conditions.append(("coalesce(tenant, '')", "=", params.tenant or ""))
+    elif params.tenant is not None:
+        conditions.append(("tenant", "=", params.tenant))
     if params.before_id is not None:
         conditions.append(("id", "<", params.before_id))
     if params.created_after is not None:
