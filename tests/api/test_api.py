@@ -21,6 +21,7 @@ from ..process.harness import APP_SPEC, ROOT, client, wait_until
 
 pytestmark = pytest.mark.process
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
+OPERATOR_TOKEN = "operator-token"
 
 
 def free_port() -> int:
@@ -33,7 +34,7 @@ def free_port() -> int:
 async def server(store_url: str, tmp_path) -> AsyncIterator[str]:
     port = free_port()
     env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in TOKENS.items()),
-           apps.LEDGER_ENV: str(tmp_path)}
+           "RUNWRIGHT_OPERATOR_TOKENS": OPERATOR_TOKEN, apps.LEDGER_ENV: str(tmp_path)}
     async with client(store_url):  # the schema exists before the server starts
         pass
     log = open(tmp_path / "server.log", "wb")
@@ -204,7 +205,12 @@ async def test_threads_schedules_and_workers(server: str, worker_app: rw.App) ->
         assert (await http.get("/threads/t1/messages")).status_code == 410
         (hourly,) = (await http.get("/schedules")).json()
         assert hourly["name"] == "hourly" and not hourly["paused"]
-        assert (await http.post("/schedules/hourly/pause")).status_code == 204
+        refused = await http.post("/schedules/hourly/pause")  # the deployment's, not alice's
+        assert refused.status_code == 403 and "RUNWRIGHT_OPERATOR_TOKENS" in refused.json()["detail"]
+        assert (await http.get("/schedules")).json()[0]["paused"] is False
+        operator = as_(OPERATOR_TOKEN)
+        assert (await http.post("/schedules/hourly/pause", headers=operator)).status_code == 204
         assert (await http.get("/schedules")).json()[0]["paused"] is True
-        assert (await http.post("/schedules/nope/resume")).status_code == 422
+        assert (await http.post("/schedules/nope/resume", headers=operator)).status_code == 422
+        assert (await http.post("/schedules/hourly/resume")).status_code == 403
         assert (await http.get("/workers")).json() == []

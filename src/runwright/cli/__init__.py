@@ -1,4 +1,4 @@
-"""The `runwright` command: a thin face over App, Worker and the store."""
+"""The `runwright` command: a thin face over the App (and, for `worker`, the engine's processes)."""
 
 from .main import cli, main
 

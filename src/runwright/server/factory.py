@@ -199,16 +199,25 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                  "misfire": s.misfire, "next_fire_at": s.next_fire_at}
                 for s in await scope_of(who).list_schedules()]
 
-    # Pausing and resuming change the deployment's schedules, which a tenant's view may not
-    # do; these routes act as the operator for any authenticated caller, as they always
-    # have. Limiting them to operator tokens is a change of the API, not of this layer.
+    # Pausing and resuming change the deployment's schedules: the operator's to do (an
+    # operator token, or auth off), never a tenant's.
+    def operator_only(who: str | None, what: str) -> Response | None:
+        if who is None or not auth.enabled:
+            return None
+        return problem(403, "Operator only", f"{what} is the operator's: schedules belong to the "
+                       f"deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
+
     @api.post("/schedules/{name}/pause", status_code=204)
     async def pause(name: str, who: Tenant) -> Response:
+        if (refused := operator_only(who, "pausing a schedule")) is not None:
+            return refused
         await app.pause_schedule(name)
         return Response(status_code=204)
 
     @api.post("/schedules/{name}/resume", status_code=204)
     async def resume(name: str, who: Tenant) -> Response:
+        if (refused := operator_only(who, "resuming a schedule")) is not None:
+            return refused
         await app.resume_schedule(name)
         return Response(status_code=204)
 
