@@ -207,14 +207,17 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return problem(403, "Operator only", f"{what} is the operator's: schedules belong to the "
                        f"deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
 
-    @api.post("/schedules/{name}/pause", status_code=204)
+    operator_responses: dict[int | str, dict[str, Any]] = {
+        403: {"description": "A tenant's token: schedules are the operator's"}}
+
+    @api.post("/schedules/{name}/pause", status_code=204, responses=operator_responses)
     async def pause(name: str, who: Tenant) -> Response:
         if (refused := operator_only(who, "pausing a schedule")) is not None:
             return refused
         await app.pause_schedule(name)
         return Response(status_code=204)
 
-    @api.post("/schedules/{name}/resume", status_code=204)
+    @api.post("/schedules/{name}/resume", status_code=204, responses=operator_responses)
     async def resume(name: str, who: Tenant) -> Response:
         if (refused := operator_only(who, "resuming a schedule")) is not None:
             return refused
