@@ -353,11 +353,11 @@ async def test_a_durable_sleep_outlives_a_restart_of_every_worker(app: rw.App, f
 
 
 async def _parked(app: rw.App, run_id: int) -> Run | None:
-    """The run once it parked (or ended: then the assertions that follow say what went wrong)."""
+    """The run once it parked (or ended: then the assertions that follow say what went wrong).
+    The log is read first: a run read before the `parked` event may still show it running."""
+    parked = any(e.kind == "parked" for e in await app.store.event_list(EventListParams(run_id)))
     run = await app.store.run_get(run_id)
-    if run.done or any(e.kind == "parked" for e in await app.store.event_list(EventListParams(run_id))):
-        return run
-    return None
+    return run if parked or run.done else None
 
 
 # -- 5. fan-out and fan-in of 50 children across a SIGKILL -------------------------------
