@@ -10,6 +10,7 @@ here: it asks `rules` for the decision and applies it in the transaction it read
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
@@ -53,7 +54,7 @@ __all__ = ["SqlStore"]
 NO_RUN_BEFORE = 2**62  # "before run" when a thread's whole history is wanted
 
 
-class SqlStore:
+class SqlStore(ABC):
     """The shared half of a SQL store; see the module docstring for the dialect's half."""
 
     url: str
@@ -66,28 +67,36 @@ class SqlStore:
 
     # -- the dialect's half -------------------------------------------------------------
 
+    @abstractmethod
     def _reading(self) -> AsyncContextManager[SqlConnection]:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
+    @abstractmethod
     def _transaction(self) -> AsyncContextManager[SqlConnection]:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
+    @abstractmethod
     async def _insert_runs(self, conn: SqlConnection, params: Sequence[RunInsertParams],
                            now: float) -> list[Run]:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
+    @abstractmethod
     async def _dead_worker_ids(self, conn: SqlConnection, params: RunRescueParams,
                                now: float) -> list[int]:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
+    @abstractmethod
     async def _schema_table_exists(self, conn: SqlConnection) -> bool:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
+    @abstractmethod
     async def _apply_migration(self, conn: SqlConnection, migration: Migration) -> None:
-        raise NotImplementedError
+        """The dialect's own (see the module docstring)."""
 
     async def _before_migrate(self, conn: SqlConnection) -> None:
-        """Anything the dialect must do first in the migrating transaction."""
+        """Anything the dialect must do first in the migrating transaction (SQLite needs
+        nothing; PostgreSQL takes the migrators' lock and makes its schema)."""
+        return None
 
     # -- schema -------------------------------------------------------------------------
 
