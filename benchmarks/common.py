@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Protocol, Sequence, TypeVar
 
 import asyncpg
+import redis
+import redis.asyncio
 
 import runwright as rw
 
@@ -51,10 +53,27 @@ def p99(values: list[float]) -> float:
 
 
 def store_url(backend: str, tmp: Path, pg_url: str, schema: str) -> str:
-    """The URL of a fresh store: a file in `tmp`, or `schema` of the PostgreSQL database."""
+    """The URL of a fresh store: a file in `tmp`, `schema` of the PostgreSQL database, or
+    the namespace `schema` of the Redis database."""
     if backend == "sqlite":
         return f"sqlite:///{tmp / 'bench.db'}"  # tmp is absolute: sqlite:////tmp/...
+    if backend == "redis":
+        return f"{REDIS_URL}?namespace={schema}"
     return f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schema}"
+
+
+async def drop_namespace(namespace: str, notes: list[str]) -> None:
+    """Delete the keys of one Redis namespace (the database is shared: never flushed).
+    The raw baseline's keys share the namespace's hash tag, so they go with it."""
+    client = redis.asyncio.Redis.from_url(REDIS_URL)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"*{{{namespace}}}*", count=1000)]
+        for start in range(0, len(keys), 1000):
+            await client.unlink(*keys[start:start + 1000])
+    except redis.RedisError as exc:
+        notes.append(f"could not delete namespace {namespace}: {exc}")
+    finally:
+        await client.aclose()
 
 
 async def drop_schema(dsn: str, schema: str, notes: list[str]) -> None:
@@ -229,6 +248,8 @@ async def backend_session(figures: Report, name: str, with_tasks: Callable[[rw.A
         await backend.bench.close()
         if figures.backend == "postgres":
             await drop_schema(pg_url, backend.schema, figures.notes)
+        elif figures.backend == "redis":
+            await drop_namespace(backend.schema, figures.notes)
     figures.notes.extend(backend.workers.log_problems())
 
 
@@ -263,8 +284,9 @@ def render_table(header_line: str, rows: Sequence[tuple[str, Callable[[FiguresT]
 
 # -- the program ------------------------------------------------------------------------
 
-BACKENDS = ("sqlite", "postgres")
+BACKENDS = ("sqlite", "postgres", "redis")
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+REDIS_URL = os.environ.get("RUNWRIGHT_BENCH_REDIS", "redis://127.0.0.1:6379/0")
 
 
 @dataclass(frozen=True)
@@ -293,7 +315,7 @@ def parse_benchmark_args(doc: str, counts: Sequence[Count]) -> argparse.Namespac
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default=",".join(BACKENDS),
-                        help="comma-separated: sqlite, postgres (default both)")
+                        help="comma-separated: sqlite, postgres, redis (default all three)")
     for count in counts:
         parser.add_argument(count.flag, type=int, default=count.default, help=count.help)
     parser.add_argument("--pg-url", default=PG_URL,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import asyncpg
+import redis.asyncio
 
 import runwright as rw
 from runwright.store.params import RunCountParams
@@ -288,6 +289,61 @@ def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any)
     done.put(total)
 
 
+# The bare Lua loop the Redis backend is built on: a due sorted set, a hash per run with
+# a fence, a claim script that pops a batch and a fenced complete script. No events, no
+# journal, no counters: the limit of one round trip per claim and per complete.
+REDIS_RAW_CLAIM = """
+local now, batch, owner = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 3)
+local out = {}
+for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)) do
+  redis.call('ZREM', KEYS[1], member)
+  local key = prefix .. 'run:' .. member
+  local fence = redis.call('HINCRBY', key, 'fence', 1)
+  redis.call('HSET', key, 'state', 'running', 'owner', owner, 'lease_expires_at', now + 30)
+  redis.call('ZADD', prefix .. 'running', now + 30, member)
+  out[#out + 1] = member
+  out[#out + 1] = fence
+end
+return out
+"""
+REDIS_RAW_COMPLETE = """
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - 3)
+for i = 1, #ARGV, 2 do
+  local key = prefix .. 'run:' .. ARGV[i]
+  local f = redis.call('HMGET', key, 'fence', 'state')
+  if f[1] == ARGV[i + 1] and f[2] == 'running' then
+    redis.call('HSET', key, 'state', 'succeeded', 'result', 'null')
+    redis.call('HDEL', key, 'owner', 'lease_expires_at')
+    redis.call('ZREM', prefix .. 'running', ARGV[i])
+  end
+end
+return 1
+"""
+
+
+def raw_redis_process(url: str, due_key: str, batch: int, owner: int, start: Any, done: Any) -> None:
+    """One raw worker on Redis: claim a batch in one script, complete it in another."""
+
+    async def loop() -> int:
+        client = redis.asyncio.Redis.from_url(url)
+        claim = client.register_script(REDIS_RAW_CLAIM)
+        complete = client.register_script(REDIS_RAW_COMPLETE)
+        try:
+            await client.ping()
+            start.wait()
+            total = 0
+            while flat := await claim(keys=[due_key], args=[time.time(), batch, owner]):
+                await complete(keys=[due_key], args=flat)
+                total += len(flat) // 2
+            return total
+        finally:
+            await client.aclose()
+
+    with event_loop_runner() as runner:
+        done.put(runner.run(loop()))
+
+
 def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processes: int) -> tuple[float, int]:
     """Start the raw workers, release them together once all are connected; return
     (seconds until the last one finished, runs completed). Spawned, not forked: the
@@ -319,6 +375,25 @@ async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figure
     record_raw(figures, args, elapsed, total)
 
 
+async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: Figures) -> None:
+    due_key = f"raw:{{{namespace}}}:due"
+    client = redis.asyncio.Redis.from_url(common.REDIS_URL)
+    try:
+        now = time.time()
+        for start in range(0, args.runs, 1000):
+            pipe = client.pipeline(transaction=False)
+            for run_id in range(start + 1, min(args.runs, start + 1000) + 1):
+                member = f"{run_id:020d}"
+                pipe.hset(f"raw:{{{namespace}}}:run:{member}", mapping={"state": "queued", "fence": 0})
+                pipe.zadd(due_key, {member: now})
+            await pipe.execute()
+    finally:
+        await client.aclose()
+    elapsed, total = await asyncio.to_thread(
+        race_raw, raw_redis_process, (common.REDIS_URL, due_key, args.concurrency), args.workers)
+    record_raw(figures, args, elapsed, total)
+
+
 async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figures) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -338,7 +413,8 @@ def record_raw(figures: Figures, args: argparse.Namespace, elapsed: float, total
     if total != args.runs:
         figures.notes.append(f"raw baseline completed {total} of {args.runs} rows")
     figures.raw_per_s = total / elapsed
-    say(figures.backend, f"raw SQL claim+complete, {args.workers} processes, batch "
+    language = "Lua" if figures.backend == "redis" else "SQL"
+    say(figures.backend, f"raw {language} claim+complete, {args.workers} processes, batch "
                          f"{args.concurrency}: {figures.raw_per_s:,.0f} runs/s")
 
 
@@ -354,6 +430,8 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         await session.bench.close()  # before the raw phase: nothing of ours competes for the CPU
         if backend == "sqlite":
             await measure_raw_sqlite(str(tmp / "raw.db"), args, figures)
+        elif backend == "redis":
+            await measure_raw_redis(session.schema, args, figures)
         else:
             await measure_raw_pg(args.pg_url, session.schema, args, figures)
     return figures

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import asyncpg
+import redis.asyncio
 
 import runwright as rw
 from runwright.store.params import EventAppendParams, RunClaimParams, RunFinishParams
@@ -171,6 +172,34 @@ def raw_step_sqlite(path: str, steps: int) -> float:
         return statistics.median(per_round)
     finally:
         conn.close()
+
+
+REDIS_RAW_STEP = """
+local seq = redis.call('HINCRBY', KEYS[1], 'last_seq', 1)
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('RPUSH', KEYS[3], ARGV[3])
+return seq
+"""
+
+
+async def raw_step_redis(namespace: str, steps: int) -> float:
+    """µs per bare step write on Redis: one script that bumps a run's seq, writes the
+    step and appends its event (the keys share the namespace's hash tag, so they are
+    deleted with it). Median of ROUNDS rounds."""
+    client = redis.asyncio.Redis.from_url(common.REDIS_URL)
+    try:
+        step = client.register_script(REDIS_RAW_STEP)
+        keys = [f"raw:{{{namespace}}}:{name}" for name in ("run", "steps", "events")]
+        per_round, position = [], 0
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                await step(keys=keys, args=[position, f"s{position}", time.time()])
+                position += 1
+            per_round.append((time.perf_counter() - t0) / steps * 1e6)
+        return statistics.median(per_round)
+    finally:
+        await client.aclose()
 
 
 # -- the store called directly: event appends without a task ----------------------------
@@ -343,6 +372,8 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         await session.bench.open()  # creates the schema, where the raw tables go too
         if backend == "sqlite":
             figures.raw_step_us = raw_step_sqlite(str(tmp / "raw.db"), args.steps)
+        elif backend == "redis":
+            figures.raw_step_us = await raw_step_redis(session.schema, args.steps)
         else:
             figures.raw_step_us = await raw_step_pg(args.pg_url, session.schema, args.steps)
         say(backend, f"bare SQL step write (UPDATE + INSERT, one transaction): "

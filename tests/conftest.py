@@ -13,11 +13,14 @@ from typing import AsyncIterator, Iterator
 
 import asyncpg
 import pytest
+import redis.asyncio
 
 from runwright.store import Store, store_from_url
 
 PG_BASE = os.environ.get("RUNWRIGHT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-BACKENDS = ["sqlite", "postgres"]
+# The shared Redis of the machine: every test uses a namespace of its own and deletes it.
+REDIS_BASE = os.environ.get("RUNWRIGHT_TEST_REDIS", "redis://127.0.0.1:6379/0")
+BACKENDS = ["sqlite", "postgres", "redis"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,9 +38,30 @@ def store_url(backend: str, tmp_path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'runwright.db'}"
         return
+    if backend == "redis":
+        namespace = f"rw_test_{uuid.uuid4().hex[:12]}"
+        yield f"{REDIS_BASE}?namespace={namespace}"
+        asyncio.run(drop_redis_namespace(REDIS_BASE, namespace))
+        return
     schema = f"rw_test_{uuid.uuid4().hex[:12]}"
     yield f"{PG_BASE}?schema={schema}"
     asyncio.run(_drop_schema(schema))
+
+
+async def drop_redis_namespace(base: str, namespace: str) -> None:
+    """Delete every key of one namespace (never the whole database: it is shared)."""
+    client = redis.asyncio.Redis.from_url(base)
+    try:
+        batch = []
+        async for key in client.scan_iter(match=f"rw:{{{namespace}}}:*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await client.unlink(*batch)
+                batch = []
+        if batch:
+            await client.unlink(*batch)
+    finally:
+        await client.aclose()
 
 
 async def _drop_schema(schema: str) -> None:

@@ -12,7 +12,7 @@ from runwright.store import store_from_url
 from runwright.store.hub import QUEUED, done_topic
 from runwright.store.params import RunCountParams, RunFinishParams, WorkerHeartbeatParams
 
-from .helpers import T0, claim, insert, worker
+from .helpers import T0, claim, insert, stamp_schema, worker
 
 
 async def test_register_heartbeat_list_and_deregister(store):
@@ -52,8 +52,7 @@ async def test_migrate_is_idempotent_and_records_the_version(store):
 
 async def test_a_newer_schema_is_refused_and_nothing_is_written(store, store_url):
     newer = store.schema_version_known + 1
-    async with store._transaction() as conn:  # what a newer runwright would have written
-        await conn.execute("INSERT INTO schema_versions VALUES ($1, 'future', 0)", newer)
+    await stamp_schema(store, newer)  # what a newer runwright would have written
     before = await store.run_count_by_state(RunCountParams())
     late = store_from_url(store_url)
     with pytest.raises(SchemaError, match="newer than this runwright knows"):

@@ -20,6 +20,7 @@ from runwright.store.params import (
     WorkerRegisterParams,
 )
 
+from ..conformance.helpers import stamp_schema
 from . import apps
 from .harness import APP_SPEC, ROOT, wait_until
 
@@ -161,8 +162,7 @@ async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, sto
     again = runwright("migrate", url=store_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     async with rw.App(store_url) as app:  # a later runwright stamped a newer schema
-        async with app.store._transaction() as conn:
-            await conn.execute("INSERT INTO schema_versions VALUES (99, 'x', 0)")
+        await stamp_schema(app.store, 99)
     worker = runwright("worker", APP_SPEC, url=store_url, timeout_s=60)
     assert worker.returncode == 4, worker.stderr
     assert "SchemaError" in worker.stderr and "newer than this runwright knows" in worker.stderr

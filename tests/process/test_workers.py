@@ -255,6 +255,8 @@ def test_unreachable_store_fails_fast_with_one_clear_line(backend: str, tmp_path
     names the store, and no traceback."""
     if backend == "postgres":
         url, names = "postgresql://postgres@127.0.0.1:1/nope", "127.0.0.1:1"
+    elif backend == "redis":
+        url, names = "redis://127.0.0.1:1/0?namespace=nope", "127.0.0.1:1"
     else:
         missing = tmp_path / "no-such-directory"
         url, names = f"sqlite:///{missing / 'runwright.db'}", str(missing)

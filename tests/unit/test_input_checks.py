@@ -50,8 +50,11 @@ def test_store_urls_are_checked():
         store_from_url("sqlite:///:memory:")
     with pytest.raises(rw.ConfigError, match="synchronous"):
         store_from_url("sqlite:///x.db?journal=off")
-    with pytest.raises(rw.ConfigError, match="Redis backend is not available yet"):
-        store_from_url("redis://localhost")
+    redis_store = store_from_url("rediss://:secret@h:6380/2?namespace=team-a&liveness_s=2")
+    assert redis_store.prefix == "rw:{team-a}:" and redis_store.liveness_s == 2.0
+    assert store_from_url("redis://localhost").prefix == "rw:{runwright}:"
+    with pytest.raises(rw.ConfigError, match="namespace"):
+        store_from_url("redis://localhost?namespace=a:b")
     assert store_from_url("postgresql://u@h/db?schema=abc").schema == "abc"
     with pytest.raises(rw.ConfigError):
         store_from_url("postgresql://u@h/db?schema=a;drop")

@@ -1,4 +1,5 @@
-"""From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name`."""
+"""From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name`,
+`redis://[:password@]host:6379/0?namespace=name` (or `rediss://`)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ def store_from_url(url: str | None = None) -> Store:
     if scheme in ("postgresql", "postgres"):
         return _postgres(url)
     if scheme in ("redis", "rediss"):
-        raise ConfigError(f"{url}: the Redis backend is not available yet; "
-                          f"use sqlite:///path or postgresql://... in RUNWRIGHT_URL")
-    raise ConfigError(f"unknown store URL {url!r}: expected sqlite:///path.db or "
-                      f"postgresql://user@host/db (set RUNWRIGHT_URL or pass it to App)")
+        return _redis(url)
+    raise ConfigError(f"unknown store URL {url!r}: expected sqlite:///path.db, "
+                      f"postgresql://user@host/db or redis://host:6379/0 "
+                      f"(set RUNWRIGHT_URL or pass it to App)")
 
 
 def _sqlite(url: str) -> Store:
@@ -60,3 +61,25 @@ def _postgres(url: str) -> Store:
         return PostgresStore(url, dsn, schema, pool_size=pool_size)
     except ValueError as exc:
         raise ConfigError(f"{url!r}: {exc}") from None
+
+
+def _redis(url: str) -> Store:
+    from .redis.store import DEFAULT_NAMESPACE, RedisStore
+
+    parts = urlsplit(url)
+    options = dict(parse_qsl(parts.query))
+    namespace = options.pop("namespace", DEFAULT_NAMESPACE)
+    liveness_s = options.pop("liveness_s", None)
+    if not namespace or not all(c.isalnum() or c in "_-." for c in namespace):
+        raise ConfigError(f"{url!r}: namespace must be letters, digits, '_', '-' or '.', "
+                          f"got {namespace!r}")
+    client_url = urlunsplit(parts._replace(query=urlencode(options)))
+    try:
+        liveness = float(liveness_s) if liveness_s is not None else None
+    except ValueError:
+        raise ConfigError(f"{url!r}: liveness_s must be a number of seconds") from None
+    if liveness is not None and liveness <= 0:
+        raise ConfigError(f"{url!r}: liveness_s must be positive")
+    if liveness is None:
+        return RedisStore(url, client_url, namespace)
+    return RedisStore(url, client_url, namespace, liveness_s=liveness)

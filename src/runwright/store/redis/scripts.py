@@ -1,0 +1,47 @@
+"""The Lua scripts, one per operation, loaded once and called by SHA.
+
+Each `scripts/<name>.lua` is prefixed with `scripts/lib.lua` (the helpers every script
+shares) when it is loaded. redis-py's Script calls EVALSHA and, on NOSCRIPT (after a
+SCRIPT FLUSH, a restart or a failover to a replica that never saw the script), loads it
+again and retries, so a flushed script cache costs one round trip, never an error.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Sequence
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+__all__ = ["SCRIPT_NAMES", "Scripts"]
+
+SCRIPT_NAMES = (
+    "cancel", "claim", "count_due", "event_append", "expire", "extend", "finish", "insert",
+    "insert_threaded", "migrate", "next_due", "rescue", "rescue_scan", "retry",
+    "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",
+    "thread_append", "thread_delete", "thread_forget", "thread_probe", "worker_deregister",
+    "worker_heartbeat", "worker_register",
+)
+
+
+def _source(name: str) -> str:
+    return resources.files(__package__).joinpath("scripts", f"{name}.lua").read_text()
+
+
+class Scripts:
+    """The scripts of one store, bound to its client and its key prefix."""
+
+    def __init__(self, client: Redis, first_key: str) -> None:
+        lib = _source("lib")
+        self._keys = [first_key]
+        self._scripts: dict[str, AsyncScript] = {
+            name: client.register_script(f"{lib}\n{_source(name)}") for name in SCRIPT_NAMES}
+
+    async def load_all(self, client: Redis) -> None:
+        """Load every script up front, so the hot path only ever sends SHAs."""
+        for script in self._scripts.values():
+            script.sha = await client.script_load(script.script)
+
+    async def call(self, name: str, args: Sequence[Any]) -> Any:
+        return await self._scripts[name](keys=self._keys, args=list(args))

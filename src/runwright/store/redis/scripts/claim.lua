@@ -1,0 +1,102 @@
+-- claim: take up to `limit` due runs for one worker, in claim order.
+--
+-- KEYS[1]  <prefix>ids
+-- ARGV[1]  now ('' = the server's clock)
+-- ARGV[2]  limit (the worker's free slots)
+-- ARGV[3]  worker id
+-- ARGV[4]  lease_s
+-- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues; the rest, the tasks
+-- Returns  the claimed runs' hashes (flat lists), in claim order
+--
+-- Claim order is priority, then run_at, then submission order. Per queue and priority,
+-- due:<priority>:<queue> holds queued run ids (zero-padded) scored by run_at; prios:<queue>
+-- says which priorities are in use. The walk goes priority by priority, and within one
+-- priority merges the queues by (run_at, id); it stops at `limit`. Nothing scans all runs.
+local now = now_of(ARGV[1])
+local limit = tonumber(ARGV[2])
+local worker, lease_s = ARGV[3], tonumber(ARGV[4])
+local queue_count = tonumber(ARGV[5])
+local queues, tasks = {}, {}
+for i = 6, 5 + queue_count do queues[#queues + 1] = ARGV[i] end
+for i = 6 + queue_count, #ARGV do tasks[ARGV[i]] = true end
+-- How many due entries one claim may look at per queue and priority before it gives up
+-- on finding eligible ones (runs of other tasks, of busy threads): the hot path stays bounded.
+local SCAN_LIMIT = 2000
+
+-- Due now and ours to start: a task this worker has, not past its deadline (then it is
+-- the sweeper's to end), and not waiting behind an earlier open run of its thread.
+local function eligible(id)
+  local f = redis.call('HMGET', run_key(id), 'task', 'deadline_at', 'thread_no')
+  if not tasks[f[1]] then return false end
+  if f[2] and tonumber(f[2]) < now then return false end
+  if f[3] then
+    local first = redis.call('ZRANGE', P .. 'topen:' .. f[3], 0, 0)[1]
+    if first and tonumber(first) < tonumber(id) then return false end
+  end
+  return true
+end
+
+local function collect(key, want, into)
+  local offset, chunk, found = 0, math.max(want * 2, 32), 0
+  while found < want and offset < SCAN_LIMIT do
+    local page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', offset, chunk)
+    for i = 1, #page, 2 do
+      if found < want and eligible(tonumber(page[i])) then
+        into[#into + 1] = {tonumber(page[i + 1]), page[i]}
+        found = found + 1
+      end
+    end
+    if #page < chunk * 2 then break end
+    offset = offset + chunk
+  end
+end
+
+local priorities, seen = {}, {}
+for _, queue in ipairs(queues) do
+  for _, p in ipairs(redis.call('SMEMBERS', P .. 'prios:' .. queue)) do
+    if not seen[p] then seen[p] = true; priorities[#priorities + 1] = tonumber(p) end
+  end
+end
+table.sort(priorities)
+
+local picked = {}
+for _, priority in ipairs(priorities) do
+  local want = limit - #picked
+  if want <= 0 then break end
+  local candidates = {}
+  for _, queue in ipairs(queues) do
+    local key = due_key(priority, queue)
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('SREM', P .. 'prios:' .. queue, priority)  -- the last run of it left
+    else
+      collect(key, want, candidates)
+    end
+  end
+  table.sort(candidates, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  for i = 1, math.min(want, #candidates) do picked[#picked + 1] = tonumber(candidates[i][2]) end
+end
+
+local out = {}
+for _, id in ipairs(picked) do
+  local run = load(id)
+  dequeue(id, run)
+  move(id, run, 'running')
+  local fence = tonumber(run.fence) + 1
+  local attempt = tonumber(run.attempt) + 1
+  local lease = num(now + lease_s)
+  redis.call('HSET', run_key(id), 'fence', fence, 'attempt', attempt, 'owner', worker,
+             'lease_expires_at', lease, 'started_at', num(now), 'cancel_requested', 0,
+             'wake_requested', 0)
+  redis.call('ZADD', P .. 'running', lease, id)
+  redis.call('SADD', P .. 'owned:' .. worker, id)
+  redis.call('SADD', P .. 'owners', worker)
+  log(id, 'started', string.format('{"attempt": %d, "worker": %d, "fence": %d}',
+                                   attempt, tonumber(worker), fence), now)
+  out[#out + 1] = redis.call('HGETALL', run_key(id))
+end
+requeued = false  -- a claim makes nothing due
+publish()
+return out

@@ -1,0 +1,20 @@
+-- insert: submit runs, idempotently by (tenant, key).
+--
+-- KEYS[1]  <prefix>ids
+-- ARGV[1]  now ('' = the server's clock)
+-- ARGV[2]  n, the number of runs
+-- ARGV[3..] per run, INSERT_FIELDS values: identity (JSON [tenant, key]), key, task, queue,
+--          priority, args, max_attempts, timeout_s, run_at, parent_id, budget, deadline_at,
+--          thread, tenant, submitted event data, thread identity (JSON [tenant, thread]);
+--          NIL for a missing value
+-- Returns  per run {existed (0/1), the run's hash as a flat list}
+--
+-- A key repeated within one batch makes one run: the second finds the first in `keys`.
+local now = now_of(ARGV[1])
+local out = {}
+for n = 0, tonumber(ARGV[2]) - 1 do
+  local id, existed = insert_one(3 + n * INSERT_FIELDS, now)
+  out[#out + 1] = {existed and 1 or 0, redis.call('HGETALL', run_key(id))}
+end
+publish()
+return out

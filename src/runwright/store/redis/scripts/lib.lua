@@ -1,0 +1,197 @@
+-- The prelude of every runwright script (prepended when the script is loaded).
+--
+-- KEYS[1] is always "<prefix>ids", the run-id counter, where <prefix> is
+-- "rw:{<namespace>}:". Every other key a script touches is built from that prefix, so it
+-- carries the same hash tag and lives in the same Redis Cluster slot: a deployment is one
+-- slot, and every script stays atomic on one node.
+--
+-- Encoding: a run is the hash <prefix>run:<id>, one field per column; an absent field is
+-- NULL. ARGV cannot carry nil, so NIL (one NUL byte) stands for "no value". Times are
+-- epoch seconds written with %.17g, which round-trips a double exactly (Lua's default
+-- tostring keeps only 14 digits and would move a lease or a due time).
+
+local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
+local NIL = '\0'
+local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
+
+local function num(x) return string.format('%.17g', x) end
+
+-- The time a decision is judged by: the caller's injected `now` when given (tests drive
+-- the clock), else the Redis server's own clock, never a worker's.
+local function now_of(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+-- Due-set members are zero-padded ids: equal scores (run_at) then order by member,
+-- which is submission order, as on the SQL backends.
+local function pad(id) return string.format('%020d', tonumber(id)) end
+local function run_key(id) return P .. 'run:' .. id end
+local function due_key(priority, queue) return P .. 'due:' .. priority .. ':' .. queue end
+local function opt(value) if value == NIL then return nil end return value end
+
+local function load(id)
+  local flat = redis.call('HGETALL', run_key(id))
+  if #flat == 0 then return nil end
+  local run = {}
+  for i = 1, #flat, 2 do run[flat[i]] = flat[i + 1] end
+  return run
+end
+
+-- Counters by (tenant, queue, state), kept by every state change, so that counts and
+-- queue stats never scan the runs. cjson keeps the three parts apart unambiguously.
+local function count(run, state, delta)
+  redis.call('HINCRBY', P .. 'counts', cjson.encode({run.tenant or '', run.queue, state}), delta)
+end
+
+local function move(id, run, state)
+  count(run, run.state, -1)
+  count(run, state, 1)
+  run.state = state
+  redis.call('HSET', run_key(id), 'state', state)
+end
+
+-- Append one event under the run's next seq: the log is a list where seq n is index
+-- n-1, so last_seq and the list length move together and the log stays gapless.
+local function log(id, kind, data, now)
+  local seq = redis.call('HINCRBY', run_key(id), 'last_seq', 1)
+  redis.call('RPUSH', P .. 'ev:' .. id, cjson.encode({kind, data, num(now)}))
+  event_ids[#event_ids + 1] = id
+  return seq
+end
+
+local function enqueue(id, run)
+  redis.call('ZADD', due_key(run.priority, run.queue), run.run_at, pad(id))
+  redis.call('SADD', P .. 'prios:' .. run.queue, run.priority)
+  requeued = true
+end
+
+local function dequeue(id, run)
+  redis.call('ZREM', due_key(run.priority, run.queue), pad(id))
+end
+
+local function owns(run, fence)
+  return run ~= nil and run.fence == fence and run.state == 'running'
+end
+
+-- A running run leaves its owner's books (lease set, owned set).
+local function disown(id, run)
+  redis.call('ZREM', P .. 'running', id)
+  if run.owner then
+    local owned = P .. 'owned:' .. run.owner
+    redis.call('SREM', owned, id)
+    if redis.call('SCARD', owned) == 0 then redis.call('SREM', P .. 'owners', run.owner) end
+  end
+  redis.call('HDEL', run_key(id), 'owner', 'lease_expires_at')
+end
+
+-- Drop what a run added to its thread's history (rollback).
+local function forget_messages(id, run)
+  if not run.thread_no then return end
+  local messages = P .. 'tmsg:' .. run.thread_no
+  local prefix = pad(id)
+  for _, field in ipairs(redis.call('HKEYS', messages)) do
+    if string.sub(field, 1, 20) == prefix then redis.call('HDEL', messages, field) end
+  end
+end
+
+-- A child ended: its parked parent comes due now; a running parent is flagged so that
+-- its park (which may be on its way) wakes at once.
+local function wake_parent(parent_id, now)
+  local parent = load(parent_id)
+  if not parent then return end
+  if parent.state == 'queued' and tonumber(parent.run_at) > now then
+    parent.run_at = num(now)
+    redis.call('HSET', run_key(parent_id), 'run_at', parent.run_at)
+    enqueue(parent_id, parent)
+  elseif parent.state == 'running' then
+    redis.call('HSET', run_key(parent_id), 'wake_requested', '1')
+  end
+end
+
+-- A run ended for good: it no longer holds its thread, has no deadline to watch, and its
+-- parent may be waiting for it. The next run of its thread may now be claimed.
+local function ended(id, run, now)
+  if run.thread_no then
+    redis.call('ZREM', P .. 'topen:' .. run.thread_no, id)
+    requeued = true
+  end
+  redis.call('ZREM', P .. 'deadlines', id)
+  if run.parent_id then wake_parent(run.parent_id, now) end
+  done_ids[#done_ids + 1] = id
+end
+
+-- A queued run (not started, or parked) ends now: cancelled, or interrupted by a newer
+-- run on its thread.
+local function end_queued(id, state, now, kind, data, err, interrupt)
+  local run = load(id)
+  if not run or run.state ~= 'queued' then return false end
+  dequeue(id, run)
+  move(id, run, state)
+  redis.call('HSET', run_key(id), 'finished_at', num(now))
+  redis.call('HDEL', run_key(id), 'owner')
+  if err then redis.call('HSET', run_key(id), 'error', err) end
+  if interrupt then redis.call('HSET', run_key(id), 'interrupt', interrupt) end
+  ended(id, run, now)
+  log(id, kind, data, now)
+  return true
+end
+
+-- A thread is numbered on first use: (tenant, name), encoded unambiguously by the
+-- caller, maps to its number, and every key of the thread is built from the number.
+local function thread_no_of(ident, now, create)
+  local no = redis.call('HGET', P .. 'threads', ident)
+  if no or not create then return no end
+  no = tostring(redis.call('INCR', P .. 'thread_ids'))
+  redis.call('HSET', P .. 'threads', ident, no)
+  redis.call('HSET', P .. 'thread:' .. no, 'created_at', num(now))
+  return no
+end
+
+-- Insert one new run from ARGV[i .. i+15] (see insert.lua), with its `submitted` event.
+-- Returns the run's id, or the existing run's id and true when its (tenant, key) exists.
+local INSERT_FIELDS = 16
+local function insert_one(i, now)
+  local ident = ARGV[i]
+  local existing = redis.call('HGET', P .. 'keys', ident)
+  if existing then return existing, true end
+  local id = redis.call('INCR', KEYS[1])
+  local run = {key = ARGV[i + 1], task = ARGV[i + 2], queue = ARGV[i + 3], priority = ARGV[i + 4],
+               args = ARGV[i + 5], max_attempts = ARGV[i + 6], timeout_s = opt(ARGV[i + 7]),
+               run_at = opt(ARGV[i + 8]) or num(now), parent_id = opt(ARGV[i + 9]),
+               budget = opt(ARGV[i + 10]), deadline_at = opt(ARGV[i + 11]),
+               thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13])}
+  local fields = {'id', id, 'state', 'queued', 'attempt', 0, 'fence', 0, 'recoveries', 0,
+                  'cancel_requested', 0, 'wake_requested', 0, 'last_seq', 0, 'created_at', num(now)}
+  for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
+                         'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant'}) do
+    if run[name] then fields[#fields + 1] = name; fields[#fields + 1] = run[name] end
+  end
+  if run.thread then
+    -- The thread's identity is (tenant, name), passed encoded after the run's fields.
+    run.thread_no = thread_no_of(ARGV[i + 15], now, true)
+    fields[#fields + 1] = 'thread_no'; fields[#fields + 1] = run.thread_no
+    redis.call('ZADD', P .. 'topen:' .. run.thread_no, id, id)
+  end
+  redis.call('HSET', run_key(id), unpack(fields))
+  redis.call('HSET', P .. 'keys', ident, id)
+  redis.call('ZADD', P .. 'runs', id, id)
+  run.state = 'queued'
+  count(run, 'queued', 1)
+  enqueue(id, run)
+  if run.deadline_at then redis.call('ZADD', P .. 'deadlines', run.deadline_at, id) end
+  if run.parent_id then redis.call('SADD', P .. 'children:' .. run.parent_id, id) end
+  log(id, 'submitted', ARGV[i + 14], now)
+  return id, false
+end
+
+-- The notifications ride along with the change: a hint to re-read, never the truth.
+local function publish()
+  if #done_ids > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done_ids, ',')) end
+  if #event_ids > 0 then redis.call('PUBLISH', P .. 'events', table.concat(event_ids, ',')) end
+  if #cancel_ids > 0 then redis.call('PUBLISH', P .. 'cancel', table.concat(cancel_ids, ',')) end
+  if requeued then redis.call('PUBLISH', P .. 'queued', '') end
+end
+
+-- ---- the operation ---------------------------------------------------------------

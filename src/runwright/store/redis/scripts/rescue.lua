@@ -1,0 +1,41 @@
+-- rescue: apply the fates rules.rescue_fate decided, and forget dead workers.
+--
+-- KEYS[1]  <prefix>ids
+-- ARGV[1]  now (as rescue_scan returned it)
+-- ARGV[2]  d, the number of dead workers; ARGV[3 .. 2+d] their ids
+-- then per fate, 8 values: run id, fence, state (queued or dead), recoveries, run_at,
+--          finished_at, error, event kind; NIL for a missing value
+-- Returns  the rescued runs' hashes
+--
+-- A fate is applied only while the run is still running under the fence that was
+-- judged stuck: an owner that finished meanwhile wins, and a second rescuer changes
+-- nothing. A takeover gives the attempt back.
+local now = now_of(ARGV[1])
+local dead_count = tonumber(ARGV[2])
+for i = 3, 2 + dead_count do
+  local worker = ARGV[i]
+  redis.call('HDEL', P .. 'workers', worker)
+  redis.call('HDEL', P .. 'beats', worker)
+  redis.call('DEL', P .. 'alive:' .. worker)
+end
+local out = {}
+for i = 3 + dead_count, #ARGV, 8 do
+  local id, fence, state = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local run = load(id)
+  if owns(run, fence) then
+    local key = run_key(id)
+    disown(id, run)
+    move(id, run, state)
+    redis.call('HSET', key, 'recoveries', ARGV[i + 3], 'run_at', ARGV[i + 4])
+    redis.call('HINCRBY', key, 'attempt', -1)
+    local finished_at, err = opt(ARGV[i + 5]), opt(ARGV[i + 6])
+    if finished_at then redis.call('HSET', key, 'finished_at', finished_at) else redis.call('HDEL', key, 'finished_at') end
+    if err then redis.call('HSET', key, 'error', err) else redis.call('HDEL', key, 'error') end
+    run.run_at = ARGV[i + 4]
+    if state == 'queued' then enqueue(id, run) else ended(id, run, now) end
+    log(id, ARGV[i + 7], string.format('{"recoveries": %d}', tonumber(ARGV[i + 3])), now)
+    out[#out + 1] = redis.call('HGETALL', key)
+  end
+end
+publish()
+return out

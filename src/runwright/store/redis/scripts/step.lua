@@ -1,0 +1,33 @@
+-- step: journal one step of a run and log it, fenced.
+--
+-- KEYS[1]  <prefix>ids
+-- ARGV[1]  now ('' = the server's clock)
+-- ARGV[2]  run id    ARGV[3] fence    ARGV[4] position    ARGV[5] name    ARGV[6] status
+-- ARGV[7]  the entry's identity: JSON [fence, name, status, result, error]
+-- ARGV[8]  the `step` event's data
+-- Returns  1 when journaled (or when this very entry is already there: our own write,
+--          its reply lost), 0 when refused
+--
+-- The journal is the hash steps:<run>, position -> identity .. "\n" .. created_at. A
+-- position holds one outcome: only a "started" mark (an at-most-once call) may be
+-- completed in place, once; nothing else rewrites it, and a refused write logs nothing.
+local now = now_of(ARGV[1])
+local id, fence, position, name, status = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local identity = ARGV[7]
+local run = load(id)
+local steps = P .. 'steps:' .. id
+local existing = redis.call('HGET', steps, position)
+if existing then
+  local held = string.match(existing, '^(.-)\n')
+  local entry = cjson.decode(held)
+  if entry[3] ~= 'started' or status == 'started' then
+    if held == identity and owns(run, fence) then return 1 end
+    return 0
+  end
+  if entry[2] ~= name then return 0 end
+end
+if not owns(run, fence) then return 0 end
+redis.call('HSET', steps, position, identity .. '\n' .. num(now))
+log(id, 'step', ARGV[8], now)
+publish()
+return 1

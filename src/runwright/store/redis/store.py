@@ -1,0 +1,683 @@
+"""The Redis store (redis-py's asyncio client): store and bus for a cluster that prefers it.
+
+Every key of a deployment lives under one prefix with a hash tag, `rw:{<namespace>}:`,
+so every script touches one Redis Cluster slot. Each operation that changes runs is one
+Lua script (see `scripts/`, each with a header of its KEYS, ARGV and return codes) that
+compares the fence of every write after a claim. Where a decision is in `rules` (busy
+policy, cancel, manual retry, rescue), the store reads what the rule needs, asks it in
+Python, and applies the answer in a script that re-checks what the decision was made on
+and refuses if it changed ("stale"): the store then reads and decides again, so nothing
+is applied on a stale read.
+
+Time: scripts judge leases, deadlines and due times by Redis's own clock (`TIME`) unless
+the caller injected a `now`. Liveness: Redis has no session to bind a worker to, so each
+registered worker has a key `alive:<id>` with a short TTL that this store refreshes
+while the process lives; a SIGKILLed or stalled worker's key lapses and its runs are
+taken over at the next rescue tick.
+
+Keys (after the prefix):
+    ids, worker_ids, thread_ids          counters (run ids order submissions)
+    run:<id>                             a run, one field per column
+    keys                                 (tenant, key) -> run id
+    runs                                 every run id (for listing, newest first)
+    due:<priority>:<queue>               queued run ids (zero-padded) by run_at
+    prios:<queue>                        the priorities in use in a queue
+    running                              running run ids by lease expiry
+    owned:<worker>, owners               running runs of each worker; workers owning some
+    deadlines                            open runs with a deadline, by deadline_at
+    children:<id>                        a run's child runs
+    ev:<id>                              a run's log: seq n is index n-1
+    steps:<id>                           a run's journal: position -> entry
+    counts                               (tenant, queue, state) -> number of runs
+    threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
+    sched:<attribute>                    schedules, one hash per attribute
+    workers, beats, alive:<id>           registrations, heartbeat times, liveness
+    schema_version
+Channels: queued, done, cancel, events (payload: comma-separated run ids).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, Callable, Sequence
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
+from ...journal import Event, StepRecord
+from ...runs import Run, RunState
+from ...schedules import Schedule
+from .. import rules
+from ..hub import QUEUED, Hub, done_topic, events_topic
+from ..params import (
+    EventAppendParams,
+    EventListParams,
+    QueueStat,
+    RunCancelParams,
+    RunClaimParams,
+    RunCountDueParams,
+    RunCountParams,
+    RunExpireParams,
+    RunExtendParams,
+    RunExtendResult,
+    RunFinishParams,
+    RunInsertParams,
+    RunListParams,
+    RunNextDueParams,
+    RunQueueStatsParams,
+    RunRescueParams,
+    RunRetryParams,
+    ScheduleAdvanceParams,
+    ScheduleDueParams,
+    SchedulePauseParams,
+    StepRecordParams,
+    ThreadAppendParams,
+    ThreadDeleteParams,
+    ThreadForgetParams,
+    ThreadMessagesParams,
+    WorkerHeartbeatParams,
+    WorkerInfo,
+    WorkerRegisterParams,
+)
+from .codec import (
+    NIL,
+    arg,
+    event_from_entry,
+    identity,
+    run_from_hash,
+    step_from_entry,
+    step_identity,
+)
+from .listener import Listener
+from .scripts import Scripts
+from .tasks import halt
+
+__all__ = ["DEFAULT_LIVENESS_S", "DEFAULT_NAMESPACE", "RedisStore"]
+
+log = logging.getLogger("runwright.store.redis")
+# How long a worker's liveness key outlives its last refresh: a SIGKILLed worker's runs
+# are taken over this long after it died (plus one rescue tick). Refreshed 4 times per
+# TTL, so a loaded event loop has slack before it is taken for dead. Defaults to 1.5 s.
+DEFAULT_LIVENESS_S = 1.5
+DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
+SCHEMA_VERSION = 1  # Redis keeps no tables: the version names the key layout above
+TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
+             ConnectionError, OSError, TimeoutError)
+LIST_CHUNK = 200
+STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
+
+
+class RedisStore:
+    """Store on one Redis namespace. See `runwright.store.interface.Store`."""
+
+    schema_version_known = SCHEMA_VERSION
+
+    def __init__(self, url: str, client_url: str, namespace: str, *,
+                 liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.where = f"redis namespace {namespace!r}"
+        self.hub = Hub()
+        self.clock = clock
+        self.prefix = f"rw:{{{namespace}}}:"
+        self.liveness_s = liveness_s
+        self._client_url = client_url
+        self._redis: aioredis.Redis | None = None
+        self._scripts: Scripts | None = None
+        self._listener: Listener | None = None
+        self._alive_ids: set[int] = set()
+        self._refresher: asyncio.Task[None] | None = None
+        self._closing = False
+
+    # -- connections ----------------------------------------------------------------
+
+    def _client(self) -> aioredis.Redis:
+        return aioredis.Redis.from_url(self._client_url, decode_responses=True,
+                                       socket_connect_timeout=5, socket_timeout=30,
+                                       socket_keepalive=True, health_check_interval=10)
+
+    @property
+    def redis(self) -> aioredis.Redis:
+        assert self._redis is not None, "store is not open"
+        return self._redis
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    async def open(self) -> None:
+        self._closing = False
+        self._redis = self._client()
+        self._scripts = Scripts(self._redis, self.key("ids"))
+        try:
+            await self._redis.ping()
+            await self._scripts.load_all(self._redis)
+        except (*TRANSIENT, redis_errors.RedisError) as exc:
+            await self.close()
+            raise StoreUnreachable(f"redis: cannot connect to {_safe(self._client_url)}: {exc}") from exc
+        try:
+            await self._check_schema_known()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._refresher is not None:
+            await halt(self._refresher)
+            self._refresher = None
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """A Redis call whose failures read as the store's errors: a connection that is
+        gone is StoreUnreachable (the engine retries it), anything else StoreError."""
+        try:
+            return await fn(*args)
+        except TRANSIENT as exc:
+            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+        except redis_errors.RedisError as exc:
+            raise StoreError(f"redis: {type(exc).__name__}: {exc}") from exc
+
+    async def _script(self, name: str, *args: Any) -> Any:
+        assert self._scripts is not None, "store is not open"
+        return await self._call(self._scripts.call, name, [arg(a) for a in args])
+
+    async def _now(self, given: float | None) -> float:
+        """The injected time, else the server's clock (for values written from Python)."""
+        if given is not None:
+            return given
+        seconds, micros = await self._call(self.redis.time)
+        return float(seconds + micros / 1_000_000)
+
+    # -- schema -----------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        return int(await self._call(self.redis.get, self.key("schema_version")) or 0)
+
+    async def _check_schema_known(self) -> None:
+        rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where)
+
+    async def require_schema(self) -> None:
+        rules.check_schema_current(await self.schema_version(), self.schema_version_known, self.where)
+
+    async def migrate(self) -> list[int]:
+        await self._check_schema_known()
+        found = int(await self._script("migrate", self.schema_version_known))
+        rules.check_schema_known(found, self.schema_version_known, self.where)
+        return list(range(found + 1, self.schema_version_known + 1))
+
+    # -- notifications ------------------------------------------------------------------
+
+    async def listen(self) -> None:
+        if self._listener is None:
+            self._listener = Listener(self._client, self.hub, self.prefix)
+            await self._listener.start()
+
+    def _fire_finished(self, params: Sequence[RunFinishParams]) -> None:
+        for p in params:
+            self.hub.fire(QUEUED if p.state is RunState.QUEUED else done_topic(p.run_id))
+            self.hub.fire(events_topic(p.run_id))
+
+    def _fire_ended(self, runs: Sequence[Run]) -> None:
+        if runs:
+            self.hub.fire(QUEUED)
+            self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
+            self.hub.fire_many([events_topic(r.id) for r in runs])
+
+    # -- submitting -----------------------------------------------------------------------
+
+    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+        if not params:
+            return []
+        args: list[Any] = [_now_arg(params[0].now), len(params)]
+        for p in params:
+            args += _insert_fields(p)
+        rows = await self._script("insert", *args)
+        self.hub.fire(QUEUED)
+        return [_existed(run_from_hash(flat), bool(existed)) for existed, flat in rows]
+
+    async def run_insert_threaded(self, params: RunInsertParams) -> Run:
+        assert params.thread is not None, "a threaded submission names its thread"
+        thread = identity(params.tenant, params.thread)
+        for _ in range(STALE_RETRIES):
+            deleted, existing, *open_flat = await self._script(
+                "thread_probe", thread, identity(params.tenant, params.key))
+            if deleted:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            if existing:
+                return _existed(run_from_hash(existing), True)
+            open_runs = [run_from_hash(flat) for flat in open_flat]
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy)
+            seen = ",".join(f"{run.id}:{run.state.value}" for run in open_runs)
+            reply = await self._script(
+                "insert_threaded", _now_arg(params.now), seen, plan.mode,
+                json.dumps({"mode": plan.mode}), rules.interrupted_error(),
+                len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
+                *_insert_fields(params))
+            if reply[0] == "deleted":
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            if reply[0] != "stale":
+                self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
+                return _existed(run_from_hash(reply[1]), bool(reply[0]))
+        raise StoreError(f"thread {params.thread!r}: its open runs kept changing; try again")
+
+    # -- reading runs -------------------------------------------------------------------
+
+    async def run_get(self, run_id: int) -> Run | None:
+        fields = await self._call(self.redis.hgetall, self.key(f"run:{run_id}"))
+        return run_from_hash(fields) if fields else None
+
+    async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]:
+        runs = await self._hashes(sorted(set(run_ids)))
+        return [run_from_hash(h) for h in runs if h]
+
+    async def _hashes(self, run_ids: Sequence[int | str]) -> list[dict[str, str]]:
+        if not run_ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hgetall(self.key(f"run:{run_id}"))
+        return list(await self._call(pipe.execute))
+
+    async def run_list(self, params: RunListParams) -> list[Run]:
+        conditions = rules.list_conditions(params)
+        top = f"({params.before_id}" if params.before_id is not None else "+inf"
+        out: list[Run] = []
+        while len(out) < params.limit:
+            ids = await self._call(self.redis.zrevrangebyscore, self.key("runs"), top, "-inf", 0, LIST_CHUNK)
+            if not ids:
+                break
+            for fields in await self._hashes(ids):
+                run = run_from_hash(fields) if fields else None
+                if run is not None and all(_holds(run, c) for c in conditions):
+                    out.append(run)
+            top = f"({ids[-1]}"
+        return out[:params.limit]
+
+    async def _counts(self, tenant: str | None) -> list[tuple[str, str, int]]:
+        """(queue, state, count) of the counters, of one tenant's runs when given."""
+        raw = await self._call(self.redis.hgetall, self.key("counts"))
+        out = []
+        for name, value in raw.items():
+            run_tenant, queue, state = json.loads(name)
+            if int(value) and (tenant is None or run_tenant == tenant):
+                out.append((queue, state, int(value)))
+        return out
+
+    async def run_count_by_state(self, params: RunCountParams) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for _, state, count in await self._counts(params.tenant):
+            totals[state] = totals.get(state, 0) + count
+        return totals
+
+    async def run_queue_stats(self, params: RunQueueStatsParams) -> list[QueueStat]:
+        totals: dict[tuple[str, str], int] = {}
+        for queue, state, count in await self._counts(params.tenant):
+            totals[queue, state] = totals.get((queue, state), 0) + count
+        now = await self._now(params.now)
+        out: list[QueueStat] = []
+        for (queue, state), count in sorted(totals.items()):
+            oldest = await self._oldest_due(queue, params.tenant, now) if state == "queued" else None
+            out.append((queue, state, count, oldest))
+        return out
+
+    async def _oldest_due(self, queue: str, tenant: str | None, now: float) -> float | None:
+        best: float | None = None
+        for priority in await self._call(self.redis.smembers, self.key(f"prios:{queue}")):
+            key = self.key(f"due:{priority}:{queue}")
+            offset = 0
+            while True:
+                page = await self._call(self.redis.zrangebyscore, key, "-inf", now, offset,
+                                        LIST_CHUNK, True)
+                if not page:
+                    break
+                if tenant is None:
+                    found = [score for _, score in page[:1]]
+                else:
+                    tenants = await self._tenants([int(m) for m, _ in page])
+                    found = [score for (_, score), t in zip(page, tenants) if t == tenant][:1]
+                if found:
+                    best = found[0] if best is None else min(best, found[0])
+                    break
+                offset += LIST_CHUNK
+        return best
+
+    async def _tenants(self, run_ids: Sequence[int]) -> list[str | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self.key(f"run:{run_id}"), "tenant")
+        return list(await self._call(pipe.execute))
+
+    async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
+        value = await self._script("next_due", len(params.queues), *params.queues, *params.tasks)
+        return None if value is None else float(value)
+
+    async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
+        flat = await self._script("count_due", float(params.due_before), *params.queues)
+        return {task: int(count) for task, count in zip(flat[::2], flat[1::2])}
+
+    # -- the hot path ---------------------------------------------------------------
+
+    async def run_claim(self, params: RunClaimParams) -> list[Run]:
+        rows = await self._script("claim", _now_arg(params.now), params.limit, params.worker_id,
+                                  float(params.lease_s), len(params.queues), *params.queues,
+                                  *params.tasks)
+        runs = [run_from_hash(flat) for flat in rows]
+        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))
+        return runs
+
+    async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
+        if not params.runs:
+            return RunExtendResult()
+        pairs = [value for run_id, fence in params.runs for value in (run_id, fence)]
+        flat = await self._script("extend", _now_arg(params.now), float(params.lease_s),
+                                  params.worker_id, *pairs)
+        kept = {int(run_id): int(flag) for run_id, flag in zip(flat[::2], flat[1::2])}
+        return RunExtendResult(lost=[run_id for run_id, _ in params.runs if run_id not in kept],
+                               cancel_requested=[run_id for run_id, flag in kept.items() if flag])
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        if not params:
+            return []
+        args: list[Any] = [_now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
+        for stop in rules.REQUEUE_STOPS:
+            args += [stop.flag, stop.ends_as.value, stop.error]
+        for p in params:
+            args += [p.run_id, p.fence, p.state.value, p.result, p.error,
+                     _float_or_none(p.run_at), p.release, p.kind, p.event_data]
+        refused = [int(i) for i in await self._script("finish", *args)]
+        self._fire_finished(params)
+        return refused
+
+    async def step_record(self, params: StepRecordParams) -> bool:
+        logged = rules.step_event(params.position, params.name, params.status, params.error)
+        recorded = await self._script(
+            "step", _now_arg(params.now), params.run_id, params.fence, params.position,
+            params.name, params.status,
+            step_identity(params.fence, params.name, params.status, params.result, params.error),
+            logged)
+        self.hub.fire(events_topic(params.run_id))
+        return bool(recorded)
+
+    async def event_append(self, params: EventAppendParams) -> list[int] | None:
+        pairs = [value for kind, data in params.events for value in (kind, data)]
+        seqs = await self._script("event_append", _now_arg(params.now), params.run_id,
+                                  params.fence, *pairs)
+        self.hub.fire(events_topic(params.run_id))
+        return [int(s) for s in seqs] or None
+
+    # -- the journal and the log --------------------------------------------------------
+
+    async def step_list(self, run_id: int) -> list[StepRecord]:
+        entries = await self._call(self.redis.hgetall, self.key(f"steps:{run_id}"))
+        steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
+        return sorted(steps, key=lambda s: s.position)
+
+    async def event_list(self, params: EventListParams) -> list[Event]:
+        if params.limit <= 0:
+            return []
+        entries = await self._call(self.redis.lrange, self.key(f"ev:{params.run_id}"),
+                                   params.after, params.after + params.limit - 1)
+        return [event_from_entry(params.run_id, params.after + i + 1, entry)
+                for i, entry in enumerate(entries)]
+
+    # -- cancel, retry --------------------------------------------------------------------
+
+    async def _family(self, run: Run) -> list[Run]:
+        """The run's descendants, in id order."""
+        found: list[Run] = []
+        frontier = [run.id]
+        while frontier:
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in frontier:
+                pipe.smembers(self.key(f"children:{run_id}"))
+            children = sorted(int(c) for members in await self._call(pipe.execute) for c in members)
+            found += [run_from_hash(h) for h in await self._hashes(children) if h]
+            frontier = children
+        return sorted(found, key=lambda r: r.id)
+
+    async def _locked_run(self, run_id: int) -> Run:
+        run = await self.run_get(run_id)
+        if run is None:
+            raise RunNotFound(f"run {run_id} not found")
+        return run
+
+    async def run_cancel(self, params: RunCancelParams) -> Run:
+        for _ in range(STALE_RETRIES):
+            run = await self._locked_run(params.run_id)
+            descendants = await self._family(run)
+            plan = rules.plan_cancel(run, descendants)
+            seen = ",".join(f"{m.id}:{m.state.value}:{int(m.cancel_requested)}"
+                            for m in (run, *descendants))
+            reply = await self._script(
+                "cancel", _now_arg(params.now), run.id, seen, rules.cancelled_error(),
+                json.dumps({"reason": "cancelled on request"}), len(plan.ask_to_stop),
+                *plan.ask_to_stop, *[m.id for m in plan.end_now])
+            if reply[0] == "ok":
+                self.hub.fire_all()  # cancel, done and events topics of a whole family
+                return run_from_hash(reply[1])
+        raise StoreError(f"run {params.run_id}: its family kept changing during the cancel; try again")
+
+    async def run_retry(self, params: RunRetryParams) -> Run:
+        for _ in range(STALE_RETRIES):
+            run = await self._locked_run(params.run_id)
+            forget = rules.retry_drops(run, await self.step_list(run.id))
+            reply = await self._script("retry", _now_arg(params.now), run.id, run.state.value,
+                                       json.dumps({"previous": run.state.value}), *forget)
+            if reply[0] == "ok":
+                self.hub.fire(QUEUED)
+                self.hub.fire(events_topic(run.id))
+                return run_from_hash(reply[1])
+        raise StoreError(f"run {params.run_id}: its state kept changing during the retry; try again")
+
+    # -- rescue and deadlines -----------------------------------------------------------
+
+    async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
+        now_text, dead, *stuck_flat = await self._script(
+            "rescue_scan", _now_arg(params.now), float(params.worker_stale_s))
+        if not dead and not stuck_flat:
+            return []  # most ticks of most workers find nothing
+        now = float(now_text)
+        stuck = [run_from_hash(flat) for flat in stuck_flat if flat]
+        fates = [rules.rescue_fate(run, params.max_recoveries, now)
+                 for run in stuck if run.state is RunState.RUNNING]
+        args: list[Any] = [now_text, len(dead), *dead]
+        for fate in fates:
+            args += [fate.run_id, fate.fence, fate.state.value, fate.recoveries, fate.run_at,
+                     fate.finished_at, fate.error, fate.event_kind]
+        rescued = [run_from_hash(flat) for flat in await self._script("rescue", *args)]
+        self._fire_ended(rescued)
+        return rescued
+
+    async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
+        rows = await self._script("expire", _now_arg(params.now), rules.deadline_error(),
+                                  json.dumps({"error": "DeadlineExceeded"}))
+        expired = [run_from_hash(flat) for flat in rows]
+        self._fire_ended(expired)
+        return expired
+
+    # -- threads ------------------------------------------------------------------------
+
+    async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
+        number = await self._call(self.redis.hget, self.key("threads"),
+                                  identity(params.tenant, params.thread))
+        if number is None:
+            return []
+        if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
+            raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+        entries = await self._call(self.redis.hgetall, self.key(f"tmsg:{number}"))
+        out = []
+        for field in sorted(entries):
+            run_id, idx = int(field[:20]), int(field[20:])
+            if params.before_run is None or run_id < params.before_run:
+                out.append((run_id, idx, entries[field]))
+        return out
+
+    async def thread_append(self, params: ThreadAppendParams) -> bool:
+        return bool(await self._script("thread_append", params.run_id, params.fence, params.idx,
+                                       params.message))
+
+    async def thread_forget_run(self, params: ThreadForgetParams) -> bool:
+        return bool(await self._script("thread_forget", params.run_id, params.fence))
+
+    async def thread_delete(self, params: ThreadDeleteParams) -> bool:
+        now = await self._now(params.now)
+        return bool(await self._script("thread_delete", identity(params.tenant, params.thread),
+                                       now, params.purge))
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def schedule_save(self, schedule: Schedule) -> Schedule:
+        await self._script("schedule_save", schedule.name, json.dumps(list(schedule.definition())),
+                           json.dumps([schedule.cron, schedule.tz]), schedule.paused,
+                           float(schedule.next_fire_at), float(schedule.created_at),
+                           float(schedule.updated_at))
+        return {s.name: s for s in await self.schedule_list()}[schedule.name]
+
+    async def schedule_list(self) -> list[Schedule]:
+        pipe = self.redis.pipeline(transaction=False)
+        for part in ("def", "paused", "next", "created", "updated"):
+            pipe.hgetall(self.key(f"sched:{part}"))
+        definitions, paused, upcoming, created, updated = await self._call(pipe.execute)
+        return [Schedule(name, *json.loads(definitions[name]), paused.get(name) == "1",  # type: ignore[call-arg]
+                         float(upcoming[name]), float(created[name]), float(updated[name]))
+                for name in sorted(definitions)]
+
+    async def schedule_due(self, params: ScheduleDueParams) -> list[Schedule]:
+        now = await self._now(params.now)
+        due = [s for s in await self.schedule_list() if not s.paused and s.next_fire_at <= now]
+        return sorted(due, key=lambda s: s.next_fire_at)
+
+    async def schedule_advance(self, params: ScheduleAdvanceParams) -> bool:
+        return bool(await self._script("schedule_advance", params.name, float(params.expected_next),
+                                       float(params.next_fire_at)))
+
+    async def schedule_set_paused(self, params: SchedulePauseParams) -> bool:
+        now = await self._now(params.now)
+        upcoming = None if params.next_fire_at is None else float(params.next_fire_at)
+        return bool(await self._script("schedule_pause", params.name, params.paused, upcoming, now))
+
+    async def schedule_delete(self, name: str) -> bool:
+        return bool(await self._script("schedule_delete", name))
+
+    # -- workers: a liveness key with a TTL ---------------------------------------------
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int:
+        now = await self._now(params.now)
+        registration = json.dumps({"host": params.host, "pid": params.pid,
+                                   "queues": list(params.queues), "tasks": list(params.tasks),
+                                   "started_at": now})
+        worker_id = int(await self._script("worker_register", registration, now, self._ttl_ms()))
+        self._alive_ids.add(worker_id)
+        if self._refresher is None:
+            self._refresher = asyncio.get_running_loop().create_task(self._refresh_liveness())
+        return worker_id
+
+    def _ttl_ms(self) -> int:
+        return max(1, int(self.liveness_s * 1000))
+
+    async def _refresh_liveness(self) -> None:
+        """Keep the liveness keys of this process's workers: they lapse when the process
+        dies or stalls, which is how others learn that its runs need a new owner."""
+        while not self._closing:
+            await asyncio.sleep(self.liveness_s / 4)
+            for worker_id in list(self._alive_ids):
+                try:
+                    if not await self._script("worker_heartbeat", worker_id, "keep", self._ttl_ms()):
+                        self._alive_ids.discard(worker_id)  # declared dead: it registers again
+                except StoreError as exc:
+                    log.warning("liveness refresh failed (%s); retrying", exc)
+
+    async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        alive = bool(await self._script("worker_heartbeat", params.worker_id,
+                                        _now_arg(params.now), self._ttl_ms()))
+        if not alive:
+            self._alive_ids.discard(params.worker_id)
+        return alive
+
+    async def worker_deregister(self, worker_id: int) -> None:
+        self._alive_ids.discard(worker_id)
+        await self._script("worker_deregister", worker_id)
+
+    async def worker_list(self) -> list[WorkerInfo]:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.key("workers"))
+        pipe.hgetall(self.key("beats"))
+        registrations, beats = await self._call(pipe.execute)
+        out = []
+        for worker_id in sorted(registrations, key=int):
+            info = json.loads(registrations[worker_id])
+            out.append(WorkerInfo(int(worker_id), info["host"], info["pid"], info["queues"],
+                                  info["tasks"], info["started_at"], float(beats.get(worker_id, 0))))
+        return out
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _now_arg(now: float | None) -> str:
+    """An injected time, or '' for "the server's clock" (TIME inside the script)."""
+    return "" if now is None else repr(float(now))
+
+
+def _insert_fields(p: RunInsertParams) -> list[Any]:
+    """A run's INSERT_FIELDS script arguments (see scripts/lib.lua)."""
+    stub = Run(0, p.key, p.task, p.queue, p.priority, RunState.QUEUED, p.args, 0, p.max_attempts,
+               0, 0.0, 0.0, parent_id=p.parent_id, thread=p.thread)
+    thread = NIL if p.thread is None else identity(p.tenant, p.thread)
+    return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
+            int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
+            p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
+            rules.submitted_event(stub), thread]
+
+
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _existed(run: Run, existed: bool) -> Run:
+    run.existed = existed
+    return run
+
+
+# The columns of `rules.list_conditions` that are expressions, not plain fields.
+_COLUMN_READERS: dict[str, Callable[[Run], Any]] = {
+    "state": lambda run: run.state.value,
+    "coalesce(tenant, '')": lambda run: run.tenant or "",
+}
+
+
+def _holds(run: Run, condition: tuple[str, str, object]) -> bool:
+    """One condition of `rules.list_conditions`, tested on a run."""
+    column, op, value = condition
+    reader = _COLUMN_READERS.get(column)
+    held: Any = reader(run) if reader is not None else getattr(run, column)
+    if op == "in":
+        return held in value  # type: ignore[operator]
+    if held is None:
+        return False
+    if op == "=":
+        return bool(held == value)
+    if op == "<":
+        return bool(held < value)
+    if op == ">=":
+        return bool(held >= value)
+    raise ValueError(f"unknown list condition {condition!r}")
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for error messages."""
+    if "@" not in url:
+        return url
+    scheme, rest = url.split("//", 1)
+    credentials, host = rest.split("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}//{user}:***@{host}"

@@ -1,0 +1,157 @@
+"""What only the Redis backend has to show: it survives its server blinking and
+restarting, and with an append-only file it loses no acknowledged submission.
+
+These tests start a Redis server of their own (its own port and directory, with AOF),
+never touching the machine's shared one: they kill its clients and the server itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import redis.asyncio
+
+import runwright as rw
+
+from .conftest import running_worker
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    """A redis-server on a free port, with `appendonly yes` + `appendfsync everysec`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0?namespace=aof"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
+             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("the private redis-server did not start")
+
+    def crash(self) -> None:
+        """SIGKILL: whatever AOF had not fsynced yet (at most about a second) is lost."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.crash()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def _step_app(url: str) -> rw.App:
+    app = rw.App(url)
+
+    @app.task
+    async def step(ctx: rw.Context, n: int) -> int:
+        await asyncio.sleep(0.01)
+        return n
+
+    await app.open()
+    return app
+
+
+async def test_a_redis_whose_clients_are_killed_and_scripts_flushed_mid_run_fails_no_run(
+        private_redis: PrivateRedis) -> None:
+    app = await _step_app(private_redis.url)
+    admin = redis.asyncio.Redis(port=private_redis.port)
+    try:
+        async with running_worker(app, concurrency=20):
+            handles = await app.submit_many("step", [{"n": n} for n in range(300)])
+            killed = 0
+            for _ in range(3):
+                await asyncio.sleep(0.15)
+                killed += await admin.client_kill_filter(_type="normal", skipme=True)
+                await admin.client_kill_filter(_type="pubsub")  # followers fall back to polling
+                await admin.script_flush()  # as after a failover: every script is loaded again
+            values = [await h.result(timeout_s=60) for h in handles]
+            assert killed > 0
+    finally:
+        await admin.aclose()
+        await app.close()
+    assert values == list(range(300))
+
+
+async def test_with_aof_a_restart_mid_drain_loses_no_acknowledged_submission(
+        private_redis: PrivateRedis) -> None:
+    app = await _step_app(private_redis.url)
+    acknowledged: list[tuple[float, list[int]]] = []  # (monotonic time of the reply, ids)
+    crashed_at: list[float] = []
+
+    async def submit_forever() -> None:
+        n = 0
+        while len(acknowledged) < 400:
+            try:
+                handles = await app.submit_many("step", [{"n": n + i} for i in range(5)])
+            except rw.StoreError:
+                await asyncio.sleep(0.05)  # the server is down: try again
+                continue
+            acknowledged.append((time.monotonic(), [h.id for h in handles]))
+            n += 5
+            await asyncio.sleep(0.005)
+
+    try:
+        async with running_worker(app, concurrency=20):
+            submitter = asyncio.create_task(submit_forever())
+            # Crash once there is a good second and a half of submissions behind us: those
+            # acknowledged more than a second before the crash are the ones that must stay.
+            while len(acknowledged) < 150 or time.monotonic() - acknowledged[0][0] < 2.5:
+                await asyncio.sleep(0.02)
+            crashed_at.append(time.monotonic())
+            private_redis.crash()
+            await asyncio.sleep(0.3)
+            private_redis.start()
+            await asyncio.wait_for(submitter, 120)
+            durable = [run_id for at, ids in acknowledged if at < crashed_at[0] - 1.0 for run_id in ids]
+            later = [run_id for at, ids in acknowledged if at > crashed_at[0] for run_id in ids]
+            assert len(durable) >= 100 and later
+            for run_id in durable + later:
+                handle = await app.get(run_id)  # RunNotFound if the restart lost it
+                await handle.result(timeout_s=120)
+    finally:
+        await app.close()
+
+
+def test_the_private_server_is_not_the_shared_one(private_redis: PrivateRedis) -> None:
+    assert private_redis.port != 6379 and os.path.isdir(private_redis.directory)
