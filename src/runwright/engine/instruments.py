@@ -71,7 +71,7 @@ class Instruments:
 
     def __init__(self) -> None:
         self.stats = WorkerStats()
-        self._children: dict[tuple[str, ...], Any] = {}
+        self._children: dict[tuple[object, ...], Any] = {}
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), *labels)
