@@ -23,6 +23,8 @@ _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan
 
 def encode(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
     """JSON text of `value`, or a clear error naming `what` was refused."""
+    if value is None:  # most tasks return nothing: no encoder call per run
+        return "null"
     try:
         text = _encoder.encode(value)
     except (TypeError, ValueError) as exc:

@@ -16,11 +16,13 @@ from ...runs import Run, RunState
 
 __all__ = [
     "NIL",
+    "RUN_FIELDS",
     "arg",
     "as_dict",
     "event_from_entry",
     "identity",
     "run_from_hash",
+    "run_from_values",
     "step_from_entry",
     "step_identity",
 ]
@@ -56,6 +58,26 @@ def _float(value: str | None) -> float | None:
 
 def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
+
+
+# The run hash's fields in Run's order: a script that answers with HMGET of these (the
+# claim) sends values only, read back by position. The scripts get this list as
+# RUN_FIELDS (see scripts.py), so it is written once.
+RUN_FIELDS = ("id", "key", "task", "queue", "priority", "state", "args", "attempt", "max_attempts",
+              "fence", "run_at", "created_at", "timeout_s", "owner", "lease_expires_at",
+              "started_at", "finished_at", "result", "error", "recoveries", "cancel_requested",
+              "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant")
+
+
+def run_from_values(v: Sequence[str | None]) -> Run:
+    """A run from HMGET of RUN_FIELDS (None where a field is absent)."""
+    return Run(
+        int(v[0]), v[1], v[2], v[3], int(v[4]), RunState(v[5]), v[6], int(v[7]),  # type: ignore[arg-type]
+        int(v[8]), int(v[9]), float(v[10]), float(v[11]),  # type: ignore[arg-type]
+        _float(v[12]), _int(v[13]), _float(v[14]), _float(v[15]), _float(v[16]), v[17], v[18],
+        int(v[19]), v[20] == "1", int(v[21]), _int(v[22]), v[23],  # type: ignore[arg-type]
+        _float(v[24]), v[25], v[26], v[27],
+    )
 
 
 def run_from_hash(fields: dict[str, str] | Sequence[str]) -> Run:

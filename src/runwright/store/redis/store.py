@@ -89,6 +89,7 @@ from .codec import (
     event_from_entry,
     identity,
     run_from_hash,
+    run_from_values,
     step_from_entry,
     step_identity,
 )
@@ -370,9 +371,7 @@ class RedisStore:
         rows = await self._script("claim", _now_arg(params.now), params.limit, params.worker_id,
                                   float(params.lease_s), len(params.queues), *params.queues,
                                   *params.tasks)
-        runs = [run_from_hash(flat) for flat in rows]
-        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))
-        return runs
+        return [run_from_values(values) for values in rows]  # in claim order
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
@@ -390,9 +389,10 @@ class RedisStore:
         args: list[Any] = [_now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
         for stop in rules.REQUEUE_STOPS:
             args += [stop.flag, stop.ends_as.value, stop.error]
-        for p in params:
-            args += [p.run_id, p.fence, p.state.value, p.result, p.error,
-                     _float_or_none(p.run_at), p.release, p.kind, p.event_data]
+        args.append(json.dumps([
+            [str(p.run_id), str(p.fence), p.state.value, p.result, p.error,
+             None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data]
+            for p in params]))
         refused = [int(i) for i in await self._script("finish", *args)]
         self._fire_finished(params)
         return refused

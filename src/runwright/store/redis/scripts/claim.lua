@@ -6,7 +6,7 @@
 -- ARGV[3]  worker id
 -- ARGV[4]  lease_s
 -- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues; the rest, the tasks
--- Returns  the claimed runs' hashes (flat lists), in claim order
+-- Returns  the claimed runs, each as HMGET of RUN_FIELDS (codec.py), in claim order
 --
 -- Claim order is priority, then run_at, then submission order. Per queue and priority,
 -- due:<priority>:<queue> holds queued run ids (zero-padded) scored by run_at; prios:<queue>
@@ -22,6 +22,8 @@ for i = 6 + queue_count, #ARGV do tasks[ARGV[i]] = true end
 -- How many due entries one claim may look at per queue and priority before it gives up
 -- on finding eligible ones (runs of other tasks, of busy threads): the hot path stays bounded.
 local SCAN_LIMIT = 2000
+-- What a claim reads of each run it takes (the reply is every field, read after).
+local CLAIM_FIELDS = {'state', 'queue', 'priority', 'tenant', 'fence', 'attempt', 'last_seq'}
 
 -- Due now and ours to start: a task this worker has, not past its deadline (then it is
 -- the sweeper's to end), and not waiting behind an earlier open run of its thread.
@@ -36,17 +38,27 @@ local function eligible(id)
   return true
 end
 
+-- With one queue a due set is already in claim order (run_at, then the padded id), so
+-- its scores are not asked for (each one is a double formatted and parsed again).
+local single = queue_count == 1
+
 local function collect(key, want, into)
   local offset, chunk, found = 0, math.max(want * 2, 32), 0
+  local step = single and 1 or 2
   while found < want and offset < SCAN_LIMIT do
-    local page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', offset, chunk)
-    for i = 1, #page, 2 do
+    local page
+    if single then
+      page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', offset, chunk)
+    else
+      page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', offset, chunk)
+    end
+    for i = 1, #page, step do
       if found < want and eligible(tonumber(page[i])) then
-        into[#into + 1] = {tonumber(page[i + 1]), page[i]}
+        into[#into + 1] = {single and 0 or tonumber(page[i + 1]), page[i]}
         found = found + 1
       end
     end
-    if #page < chunk * 2 then break end
+    if #page < chunk * step then break end
     offset = offset + chunk
   end
 end
@@ -72,30 +84,35 @@ for _, priority in ipairs(priorities) do
       collect(key, want, candidates)
     end
   end
-  table.sort(candidates, function(a, b)
-    if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
-  end)
+  if not single then
+    table.sort(candidates, function(a, b)
+      if a[1] ~= b[1] then return a[1] < b[1] end
+      return a[2] < b[2]
+    end)
+  end
   for i = 1, math.min(want, #candidates) do picked[#picked + 1] = tonumber(candidates[i][2]) end
 end
 
 local out = {}
+if #picked > 0 then redis.call('SADD', P .. 'owners', worker) end
+local started_at = num(now)
 for _, id in ipairs(picked) do
-  local run = load(id)
+  local run = load_fields(id, CLAIM_FIELDS)
+  local key = run_key(id)
   dequeue(id, run)
-  move(id, run, 'running')
+  shift(run, 'running')
   local fence = tonumber(run.fence) + 1
   local attempt = tonumber(run.attempt) + 1
+  local seq = tonumber(run.last_seq) + 1
   local lease = num(now + lease_s)
-  redis.call('HSET', run_key(id), 'fence', fence, 'attempt', attempt, 'owner', worker,
-             'lease_expires_at', lease, 'started_at', num(now), 'cancel_requested', 0,
-             'wake_requested', 0)
+  redis.call('HSET', key, 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
+             'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', 0,
+             'wake_requested', 0, 'last_seq', seq)
   redis.call('ZADD', P .. 'running', lease, id)
   redis.call('SADD', P .. 'owned:' .. worker, id)
-  redis.call('SADD', P .. 'owners', worker)
-  log(id, 'started', string.format('{"attempt": %d, "worker": %d, "fence": %d}',
-                                   attempt, tonumber(worker), fence), now)
-  out[#out + 1] = redis.call('HGETALL', run_key(id))
+  append(id, seq, 'started', string.format('{"attempt": %d, "worker": %d, "fence": %d}',
+                                           attempt, tonumber(worker), fence), now)
+  out[#out + 1] = redis.call('HMGET', key, unpack(RUN_FIELDS))
 end
 requeued = false  -- a claim makes nothing due
 publish()

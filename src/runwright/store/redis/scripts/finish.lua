@@ -4,8 +4,9 @@
 -- ARGV[1]  now ('' = the server's clock)
 -- ARGV[2]  s, the number of stop requests (rules.REQUEUE_STOPS, in precedence order);
 --          then per stop: the run field that carries it, the state it ends as, its error
--- then per finish, 9 values: run id, fence, target state, result, error, run_at, release
---          (0/1), event kind, event data; NIL for a missing value
+-- then    the finishes, one JSON array of arrays of 9 values: run id, fence, target state,
+--          result, error, run_at (strings, or null), release (a boolean), event kind,
+--          event data. One argument, not 9 per run: packing them was a tenth of a worker.
 -- Returns  the ids whose fence was refused
 --
 -- A run changes only if the caller's fence is still current and it is still running
@@ -22,6 +23,11 @@ for _ = 1, tonumber(ARGV[2]) do
 end
 local STOPPED = {}
 for _, stop in ipairs(stops) do STOPPED[stop.ends_as] = true end
+-- What a finish reads of each run (never its args or result): the fence and state it
+-- checks, the books it updates, and the stop flags.
+local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'priority', 'error', 'wake_requested',
+                'interrupt', 'thread_no', 'parent_id', 'deadline_at', 'attempt', 'last_seq'}
+for _, stop in ipairs(stops) do FIELDS[#FIELDS + 1] = stop.flag end
 
 local function set(value) return value ~= nil and value ~= '0' end
 
@@ -39,36 +45,46 @@ local function confirmed(run, fence, target)
     and (run.state == target or (target == 'queued' and STOPPED[run.state] == true))
 end
 
+local function given(value) if value == cjson.null then return nil end return value end
+
 local refused = {}
-while i <= #ARGV do
-  local id, fence, target = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local result, err, run_at = opt(ARGV[i + 3]), opt(ARGV[i + 4]), opt(ARGV[i + 5])
-  local release, kind, data = ARGV[i + 6] == '1', ARGV[i + 7], ARGV[i + 8]
-  i = i + 9
-  local run = load(id)
+for _, f in ipairs(cjson.decode(ARGV[i])) do
+  local id, fence, target = f[1], f[2], f[3]
+  local result, err, run_at = given(f[4]), given(f[5]), given(f[6])
+  local release, kind, data = f[7], f[8], f[9]
+  local run = load_fields(id, FIELDS)
   if not owns(run, fence) then
     if not confirmed(run, fence, target) then refused[#refused + 1] = tonumber(id) end
   else
     local state, final_error = outcome(run, target, err)
     local key = run_key(id)
-    disown(id, run)
-    move(id, run, state)
-    if result then redis.call('HSET', key, 'result', result) else redis.call('HDEL', key, 'result') end
-    if final_error then redis.call('HSET', key, 'error', final_error) else redis.call('HDEL', key, 'error') end
-    if release then redis.call('HINCRBY', key, 'attempt', -1) end
+    -- One HSET and one HDEL per run: every field this end changes, written together.
+    local sets, drops = {'state', state, 'wake_requested', 0}, {'owner', 'lease_expires_at'}
+    local function put(field, value)
+      if value then sets[#sets + 1] = field; sets[#sets + 1] = value else drops[#drops + 1] = field end
+    end
+    leave_owner(id, run)
+    shift(run, state)
+    put('result', result)
+    put('error', final_error)
+    if release then put('attempt', tonumber(run.attempt) - 1) end
     if state == 'queued' then
       run_at = run_at or num(now)  -- a requeue without a time is due now
-      redis.call('HDEL', key, 'finished_at')
       if set(run.wake_requested) then run_at = num(math.min(tonumber(run_at), now)) end
       run.run_at = run_at
-      redis.call('HSET', key, 'run_at', run_at, 'wake_requested', 0)
+      put('run_at', run_at)
+      put('finished_at', nil)
       enqueue(id, run)
     else
-      redis.call('HSET', key, 'finished_at', num(now), 'wake_requested', 0)
+      put('finished_at', num(now))
       if state == 'interrupted' and run.interrupt == 'rollback' then forget_messages(id, run) end
       ended(id, run, now)
     end
-    if state == target then log(id, kind, data, now) else log(id, state, '{}', now) end
+    local seq = tonumber(run.last_seq) + 1
+    put('last_seq', seq)
+    if state == target then append(id, seq, kind, data, now) else append(id, seq, state, '{}', now) end
+    redis.call('HSET', key, unpack(sets))
+    redis.call('HDEL', key, unpack(drops))
   end
 end
 publish()

@@ -9,12 +9,21 @@
 -- NULL. ARGV cannot carry nil, so NIL (one NUL byte) stands for "no value". Times are
 -- epoch seconds written with %.17g, which round-trips a double exactly (Lua's default
 -- tostring keeps only 14 digits and would move a lease or a due time).
+--
+-- RUN_FIELDS, the run hash's fields in the order Python reads them, is defined above this
+-- prelude when the scripts are loaded (scripts.py, from codec.RUN_FIELDS).
 
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
 
-local function num(x) return string.format('%.17g', x) end
+-- Formatting a double exactly is dear (glibc's multi-precision path), and most calls of a
+-- script format the same `now`: the last one is kept.
+local num_last, num_text
+local function num(x)
+  if x ~= num_last then num_last, num_text = x, string.format('%.17g', x) end
+  return num_text
+end
 
 -- The time a decision is judged by: the caller's injected `now` when given (tests drive
 -- the clock), else the Redis server's own clock, never a worker's.
@@ -39,25 +48,67 @@ local function load(id)
   return run
 end
 
--- Counters by (tenant, queue, state), kept by every state change, so that counts and
--- queue stats never scan the runs. cjson keeps the three parts apart unambiguously.
-local function count(run, state, delta)
-  redis.call('HINCRBY', P .. 'counts', cjson.encode({run.tenant or '', run.queue, state}), delta)
+-- Only the named fields of a run (nil if there is no such run): on the hot path a run's
+-- args and result need not be copied into Lua to be moved between sets.
+local function load_fields(id, names)
+  local values = redis.call('HMGET', run_key(id), unpack(names))
+  if not values[1] then return nil end  -- names[1] must be a field every run has
+  local run = {}
+  for i, name in ipairs(names) do
+    if values[i] then run[name] = values[i] end
+  end
+  return run
 end
 
-local function move(id, run, state)
+-- Counters by (tenant, queue, state), kept by every state change, so that counts and
+-- queue stats never scan the runs. cjson keeps the three parts apart unambiguously.
+-- A script adds its deltas up and writes each counter once, in publish(): a batch of 200
+-- claims then costs one HINCRBY per counter, not two per run.
+local count_deltas, count_fields = {}, {}
+local function count(run, state, delta)
+  local tenant = run.tenant or ''
+  local by_queue = count_fields[tenant]
+  if not by_queue then by_queue = {}; count_fields[tenant] = by_queue end
+  local by_state = by_queue[run.queue]
+  if not by_state then by_state = {}; by_queue[run.queue] = by_state end
+  local field = by_state[state]
+  if not field then
+    field = cjson.encode({tenant, run.queue, state})
+    by_state[state] = field
+  end
+  count_deltas[field] = (count_deltas[field] or 0) + delta
+end
+
+local function flush_counts()
+  for field, delta in pairs(count_deltas) do
+    if delta ~= 0 then redis.call('HINCRBY', P .. 'counts', field, delta) end
+  end
+  count_deltas = {}
+end
+
+-- A state change in the books (counters); the caller writes the state field itself.
+local function shift(run, state)
   count(run, run.state, -1)
   count(run, state, 1)
   run.state = state
+end
+
+local function move(id, run, state)
+  shift(run, state)
   redis.call('HSET', run_key(id), 'state', state)
 end
 
--- Append one event under the run's next seq: the log is a list where seq n is index
--- n-1, so last_seq and the list length move together and the log stays gapless.
-local function log(id, kind, data, now)
-  local seq = redis.call('HINCRBY', run_key(id), 'last_seq', 1)
+-- Append one event as seq `seq` (last_seq + 1): the log is a list where seq n is index
+-- n-1, so last_seq and the list length move together and the log stays gapless. The
+-- caller writes last_seq = seq in the same script.
+local function append(id, seq, kind, data, now)
   redis.call('RPUSH', P .. 'ev:' .. id, cjson.encode({kind, data, num(now)}))
   event_ids[#event_ids + 1] = id
+end
+
+local function log(id, kind, data, now)
+  local seq = redis.call('HINCRBY', run_key(id), 'last_seq', 1)
+  append(id, seq, kind, data, now)
   return seq
 end
 
@@ -75,15 +126,27 @@ local function owns(run, fence)
   return run ~= nil and run.fence == fence and run.state == 'running'
 end
 
--- A running run leaves its owner's books (lease set, owned set).
-local function disown(id, run)
+-- A running run leaves its owner's books (lease set, owned set). Whether the owner still
+-- owns anything is settled once per owner, in publish().
+local disowning = {}
+local function leave_owner(id, run)
   redis.call('ZREM', P .. 'running', id)
   if run.owner then
-    local owned = P .. 'owned:' .. run.owner
-    redis.call('SREM', owned, id)
-    if redis.call('SCARD', owned) == 0 then redis.call('SREM', P .. 'owners', run.owner) end
+    redis.call('SREM', P .. 'owned:' .. run.owner, id)
+    disowning[run.owner] = true
   end
+end
+
+local function disown(id, run)
+  leave_owner(id, run)
   redis.call('HDEL', run_key(id), 'owner', 'lease_expires_at')
+end
+
+local function settle_owners()
+  for owner in pairs(disowning) do
+    if redis.call('SCARD', P .. 'owned:' .. owner) == 0 then redis.call('SREM', P .. 'owners', owner) end
+  end
+  disowning = {}
 end
 
 -- Drop what a run added to its thread's history (rollback).
@@ -117,7 +180,7 @@ local function ended(id, run, now)
     redis.call('ZREM', P .. 'topen:' .. run.thread_no, id)
     requeued = true
   end
-  redis.call('ZREM', P .. 'deadlines', id)
+  if run.deadline_at then redis.call('ZREM', P .. 'deadlines', id) end
   if run.parent_id then wake_parent(run.parent_id, now) end
   done_ids[#done_ids + 1] = id
 end
@@ -188,6 +251,8 @@ end
 
 -- The notifications ride along with the change: a hint to re-read, never the truth.
 local function publish()
+  flush_counts()
+  settle_owners()
   if #done_ids > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done_ids, ',')) end
   if #event_ids > 0 then redis.call('PUBLISH', P .. 'events', table.concat(event_ids, ',')) end
   if #cancel_ids > 0 then redis.call('PUBLISH', P .. 'cancel', table.concat(cancel_ids, ',')) end
