@@ -490,7 +490,7 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
     rows = [
         ("submit_many", lambda f: rate(f.submit_per_s)),
         ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
-        ("  raw SQL limit", lambda f: rate(f.raw_per_s)),
+        ("  raw limit (SQL; Lua on Redis)", lambda f: rate(f.raw_per_s)),
         ("  drain / raw", share),
         ("submit+drain, workers up", lambda f: rate(f.steady_per_s)),
         ("worker start-up", lambda f: "-" if f.startup_s is None else f"{f.startup_s:.2f} s"),

@@ -126,14 +126,16 @@ local function owns(run, fence)
   return run ~= nil and run.fence == fence and run.state == 'running'
 end
 
--- A running run leaves its owner's books (lease set, owned set). Whether the owner still
--- owns anything is settled once per owner, in publish().
-local disowning = {}
+-- A running run leaves its owner's books (lease set, owned set). The sets are written in
+-- publish(), one ZREM and one SREM per owner for the whole batch, and whether the owner
+-- still owns anything is settled there too.
+local leaving, disowning = {}, {}
 local function leave_owner(id, run)
-  redis.call('ZREM', P .. 'running', id)
+  leaving[#leaving + 1] = id
   if run.owner then
-    redis.call('SREM', P .. 'owned:' .. run.owner, id)
-    disowning[run.owner] = true
+    local ids = disowning[run.owner]
+    if not ids then ids = {}; disowning[run.owner] = ids end
+    ids[#ids + 1] = id
   end
 end
 
@@ -142,11 +144,20 @@ local function disown(id, run)
   redis.call('HDEL', run_key(id), 'owner', 'lease_expires_at')
 end
 
+-- One command for many members, in chunks (unpack is bounded by Lua's C stack).
+local function call_many(command, key, members)
+  for i = 1, #members, 1000 do
+    redis.call(command, key, unpack(members, i, math.min(#members, i + 999)))
+  end
+end
+
 local function settle_owners()
-  for owner in pairs(disowning) do
+  call_many('ZREM', P .. 'running', leaving)
+  for owner, ids in pairs(disowning) do
+    call_many('SREM', P .. 'owned:' .. owner, ids)
     if redis.call('SCARD', P .. 'owned:' .. owner) == 0 then redis.call('SREM', P .. 'owners', owner) end
   end
-  disowning = {}
+  leaving, disowning = {}, {}
 end
 
 -- Drop what a run added to its thread's history (rollback).
