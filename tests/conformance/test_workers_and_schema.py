@@ -61,3 +61,12 @@ async def test_a_newer_schema_is_refused_and_nothing_is_written(store, store_url
     with pytest.raises(SchemaError):
         await store.migrate()
     assert await store.run_count_by_state(RunCountParams()) == before == {}
+
+
+async def test_more_calls_at_once_than_a_connection_pool_holds_all_answer(store):
+    # A worker with hundreds of runs in flight makes that many store calls at once: they
+    # wait for a connection, none fails for want of one (redis-py's default pool raises
+    # past 100).
+    (run,) = await store.run_insert_many([insert()])
+    read = await asyncio.gather(*(store.run_get(run.id) for _ in range(300)))
+    assert {r.id for r in read} == {run.id} and len(read) == 300

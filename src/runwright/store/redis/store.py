@@ -109,6 +109,8 @@ SCHEMA_VERSION = 1  # Redis keeps no tables: the version names the key layout ab
 TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
              ConnectionError, OSError, TimeoutError)
 LIST_CHUNK = 200
+POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
+POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
 
 
@@ -137,9 +139,14 @@ class RedisStore:
     # -- connections ----------------------------------------------------------------
 
     def _client(self) -> aioredis.Redis:
-        return aioredis.Redis.from_url(self._client_url, decode_responses=True,
-                                       socket_connect_timeout=5, socket_timeout=30,
-                                       socket_keepalive=True, health_check_interval=10)
+        # A blocking pool: more calls at once than connections wait for one, where
+        # redis-py's default pool raises MaxConnectionsError past 100 (a worker with 200
+        # runs journaling steps at once would have read that as an outage).
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self._client_url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S,
+            decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
+            socket_keepalive=True, health_check_interval=10)
+        return aioredis.Redis.from_pool(pool)
 
     @property
     def redis(self) -> aioredis.Redis:
