@@ -17,12 +17,13 @@ import email.utils
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
-
-import openai
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ConfigError, FinalError, RunwrightError
 from ..retry import Backoff
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = ["DEFAULT_PRICES", "ModelClient", "ModelError", "ModelUnavailable", "Price", "resolve_model"]
 
@@ -105,6 +106,8 @@ class ModelClient:
         # Built on first use, inside the worker's event loop; the SDK's own retries are
         # off because ours honour Retry-After and count toward one policy.
         if self._client is None:
+            import openai  # here, not at import: the SDK takes 0.4 s to load, paid by every CLI call
+
             self._client = openai.AsyncOpenAI(base_url=self.ref.base_url, api_key=self.ref.api_key,
                                               max_retries=0, timeout=self.timeout_s)
         return self._client
@@ -117,6 +120,8 @@ class ModelClient:
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                        on_tokens: Callable[[str], Awaitable[None]] | None = None) -> dict[str, Any]:
         """The assistant's message, the usage and its cost in USD."""
+        import openai
+
         attempt = 1
         while True:
             try:
