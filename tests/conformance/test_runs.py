@@ -157,3 +157,23 @@ async def test_claim_over_several_queues_merges_them_in_claim_order(store):
     assert [r.id for r in first] == [b_high.id, a_high.id]
     rest = await store.run_claim(claim(wid, limit=5, queues=("a", "b")))
     assert [r.id for r in rest] == [b_mid.id, a_low.id]
+
+
+async def test_runs_of_tasks_a_worker_lacks_ahead_in_its_queue_do_not_hide_its_own(store):
+    # Workers that serve different tasks of one queue: thousands of due runs of a task this
+    # worker lacks, submitted first, must not keep it from the runs it can do.
+    wid = await store.worker_register(worker())
+    for _ in range(3):
+        await store.run_insert_many([insert(task="theirs") for _ in range(1000)])
+    mine = await store.run_insert_many([insert(task="t")])  # due as long, submitted last
+    assert await store.run_next_due_at(RunNextDueParams(["default"], ["t"])) == T0
+    assert [r.id for r in await store.run_claim(claim(wid))] == [mine[0].id]
+
+
+async def test_claim_merges_the_tasks_of_one_queue_in_claim_order(store):
+    wid = await store.worker_register(worker())
+    a_late, b_early, a_early, b_high = await store.run_insert_many([
+        insert(task="a", run_at=T0 - 1), insert(task="b", run_at=T0 - 3),
+        insert(task="a", run_at=T0 - 3), insert(task="b", priority=0, run_at=T0)])
+    claimed = await store.run_claim(claim(wid, tasks=("a", "b")))
+    assert [r.id for r in claimed] == [b_high.id, b_early.id, a_early.id, a_late.id]

@@ -20,8 +20,9 @@ Keys (after the prefix):
     run:<id>                             a run, one field per column
     keys                                 (tenant, key) -> run id
     runs                                 every run id (for listing, newest first)
-    due:<priority>:<queue>               queued run ids (zero-padded) by run_at
-    prios:<queue>                        the priorities in use in a queue
+    due:<priority>:<n>:<queue>:<task>    queued run ids (zero-padded) by run_at, per task
+                                         (n: the queue's length in bytes)
+    dues:<queue>                         a queue's due sets, as "<priority>:<task>"
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
@@ -339,8 +340,9 @@ class RedisStore:
 
     async def _oldest_due(self, queue: str, tenant: str | None, now: float) -> float | None:
         best: float | None = None
-        for priority in await self._call(self.redis.smembers, self.key(f"prios:{queue}")):
-            key = self.key(f"due:{priority}:{queue}")
+        for member in await self._call(self.redis.smembers, self.key(f"dues:{queue}")):
+            priority, task = member.split(":", 1)
+            key = self.key(due_key(priority, queue, task))
             offset = 0
             while True:
                 page = await self._call(self.redis.zrangebyscore, key, "-inf", now, offset,
@@ -628,6 +630,11 @@ class RedisStore:
 
 
 # -- helpers --------------------------------------------------------------------------
+
+
+def due_key(priority: str, queue: str, task: str) -> str:
+    """The due set of (priority, queue, task), after the prefix: as lib.lua's due_key."""
+    return f"due:{priority}:{len(queue.encode())}:{queue}:{task}"
 
 
 def _now_arg(now: float | None) -> str:

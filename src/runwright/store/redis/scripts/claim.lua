@@ -8,10 +8,11 @@
 -- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues; the rest, the tasks
 -- Returns  the claimed runs, each as HMGET of RUN_FIELDS (codec.py), in claim order
 --
--- Claim order is priority, then run_at, then submission order. Per queue and priority,
--- due:<priority>:<queue> holds queued run ids (zero-padded) scored by run_at; prios:<queue>
--- says which priorities are in use. The walk goes priority by priority, and within one
--- priority merges the queues by (run_at, id); it stops at `limit`. Nothing scans all runs.
+-- Claim order is priority, then run_at, then submission order. Per (priority, queue,
+-- task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue> lists
+-- a queue's sets (lib.lua). The walk takes only the sets of this worker's tasks, goes
+-- priority by priority, and within one priority merges the sets by (run_at, id); it
+-- stops at `limit`. Nothing scans all runs, nor runs of tasks this worker lacks.
 local now = now_of(ARGV[1])
 local limit = tonumber(ARGV[2])
 local worker, lease_s = ARGV[3], tonumber(ARGV[4])
@@ -19,8 +20,9 @@ local queue_count = tonumber(ARGV[5])
 local queues, tasks = {}, {}
 for i = 6, 5 + queue_count do queues[#queues + 1] = ARGV[i] end
 for i = 6 + queue_count, #ARGV do tasks[ARGV[i]] = true end
--- How many due entries one claim may look at per queue and priority before it gives up
--- on finding eligible ones (runs of other tasks, of busy threads): the hot path stays bounded.
+-- How many due entries one claim may look at per due set before it gives up on finding
+-- eligible ones (runs waiting behind their thread, past their deadline): the hot path
+-- stays bounded.
 local SCAN_LIMIT = 2000
 -- What a claim reads of each due run it looks at (the reply is every field, read after).
 local CLAIM_FIELDS = {'task', 'deadline_at', 'thread_no', 'state', 'queue', 'priority', 'tenant', 'fence',
@@ -42,23 +44,19 @@ local function eligible(id)
   return true
 end
 
--- With one queue a due set is already in claim order (run_at, then the padded id), so
--- its scores are not asked for (each one is a double formatted and parsed again).
-local single = queue_count == 1
-
-local function collect(key, want, into)
+local function collect(key, want, into, with_scores)
   local offset, chunk, found = 0, math.max(want * 2, 32), 0
-  local step = single and 1 or 2
+  local step = with_scores and 2 or 1
   while found < want and offset < SCAN_LIMIT do
     local page
-    if single then
-      page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', offset, chunk)
-    else
+    if with_scores then
       page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES', 'LIMIT', offset, chunk)
+    else
+      page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', offset, chunk)
     end
     for i = 1, #page, step do
       if found < want and eligible(tonumber(page[i])) then
-        into[#into + 1] = {single and 0 or tonumber(page[i + 1]), page[i]}
+        into[#into + 1] = {with_scores and tonumber(page[i + 1]) or 0, page[i]}
         found = found + 1
       end
     end
@@ -67,10 +65,21 @@ local function collect(key, want, into)
   end
 end
 
-local priorities, seen = {}, {}
+-- The due sets of our tasks in our queues, by priority.
+local by_priority, priorities = {}, {}
 for _, queue in ipairs(queues) do
-  for _, p in ipairs(redis.call('SMEMBERS', P .. 'prios:' .. queue)) do
-    if not seen[p] then seen[p] = true; priorities[#priorities + 1] = tonumber(p) end
+  for _, due in ipairs(dues_of(queue)) do
+    if tasks[due.task] then
+      if redis.call('EXISTS', due.key) == 0 then
+        redis.call('SREM', P .. 'dues:' .. queue, due.member)  -- the last run of it left
+      else
+        if not by_priority[due.priority] then
+          by_priority[due.priority] = {}
+          priorities[#priorities + 1] = due.priority
+        end
+        table.insert(by_priority[due.priority], due.key)
+      end
+    end
   end
 end
 table.sort(priorities)
@@ -79,16 +88,13 @@ local picked = {}
 for _, priority in ipairs(priorities) do
   local want = limit - #picked
   if want <= 0 then break end
+  local keys = by_priority[priority]
+  -- One set is already in claim order (run_at, then the padded id); several are merged
+  -- by their scores, which only then are asked for.
+  local merge = #keys > 1
   local candidates = {}
-  for _, queue in ipairs(queues) do
-    local key = due_key(priority, queue)
-    if redis.call('EXISTS', key) == 0 then
-      redis.call('SREM', P .. 'prios:' .. queue, priority)  -- the last run of it left
-    else
-      collect(key, want, candidates)
-    end
-  end
-  if not single then
+  for _, key in ipairs(keys) do collect(key, want, candidates, merge) end
+  if merge then
     table.sort(candidates, function(a, b)
       if a[1] ~= b[1] then return a[1] < b[1] end
       return a[2] < b[2]
@@ -106,7 +112,7 @@ local leaving_due, leases, owned = {}, {}, {}
 for _, id in ipairs(picked) do
   local run = read[id]
   local key = run_key(id)
-  local due = due_key(run.priority, run.queue)
+  local due = due_key(run.priority, run.queue, run.task)
   if not leaving_due[due] then leaving_due[due] = {} end
   table.insert(leaving_due[due], pad(id))
   shift(run, 'running')

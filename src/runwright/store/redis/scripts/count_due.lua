@@ -5,12 +5,9 @@
 -- Returns  flat pairs {task, count}
 local counts = {}
 for i = 2, #ARGV do
-  local queue = ARGV[i]
-  for _, priority in ipairs(redis.call('SMEMBERS', P .. 'prios:' .. queue)) do
-    for _, member in ipairs(redis.call('ZRANGEBYSCORE', due_key(priority, queue), '-inf', '(' .. ARGV[1])) do
-      local task = redis.call('HGET', run_key(tonumber(member)), 'task')
-      counts[task] = (counts[task] or 0) + 1
-    end
+  for _, due in ipairs(dues_of(ARGV[i])) do
+    local n = redis.call('ZCOUNT', due.key, '-inf', '(' .. ARGV[1])
+    if n > 0 then counts[due.task] = (counts[due.task] or 0) + n end
   end
 end
 local out = {}

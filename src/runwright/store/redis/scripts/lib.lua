@@ -37,7 +37,24 @@ end
 -- which is submission order, as on the SQL backends.
 local function pad(id) return string.format('%020d', tonumber(id)) end
 local function run_key(id) return P .. 'run:' .. id end
-local function due_key(priority, queue) return P .. 'due:' .. priority .. ':' .. queue end
+-- Queued runs wait in one due set per (priority, queue, task), so a worker only ever
+-- looks at runs of tasks it has: runs of other tasks ahead of them cannot hide them.
+-- dues:<queue> lists the sets of a queue as "<priority>:<task>" (the priority, an
+-- integer, ends at the first colon); the key gives the queue's length in bytes before
+-- it, which keeps queue and task apart whatever characters they hold (store.py's
+-- due_key builds the same).
+local function due_key(priority, queue, task)
+  return P .. 'due:' .. priority .. ':' .. #queue .. ':' .. queue .. ':' .. task
+end
+local function dues_of(queue)
+  local out = {}
+  for _, member in ipairs(redis.call('SMEMBERS', P .. 'dues:' .. queue)) do
+    local priority, task = string.match(member, '^(-?%d+):(.*)$')
+    out[#out + 1] = {priority = tonumber(priority), task = task, member = member,
+                     key = due_key(priority, queue, task)}
+  end
+  return out
+end
 local function opt(value) if value == NIL then return nil end return value end
 
 local function load(id)
@@ -113,13 +130,13 @@ local function log(id, kind, data, now)
 end
 
 local function enqueue(id, run)
-  redis.call('ZADD', due_key(run.priority, run.queue), run.run_at, pad(id))
-  redis.call('SADD', P .. 'prios:' .. run.queue, run.priority)
+  redis.call('ZADD', due_key(run.priority, run.queue, run.task), run.run_at, pad(id))
+  redis.call('SADD', P .. 'dues:' .. run.queue, run.priority .. ':' .. run.task)
   requeued = true
 end
 
 local function dequeue(id, run)
-  redis.call('ZREM', due_key(run.priority, run.queue), pad(id))
+  redis.call('ZREM', due_key(run.priority, run.queue, run.task), pad(id))
 end
 
 local function owns(run, fence)

@@ -6,16 +6,15 @@
 local queue_count = tonumber(ARGV[1])
 local tasks = {}
 for i = 2 + queue_count, #ARGV do tasks[ARGV[i]] = true end
-local SCAN_LIMIT = 2000
 local best = nil
 for i = 2, 1 + queue_count do
-  local queue = ARGV[i]
-  for _, priority in ipairs(redis.call('SMEMBERS', P .. 'prios:' .. queue)) do
-    local page = redis.call('ZRANGE', due_key(priority, queue), 0, SCAN_LIMIT - 1, 'WITHSCORES')
-    for j = 1, #page, 2 do
-      local score = tonumber(page[j + 1])
-      if best and score >= best then break end
-      if tasks[redis.call('HGET', run_key(tonumber(page[j])), 'task')] then best = score; break end
+  for _, due in ipairs(dues_of(ARGV[i])) do
+    if tasks[due.task] then
+      local first = redis.call('ZRANGE', due.key, 0, 0, 'WITHSCORES')
+      if first[2] then
+        local score = tonumber(first[2])
+        if not best or score < best then best = score end
+      end
     end
   end
 end
