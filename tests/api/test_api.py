@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 import httpx
@@ -32,12 +33,19 @@ def free_port() -> int:
 
 @pytest.fixture
 async def server(store_url: str, tmp_path) -> AsyncIterator[str]:
+    async with serving(store_url, tmp_path, TOKENS) as base:
+        yield base
+
+
+@asynccontextmanager
+async def serving(store_url: str, tmp_path, tokens: dict[str, str]) -> AsyncIterator[str]:
+    """A `runwright serve` process with these tenant tokens (and the operator's); its URL."""
     port = free_port()
-    env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in TOKENS.items()),
+    env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in tokens.items()),
            "RUNWRIGHT_OPERATOR_TOKENS": OPERATOR_TOKEN, apps.LEDGER_ENV: str(tmp_path)}
     async with client(store_url):  # the schema exists before the server starts
         pass
-    log = open(tmp_path / "server.log", "wb")
+    log = open(tmp_path / f"server-{port}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "runwright", "serve", APP_SPEC, "--port", str(port),
                              "--url", store_url], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
