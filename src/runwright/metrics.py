@@ -68,7 +68,8 @@ def fold_queues(stats: Iterable[QueueStat], known: set[str]) -> list[QueueStat]:
         label = (queue if queue in known else OTHER_QUEUE, state)
         counts[label] += count
         earlier = oldest.get(label)
-        oldest[label] = oldest_due if earlier is None else min(earlier, oldest_due or earlier)
+        if earlier is None or (oldest_due is not None and oldest_due < earlier):
+            oldest[label] = oldest_due
     return [(queue, state, count, oldest[queue, state]) for (queue, state), count in counts.items()]
 
 
