@@ -142,6 +142,12 @@ class App(RunScope):
         for schedule in self.registry.schedules.values():
             await self.save_schedule(schedule, now)
 
+    async def list_schedules(self) -> list[Schedule]:
+        """The stored schedules with their next fire times. The App's alone, like every
+        schedule operation: a tenant's view has none (schedules belong to no tenant)."""
+        await self.open()
+        return await self.store.schedule_list()
+
     async def pause_schedule(self, name: str) -> None:
         await self.open()
         await self._schedules.pause(name)

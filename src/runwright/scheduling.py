@@ -1,7 +1,8 @@
 """Schedule operations: checked definitions, and saving, pausing, resuming, deleting.
 
 Schedules are the deployment's, not a tenant's: their runs are submitted by no tenant,
-and only the App (the operator's face) changes them; a tenant's view may only read them.
+and only the App (the operator's face) lists or changes them; a tenant's view has none
+of their operations (over HTTP: 403 for a tenant's token).
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from .handles import RunHandle
 from .journal import Event
 from .runs import Run, RunState
 from .runtime import Runtime
-from .schedules import Schedule
 from .store.params import (
     QueueStat,
     RunCancelParams,
@@ -230,13 +229,6 @@ class RunScope:
         await self._threads.delete(thread, self.tenant_name, timeout_s)
 
     # -- the deployment, read-only --------------------------------------------------
-
-    async def list_schedules(self) -> list[Schedule]:
-        """The deployment's schedules. Any scope may read the timetable (names, cron, next
-        fire: what a dashboard shows); only the App changes it, because a schedule's runs
-        belong to no tenant and a tenant must not stop another's work."""
-        await self._ready()
-        return await self._runtime.store.schedule_list()
 
     async def list_workers(self) -> list[WorkerInfo]:
         """The registered workers: shared by every tenant, so any scope may count them."""

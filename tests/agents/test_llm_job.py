@@ -19,6 +19,7 @@ def shout(body, index) -> Reply:
 
 async def test_a_templated_prompt_is_answered_and_called_back(app, monkeypatch):
     monkeypatch.setenv("RUNWRIGHT_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("RUNWRIGHT_WEBHOOK_ALLOW", "127.0.0.1")  # the operator's, not the job's
     receiver = Receiver(lambda i: (200, "{}", 0))
     try:
         with ScriptedOpenAI(shout) as server:
@@ -27,7 +28,7 @@ async def test_a_templated_prompt_is_answered_and_called_back(app, monkeypatch):
             async with running_worker(app):
                 run = await app.submit("llm", model="openai:gpt-4o-mini", system="Be loud.",
                                        prompt="hello {{input.name}}", input={"name": "ann"},
-                                       callback={"url": receiver.url, "allow_private": True})
+                                       callback={"url": receiver.url})
                 answer = await run.result(timeout_s=30)
     finally:
         receiver.close()
@@ -63,3 +64,11 @@ async def test_a_placeholder_that_names_nothing_fails_clearly(app):
         run = await app.submit("chain", steps=steps, input={"name": "x"})
         with pytest.raises(rw.RunFailed, match="placeholder \\{\\{input.nope\\}\\}: 'nope' is not in"):
             await run.result(timeout_s=30)
+
+
+async def test_a_callback_cannot_carry_the_operators_settings(app):
+    for callback in ({"url": "http://127.0.0.1/x", "allow_private": True},
+                     {"url": "http://127.0.0.1/x", "secret_env": "HOME"}, {"headers": {}}):
+        with pytest.raises(rw.BadArguments, match="callback"):
+            await app.submit("llm", model="openai:gpt-4o-mini", prompt="hi", callback=callback)
+    assert await app.list_runs() == []

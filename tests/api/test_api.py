@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 import httpx
@@ -32,12 +33,19 @@ def free_port() -> int:
 
 @pytest.fixture
 async def server(store_url: str, tmp_path) -> AsyncIterator[str]:
+    async with serving(store_url, tmp_path, TOKENS) as base:
+        yield base
+
+
+@asynccontextmanager
+async def serving(store_url: str, tmp_path, tokens: dict[str, str]) -> AsyncIterator[str]:
+    """A `runwright serve` process with these tenant tokens (and the operator's); its URL."""
     port = free_port()
-    env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in TOKENS.items()),
+    env = {**os.environ, "RUNWRIGHT_TOKENS": ",".join(f"{t}={n}" for t, n in tokens.items()),
            "RUNWRIGHT_OPERATOR_TOKENS": OPERATOR_TOKEN, apps.LEDGER_ENV: str(tmp_path)}
     async with client(store_url):  # the schema exists before the server starts
         pass
-    log = open(tmp_path / "server.log", "wb")
+    log = open(tmp_path / f"server-{port}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "runwright", "serve", APP_SPEC, "--port", str(port),
                              "--url", store_url], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -176,7 +184,7 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
         async with running_worker(worker_app):
             await (await worker_app.get(run["id"])).result(timeout_s=30)
         await http.post("/runs", json={"task": "record", "args": {"n": 2}})
-        scraped = (await http.get("/metrics")).text
+        scraped = (await http.get("/metrics", headers=as_(OPERATOR_TOKEN))).text
         summary = (await http.get("/summary")).json()
     assert 'runwright_runs{queue="default",state="succeeded"} 1.0' in scraped
     assert 'runwright_queue_depth{queue="default"} 1.0' in scraped
@@ -203,14 +211,34 @@ async def test_threads_schedules_and_workers(server: str, worker_app: rw.App) ->
         assert (await http.get("/threads/t1/runs", headers=as_("bob-token"))).json()["items"] == []
         assert (await http.delete("/threads/t1")).status_code == 204
         assert (await http.get("/threads/t1/messages")).status_code == 410
-        (hourly,) = (await http.get("/schedules")).json()
-        assert hourly["name"] == "hourly" and not hourly["paused"]
-        refused = await http.post("/schedules/hourly/pause")  # the deployment's, not alice's
-        assert refused.status_code == 403 and "RUNWRIGHT_OPERATOR_TOKENS" in refused.json()["detail"]
-        assert (await http.get("/schedules")).json()[0]["paused"] is False
         operator = as_(OPERATOR_TOKEN)
+        (hourly,) = (await http.get("/schedules", headers=operator)).json()
+        assert hourly["name"] == "hourly" and not hourly["paused"]
+        listed = await http.get("/schedules")  # the deployment's timetable, not alice's
+        assert listed.status_code == 403 and "hourly" not in listed.text
+        refused = await http.post("/schedules/hourly/pause")
+        assert refused.status_code == 403 and "RUNWRIGHT_OPERATOR_TOKENS" in refused.json()["detail"]
+        assert (await http.get("/schedules", headers=operator)).json()[0]["paused"] is False
         assert (await http.post("/schedules/hourly/pause", headers=operator)).status_code == 204
-        assert (await http.get("/schedules")).json()[0]["paused"] is True
+        assert (await http.get("/schedules", headers=operator)).json()[0]["paused"] is True
         assert (await http.post("/schedules/nope/resume", headers=operator)).status_code == 422
         assert (await http.post("/schedules/hourly/resume")).status_code == 403
         assert (await http.get("/workers")).json() == []
+
+
+async def test_metrics_are_the_operators_and_their_labels_are_bounded(server: str) -> None:
+    async with httpx.AsyncClient(base_url=server) as http:
+        assert (await http.get("/metrics")).status_code == 401
+        refused = await http.get("/metrics", headers=as_("alice-token"))
+        assert refused.status_code == 403 and "RUNWRIGHT_OPERATOR_TOKENS" in refused.json()["detail"]
+        assert "runwright_" not in refused.text  # no counts, not even alice's own
+        for n, queue in enumerate(["tenant-made-1", "tenant-made-2", "default"]):
+            created = await http.post("/runs", headers=as_("alice-token"), json={
+                "task": "record", "args": {"n": n}, "queue": queue})
+            assert created.status_code == 201, created.text
+        scraped = (await http.get("/metrics", headers=as_(OPERATOR_TOKEN))).text
+    # A queue no task, schedule or worker of the deployment names is counted as "other".
+    assert "tenant-made" not in scraped
+    assert 'runwright_runs{queue="other",state="queued"} 2.0' in scraped
+    assert 'runwright_queue_depth{queue="other"} 2.0' in scraped
+    assert 'runwright_runs{queue="default",state="queued"} 1.0' in scraped

@@ -69,3 +69,28 @@ async def test_a_thread_listing_is_one_tenants_thread(store):
     assert [r.id for r in await store.run_list(RunListParams(thread="t"))] == [ours.id]
     assert [r.id for r in await store.run_list(RunListParams(thread="t", tenant="a"))] == [theirs.id]
     assert {r.id for r in await store.run_list(RunListParams())} == {ours.id, theirs.id}
+
+
+async def test_tenant_and_name_never_join_into_one_string(store):
+    # "team-a" + "x/k1" and "team-a/x" + "k1" read alike when joined with "/" (or ":" for
+    # the other pair): each pair must stay two runs, and two threads.
+    pairs = [(("team-a", "x/k1"), ("team-a/x", "k1")), (("team-a", "x:k1"), ("team-a:x", "k1")),
+             (("a", '","b'), ('a","', "b"))]  # and a quote cannot break out of an encoding
+    threaded = []
+    for (tenant_1, name_1), (tenant_2, name_2) in pairs:
+        (first,) = await store.run_insert_many([submitted(name_1, tenant_1)])
+        (second,) = await store.run_insert_many([submitted(name_2, tenant_2)])
+        assert second.id != first.id and not second.existed, (tenant_2, name_2)
+        threaded_1 = await store.run_insert_threaded(submitted(f"t-{name_1}", tenant_1, thread=name_1))
+        # The other tenant's thread is idle: not ThreadBusy, not the first thread's run.
+        threaded_2 = await store.run_insert_threaded(submitted(f"t-{name_2}", tenant_2, thread=name_2))
+        assert threaded_2.id != threaded_1.id and not threaded_2.existed
+        threaded += [threaded_1.id, threaded_2.id]
+        listed = await store.run_list(RunListParams(thread=name_2, tenant=tenant_2))
+        assert [run.id for run in listed] == [threaded_2.id]
+        assert await store.thread_delete(ThreadDeleteParams(name_1, tenant_1, purge=True, now=T0))
+        assert await store.thread_messages(ThreadMessagesParams(name_2, tenant_2)) == []
+    # Neither thread's run waits for the other's: a claim takes them all at once.
+    wid = await store.worker_register(worker())
+    claimed = {run.id for run in await store.run_claim(claim(wid, limit=20))}
+    assert set(threaded) <= claimed

@@ -2,7 +2,10 @@
 
 `prompt` is templated like a chain step (`{{input}}`, `{{input.field}}`). The model call
 and the callback are journaled steps: a takeover neither pays for the answer twice nor
-calls back twice (the callback is a signed webhook, made at least once).
+calls back twice (the callback is a signed webhook, made at least once). A callback
+carries `url` and optionally `headers`, `timeout_s` and `secret` (the name of one of the
+operator's signing secrets, as for the webhook job); anything else is refused at
+submission, so that a setting the operator owns cannot be smuggled in.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..agents.models import ModelClient
+from ..errors import BadArguments
 from .chain import render
 from .webhook import call_checked
 
@@ -18,9 +22,24 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from ..tasks import TaskSpec
 
-__all__ = ["LLM", "register_llm"]
+__all__ = ["CALLBACK_FIELDS", "LLM", "check_llm", "register_llm"]
 
 LLM = "llm"
+CALLBACK_FIELDS = frozenset({"url", "headers", "timeout_s", "secret"})
+
+
+def check_llm(arguments: dict[str, Any]) -> None:
+    """Refuse a callback that is not a dict of the known fields, with a url."""
+    callback = arguments.get("callback")
+    if callback is None:
+        return
+    if not isinstance(callback, dict) or not isinstance(callback.get("url"), str):
+        raise BadArguments("llm: `callback` must be an object with a `url`")
+    unknown = sorted(set(callback) - CALLBACK_FIELDS)
+    if unknown:
+        raise BadArguments(f"llm: `callback` has unknown fields {unknown}; it takes "
+                           f"{sorted(CALLBACK_FIELDS)} (private targets and signing keys are the "
+                           f"operator's settings, not a job's)")
 
 
 def register_llm(registry: Registry) -> TaskSpec:
@@ -32,7 +51,7 @@ def register_llm(registry: Registry) -> TaskSpec:
             registry.on_close(clients[model].aclose)
         return clients[model]
 
-    @registry.task(name=LLM, retries=3)
+    @registry.task(name=LLM, retries=3, check=check_llm)
     async def llm(ctx: Context, prompt: str, model: str, input: Any = None, system: str | None = None,
                   callback: dict[str, Any] | None = None) -> dict[str, Any]:
         """Answer the templated prompt; POST {run_id, output} to `callback` if given."""
@@ -51,9 +70,7 @@ def register_llm(registry: Registry) -> TaskSpec:
         if callback:
             await ctx.step("callback", call_checked, callback.get("url", ""), "POST",
                            callback.get("headers"), {"run_id": ctx.run_id, **answer},
-                           float(callback.get("timeout_s", 10)), 1 << 20,
-                           bool(callback.get("allow_private", False)),
-                           callback.get("secret_env", "RUNWRIGHT_WEBHOOK_SECRET"))
+                           float(callback.get("timeout_s", 10)), 1 << 20, callback.get("secret"))
         return answer
 
     return llm

@@ -3,13 +3,16 @@ signature, retries where a retry can help, and a refusal of private targets.
 
 - Retried (the run's backoff): timeouts, connection errors, 5xx (and 429).
 - Final (`failed` at once): other 4xx, a response over the cap, a refused target.
-- Signed when a secret is configured (RUNWRIGHT_WEBHOOK_SECRET, or `secret_env` naming
-  another variable): header `X-Runwright-Signature: t=<unix time>,v1=<hex>` where hex is
-  HMAC-SHA256(secret, "<t>.<body>"), so a receiver can check both origin and freshness.
-- Refused unless `allow_private`: targets whose address (after DNS resolution) is
-  private, loopback, link-local, reserved or multicast. The check resolves the name just
-  before the call; a DNS answer that changes in between is not caught (httpx cannot pin
-  the checked address for TLS).
+- Signed with one of the operator's named secrets (`outbound`): the default one when the
+  job names none, else the one `secret` names (an unknown name is a final error; a
+  submitter never chooses which of the worker's variables signs). Header
+  `X-Runwright-Signature: t=<unix time>,v1=<hex>` where hex is HMAC-SHA256(secret,
+  "<t>.<body>"), so a receiver can check both origin and freshness.
+- Refused unless the operator allows it (RUNWRIGHT_WEBHOOK_ALLOW): targets whose address
+  (after DNS resolution) is private, loopback, link-local, reserved or multicast, also when
+  embedded in an IPv6 address (`addresses`). The check resolves the name just before the
+  call; a DNS answer that changes in between is not caught (httpx cannot pin the checked
+  address for TLS).
 """
 
 from __future__ import annotations
@@ -17,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import json
-import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import FinalError, RunwrightError
+from ..errors import ConfigError, FinalError, RunwrightError
+from .addresses import parse, refusal
+from .outbound import ALLOW_ENV, OutboundPolicy, UnknownSecret
 
 if TYPE_CHECKING:
     from ..registry import Registry
@@ -57,30 +60,39 @@ def register_webhook(registry: Registry) -> TaskSpec:
     @registry.task(name=WEBHOOK, retries=5, give_up_on=[WebhookRefused])
     async def webhook(url: str, method: str = "POST", headers: dict[str, str] | None = None,
                       body: Any = None, timeout_s: float = 10.0, max_response_bytes: int = 1 << 20,
-                      allow_private: bool = False,
-                      secret_env: str = "RUNWRIGHT_WEBHOOK_SECRET") -> dict[str, Any]:
-        """Make one HTTP call; the result is the status, and the body as text (or JSON)."""
-        return await call_checked(url, method, headers, body, timeout_s, max_response_bytes,
-                                  allow_private, secret_env)
+                      secret: str | None = None) -> dict[str, Any]:
+        """Make one HTTP call; the result is the status, and the body as text (or JSON).
+        `secret` names one of the operator's signing secrets (default: the default one)."""
+        return await call_checked(url, method, headers, body, timeout_s, max_response_bytes, secret)
 
     return webhook
 
 
 async def call_checked(url: str, method: str, headers: dict[str, str] | None, body: Any,
-                       timeout_s: float, max_response_bytes: int, allow_private: bool,
-                       secret_env: str) -> dict[str, Any]:
+                       timeout_s: float, max_response_bytes: int,
+                       secret: str | None = None) -> dict[str, Any]:
     """The webhook itself: checked target, signed body, capped answer (also used by `llm`
-    for its callback)."""
+    for its callback). What signs and what may be called are the operator's (`outbound`)."""
     method = method.upper()
     if method not in METHODS:
         raise WebhookRefused(f"method {method!r} is not one of {', '.join(METHODS)}")
-    await _check_target(url, allow_private)
+    policy, key = _policy_and_key(secret)
+    await _check_target(url, policy)
     payload = b"" if body is None else json.dumps(body).encode()
     sent = {"Content-Type": "application/json", **(headers or {})}
-    secret = os.environ.get(secret_env)
-    if secret:
-        sent[SIGNATURE_HEADER] = signature_header(secret, int(time.time()), payload)
+    if key:
+        sent[SIGNATURE_HEADER] = signature_header(key, int(time.time()), payload)
     return await _call(method, url, sent, payload, timeout_s, max_response_bytes)
+
+
+def _policy_and_key(secret: str | None) -> tuple[OutboundPolicy, str | None]:
+    """The worker's outbound policy and the signing key; a bad name or setting is final
+    (the run ends `failed` saying which; `retry` it once the operator has fixed it)."""
+    try:
+        policy = OutboundPolicy.from_env()
+        return policy, policy.secret(secret)
+    except (ConfigError, UnknownSecret) as exc:
+        raise WebhookRefused(f"webhook not sent: {exc}") from None
 
 
 async def _call(method: str, url: str, headers: dict[str, str], payload: bytes, timeout_s: float,
@@ -117,19 +129,19 @@ def _decoded(body: str, response: httpx.Response) -> Any:
     return body
 
 
-async def _check_target(url: str, allow_private: bool) -> None:
+async def _check_target(url: str, policy: OutboundPolicy) -> None:
+    """Refuse a target any of whose addresses is not public, unless the operator allows it."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise WebhookRefused(f"{url!r} is not an http(s) URL")
-    if allow_private:
-        return
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(parts.hostname, parts.port or 443,
                                                              type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise WebhookRetryable(f"{parts.hostname}: cannot resolve: {exc}") from exc
     for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global or address.is_multicast:
-            raise WebhookRefused(f"{url}: {parts.hostname} resolves to {address}, a private, loopback "
-                                 f"or link-local address; pass allow_private=true to call it")
+        address = parse(str(info[4][0]))
+        why = refusal(address)
+        if why is not None and not policy.allows(parts.hostname, address):
+            raise WebhookRefused(f"{url}: {parts.hostname} resolves to {address}, {why}; the "
+                                 f"operator allows such targets with {ALLOW_ENV} on the worker")

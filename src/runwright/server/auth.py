@@ -1,7 +1,7 @@
 """Bearer tokens mapped to tenants, and the operator's tokens. A tenant sees only its own
 runs; another tenant's run answers 404, exactly like a run that does not exist, so ids
-cannot be probed. An operator token acts as the deployment itself (every run, and what
-only the deployment may change: its schedules)."""
+cannot be probed. An operator token acts as the deployment itself: every run, and what
+is the deployment's alone (its schedules, the metrics over every tenant's runs)."""
 
 from __future__ import annotations
 

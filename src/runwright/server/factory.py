@@ -25,7 +25,7 @@ from ..scope import RunScope
 from .auth import Auth
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
-from .problems import install_problem_handlers, problem
+from .problems import OperatorOnly, install_problem_handlers, problem
 
 __all__ = ["create_server"]
 
@@ -39,8 +39,19 @@ def _tenant(request: Request) -> str | None:
     return tenant
 
 
+def _operator(request: Request) -> None:
+    """Admit the operator only (an operator token, or auth off: both are tenant None)."""
+    if request.state.tenant is not None:
+        raise OperatorOnly(f"{request.method} {request.url.path} is the operator's: it concerns "
+                           f"the whole deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
+
+
 # At module level: FastAPI resolves (string) annotations in the module's namespace.
 Tenant = Annotated[str | None, Depends(_tenant)]
+# What is the deployment's (every tenant's counts, its schedules): a tenant's token gets 403.
+OPERATOR_ONLY: dict[str, Any] = {
+    "dependencies": [Depends(_operator)],
+    "responses": {403: {"description": "A tenant's token: this is the operator's"}}}
 # Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
 MAX_ID = 2**63 - 1
 RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
@@ -67,7 +78,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.middleware("http")
     async def authenticate(request: Request,
                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.url.path in ("/", "/healthz", "/readyz", "/openapi.json", "/docs", "/metrics"):
+        if request.url.path in ("/", "/healthz", "/readyz", "/openapi.json", "/docs"):
             return await call_next(request)
         tenant = auth.tenant_of(request.headers.get("authorization"))
         if tenant is False:
@@ -102,9 +113,10 @@ def create_server(app: App, auth: Auth) -> FastAPI:
             return problem(503, "Store unavailable", str(exc))
         return Response(json.dumps({"status": "ready"}), media_type="application/json")
 
-    @api.get("/metrics", response_class=Response)
+    @api.get("/metrics", response_class=Response, **OPERATOR_ONLY)
     async def prometheus() -> Response:
-        """Prometheus text format: this process's counters and the store's gauges."""
+        """Prometheus text format: this process's counters and the store's gauges, over every
+        tenant's runs (the operator's: scrape with an operator bearer token)."""
         return Response(await metrics.scrape(app), media_type="text/plain; version=0.0.4")
 
     @api.get("/summary")
@@ -191,36 +203,22 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         await scope_of(who).delete_thread(thread)
         return Response(status_code=204)
 
-    @api.get("/schedules")
-    async def schedules(who: Tenant) -> list[dict[str, Any]]:
-        """Schedules with their next fire times (the deployment's, shared by all tenants;
-        their arguments are not shown)."""
+    @api.get("/schedules", **OPERATOR_ONLY)
+    async def schedules() -> list[dict[str, Any]]:
+        """Schedules with their next fire times (their arguments are not shown). Schedules
+        are the deployment's, declared in its code: listing, pausing and resuming them is
+        the operator's."""
         return [{"name": s.name, "cron": s.cron, "tz": s.tz, "task": s.task, "paused": s.paused,
                  "misfire": s.misfire, "next_fire_at": s.next_fire_at}
-                for s in await scope_of(who).list_schedules()]
+                for s in await app.list_schedules()]
 
-    # Pausing and resuming change the deployment's schedules: the operator's to do (an
-    # operator token, or auth off), never a tenant's.
-    def operator_only(who: str | None, what: str) -> Response | None:
-        if who is None or not auth.enabled:
-            return None
-        return problem(403, "Operator only", f"{what} is the operator's: schedules belong to the "
-                       f"deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
-
-    operator_responses: dict[int | str, dict[str, Any]] = {
-        403: {"description": "A tenant's token: schedules are the operator's"}}
-
-    @api.post("/schedules/{name}/pause", status_code=204, responses=operator_responses)
-    async def pause(name: str, who: Tenant) -> Response:
-        if (refused := operator_only(who, "pausing a schedule")) is not None:
-            return refused
+    @api.post("/schedules/{name}/pause", status_code=204, **OPERATOR_ONLY)
+    async def pause(name: str) -> Response:
         await app.pause_schedule(name)
         return Response(status_code=204)
 
-    @api.post("/schedules/{name}/resume", status_code=204, responses=operator_responses)
-    async def resume(name: str, who: Tenant) -> Response:
-        if (refused := operator_only(who, "resuming a schedule")) is not None:
-            return refused
+    @api.post("/schedules/{name}/resume", status_code=204, **OPERATOR_ONLY)
+    async def resume(name: str) -> Response:
         await app.resume_schedule(name)
         return Response(status_code=204)
 

@@ -18,7 +18,12 @@ from ..errors import (
     ThreadNotFound,
 )
 
-__all__ = ["install_problem_handlers", "problem"]
+__all__ = ["OperatorOnly", "install_problem_handlers", "problem"]
+
+
+class OperatorOnly(Exception):
+    """A tenant's token asked for what is the deployment's (403, never 404: the resource
+    is no tenant's, so its existence reveals nothing)."""
 
 # Each error type and the status and title it answers with (first match wins).
 STATUS = [
@@ -28,6 +33,7 @@ STATUS = [
     (ThreadBusy, 409, "Thread busy"),
     (InvalidTransition, 409, "Not allowed in this state"),
     (InvalidInput, 422, "Invalid input"),
+    (OperatorOnly, 403, "Operator only"),
     (StoreError, 503, "Store unavailable"),
 ]
 
