@@ -296,3 +296,23 @@ async def test_dead_letters_show_their_attempts_and_can_be_retried_in_bulk(app):
     assert sorted(h.id for h in done) == sorted(d.id for d in dead)
     assert set(refused) == {ok.id, 424242} and "already ended succeeded" in refused[ok.id]
     assert {(await h.refresh()).state for h in done} == {rw.RunState.QUEUED}
+
+
+async def test_no_more_functions_run_at_once_than_the_workers_concurrency(app):
+    # A slot is given back when the function returns (its fenced finish goes on without
+    # it), never before: at most `concurrency` functions are ever running.
+    running, most = 0, 0
+
+    @app.task
+    async def busy(ctx: rw.Context) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    async with running_worker(app, concurrency=3):
+        handles = await app.submit_many(busy, [{} for _ in range(60)])
+        for handle in handles:
+            await handle.result(timeout_s=60)
+    assert 1 <= most <= 3

@@ -100,6 +100,10 @@ class Worker:
         self._instruments = Instruments()
         self._connect = connect or runtime.store.open
         self._active: dict[int, Active] = {}
+        # Runs whose function has returned and whose fenced finish is on its way: they
+        # hold no slot (the next claim need not wait for the write), but stay active so
+        # their lease is kept until the write lands. At most `concurrency` of them.
+        self._finishing = 0
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store)
@@ -200,8 +204,8 @@ class Worker:
         batch = config.claim_batch or config.concurrency
         with self.store.hub.watch(QUEUED) as queued:
             while not self._stopping.is_set():
-                free = config.concurrency - len(self._active)
-                if free <= 0:
+                free = config.concurrency - (len(self._active) - self._finishing)
+                if free <= 0 or self._finishing >= config.concurrency:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                     continue
@@ -251,7 +255,12 @@ class Worker:
                 return
             crash_point("worker.before_finish")
             active.finishing = True
-            await self._completer.finish(finish)
+            self._finishing += 1
+            self._slot_freed.set()
+            try:
+                await self._completer.finish(finish)
+            finally:
+                self._finishing -= 1
             self._instruments.finished(run, finish, time.monotonic() - began)
         except LeaseLost as exc:
             self._instruments.lease_lost()
