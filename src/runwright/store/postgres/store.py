@@ -41,6 +41,7 @@ from ..sql.columns import run_from_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
+from .marks import Marks, Unmarked
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -111,7 +112,8 @@ class PostgresStore(SqlStore):
         self._settings = {"search_path": schema, "application_name": f"runwright:{schema}"[:63]}
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._worker_conns: dict[int, asyncpg.Connection] = {}
+        self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT)
+        self._unmarked = Unmarked()
 
     # -- connections ----------------------------------------------------------------
 
@@ -136,9 +138,7 @@ class PostgresStore(SqlStore):
             self._listener.cancel()
             await asyncio.gather(self._listener, return_exceptions=True)
             self._listener = None
-        for conn in list(self._worker_conns.values()):
-            await _close_quietly(conn)
-        self._worker_conns.clear()
+        await self._marks.close()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
@@ -176,16 +176,18 @@ class PostgresStore(SqlStore):
         return await self._insert(conn.raw, params, now)
 
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
-        """Live workers are those whose session still holds their advisory lock: when a
-        worker's process or connection dies, PostgreSQL drops the lock at once, so its
-        runs are taken back at the next rescue tick instead of after a lease timeout.
-        The lock key is this schema's namespace in this database (pg_locks spans all)."""
+        """Live workers are those whose session holds their advisory lock (see marks.py):
+        when a worker's process dies, PostgreSQL drops the lock at once, and a mark still
+        missing MARK_GRACE_S later is a death, so its runs are taken back within a second
+        instead of after a lease timeout; a worker whose session was only cut takes its
+        mark again meanwhile. The lock key is this schema's namespace in this database
+        (pg_locks spans all)."""
         rows = await conn.fetch(
             "SELECT id FROM workers WHERE id NOT IN (SELECT objid::bigint FROM pg_locks"
             " WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
             self.lock_namespace)
-        return [row[0] for row in rows]
+        return self._unmarked.dead([row[0] for row in rows], now)
 
     async def _schema_table_exists(self, conn: Any) -> bool:
         return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
@@ -386,30 +388,27 @@ class PostgresStore(SqlStore):
         except BaseException:
             await _close_quietly(conn)
             raise
-        self._worker_conns[worker_id] = conn
+        self._marks.hold(int(worker_id), conn)
         return int(worker_id)
 
     async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
-        conn = self._worker_conns.get(params.worker_id)
-        if conn is None or conn.is_closed():
+        """False only when the worker was declared dead (it then registers again); a
+        database that cannot be reached raises StoreUnreachable, which is no death."""
+        conn = await self._marks.current(params.worker_id)
+        if conn is None:
             return False
         try:
             status = await conn.execute(POSTGRES.prepare(q.WORKER_HEARTBEAT), params.worker_id,
                                         self.clock.now(params.now))
-        except TRANSIENT:
-            # The session, and with it the lock, is gone: others may take our runs now.
-            self._worker_conns.pop(params.worker_id, None)
-            await _close_quietly(conn)
-            return False
+        except TRANSIENT as exc:
+            raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc  # the mark is re-taken
         return bool(status == "UPDATE 1")
 
     async def worker_deregister(self, worker_id: int) -> None:
-        conn = self._worker_conns.pop(worker_id, None)
         try:
             await super().worker_deregister(worker_id)
         finally:
-            if conn is not None:
-                await _close_quietly(conn)
+            await self._marks.release(worker_id)
 
 
 async def _no_reset(_conn: asyncpg.Connection) -> None:
