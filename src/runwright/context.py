@@ -15,6 +15,7 @@ import inspect
 import json
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
+from .blocking import in_thread
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
@@ -69,6 +70,13 @@ class Context:
     def attempt(self) -> int:
         """1 for the first attempt; a takeover continues the same attempt number."""
         return self.run.attempt
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the worker has asked this run to stop (a cancel, a lost lease, a
+        shutdown). A coroutine is stopped for it; a plain function running in a thread
+        cannot be, and should look at this between units of work and return early."""
+        return self.signals.stopping
 
     @property
     def fence(self) -> int:
@@ -302,7 +310,7 @@ async def _call_with_retries(fn: Callable[..., Any], args: tuple[Any, ...], kwar
             # lease renewals and its other runs.
             if inspect.iscoroutinefunction(fn):
                 return await fn(*args, **kwargs)
-            value = await asyncio.to_thread(fn, *args, **kwargs)
+            value = await in_thread(fn, *args, **kwargs)
             return await value if inspect.isawaitable(value) else value
         except Exception as exc:
             if policy.is_final(exc) or attempt >= policy.max_attempts:

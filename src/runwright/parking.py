@@ -32,7 +32,8 @@ class RunSignals:
     """What the worker learns about a live run while it executes (set by its watcher,
     read by the run's Context at step boundaries)."""
 
-    __slots__ = ("interrupt",)
+    __slots__ = ("interrupt", "stopping")
 
     def __init__(self, interrupt: str | None = None) -> None:
         self.interrupt = interrupt
+        self.stopping = False  # the worker asked the run to stop (cancel, lease lost, shutdown)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .blocking import in_thread
 from .retry import RetryPolicy
 from .serde import bind_arguments, task_signature
 
@@ -56,4 +56,4 @@ class TaskSpec:
         args = (ctx,) if self.wants_context else ()
         if self.is_async:
             return await self.fn(*args, **kwargs)
-        return await asyncio.to_thread(self.fn, *args, **kwargs)
+        return await in_thread(self.fn, *args, **kwargs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import asyncpg
@@ -357,3 +358,35 @@ async def test_no_more_functions_run_at_once_than_the_workers_concurrency(app):
         for handle in handles:
             await handle.result(timeout_s=60)
     assert 1 <= most <= 3
+
+
+async def test_a_cancelled_blocking_task_holds_its_slot_until_its_thread_returns(app):
+    # A plain function runs in a thread that no cancel can stop: its slot must not go to
+    # another run while it still runs, and it can see ctx.cancelled to stop early.
+    entered, saw_cancel = threading.Event(), threading.Event()
+    timeline: list[str] = []
+
+    @app.task
+    def grind(ctx: rw.Context) -> str:
+        entered.set()
+        deadline = time.monotonic() + 30
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        saw_cancel.set()
+        time.sleep(0.3)  # still running after it saw the cancel
+        timeline.append("grind returned")
+        return "stopped early"
+
+    @app.task
+    async def next_one(ctx: rw.Context) -> None:
+        timeline.append("next started")
+
+    async with running_worker(app, concurrency=1):
+        handle = await app.submit(grind)
+        await asyncio.to_thread(entered.wait, 30)
+        after = await app.submit(next_one)
+        await app.cancel(handle.id)
+        await after.result(timeout_s=60)
+    assert saw_cancel.is_set()
+    assert timeline == ["grind returned", "next started"]
+    assert (await handle.refresh()).state is rw.RunState.CANCELLED

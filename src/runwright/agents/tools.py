@@ -12,7 +12,6 @@ tool's delivery guarantee.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any, Callable, Literal, cast
 
 import pydantic
 
+from ..blocking import in_thread
 from ..errors import BadArguments, ConfigError
 
 __all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
@@ -72,7 +72,7 @@ class ToolSpec:
             arguments = {**arguments, IDEMPOTENCY_KEY: idempotency_key}
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**arguments)
-        value = await asyncio.to_thread(self.fn, **arguments)
+        value = await in_thread(self.fn, **arguments)
         return await value if inspect.isawaitable(value) else value
 
 

@@ -56,6 +56,7 @@ class Active:
         # the fence decides (a refusal comes back as LeaseLost).
         if self.stop is None and not self.finishing:
             self.stop = why
+            self.signals.stopping = True  # what a blocking function in a thread can see
             self.task.cancel()
 
 
