@@ -14,7 +14,7 @@ import runwright as rw
 from runwright import crashpoints
 
 from ..conftest import PG_BASE
-from .conftest import running_worker
+from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker
 
 FAST = rw.Backoff(base_s=0.01, factor=2, cap_s=0.05)
 
@@ -247,43 +247,14 @@ async def test_a_database_that_blinks_mid_run_fails_no_run(app, store_url):
 
 @pytest.mark.parametrize("backend", ["postgres"])  # SQLite has no sessions to sever
 async def test_a_flapping_database_costs_a_long_run_no_takeover(app, store_url):
-    # Every session of the deployment is cut every 1.5 s while one run's step takes 4 s:
-    # a worker that reconnects is not a dead one, so its run is never taken over, its
-    # step runs once and its attempt is not counted again.
     schema = store_url.split("schema=")[1]
-    calls = []
-
-    async def slow() -> str:
-        calls.append(time.monotonic())
-        await asyncio.sleep(4)
-        return "done"
-
-    @app.task
-    async def long(ctx: rw.Context) -> str:
-        return await ctx.step("slow", slow)
-
     admin = await asyncpg.connect(PG_BASE)
     try:
-        async with running_worker(app, concurrency=2):
-            handle = await app.submit(long)
-            await wait_until_called(calls)
-            for _ in range(4):
-                await asyncio.sleep(1.5)
-                await admin.fetchval(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE application_name = $1", f"runwright:{schema}")
-            assert await handle.result(timeout_s=60) == "done"
+        await assert_cuts_cost_a_long_run_no_takeover(app, lambda: admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = $1", f"runwright:{schema}"))
     finally:
         await admin.close()
-    run = await handle.refresh()
-    assert len(calls) == 1 and run.recoveries == 0 and run.attempt == 1
-    assert [e.kind for e in await app.events_page(handle.id)].count("started") == 1
-
-
-async def wait_until_called(calls: list[float], timeout_s: float = 30) -> None:
-    async with asyncio.timeout(timeout_s):
-        while not calls:
-            await asyncio.sleep(0.01)
 
 
 async def test_a_side_task_that_dies_stops_the_worker_loudly(app, caplog):

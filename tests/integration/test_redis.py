@@ -21,7 +21,7 @@ import redis.asyncio
 
 import runwright as rw
 
-from .conftest import running_worker
+from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker
 
 
 def _free_port() -> int:
@@ -114,40 +114,19 @@ async def test_a_redis_whose_clients_are_killed_and_scripts_flushed_mid_run_fail
 
 
 async def test_clients_cut_every_1_5_s_cost_a_long_run_no_takeover(private_redis: PrivateRedis) -> None:
-    # As on PostgreSQL: connections cut again and again while one run's step takes 4 s; the
-    # worker reconnects, keeps its liveness, and its run is never taken over.
     app = rw.App(private_redis.url)
-    calls: list[float] = []
-
-    async def slow() -> str:
-        calls.append(time.monotonic())
-        await asyncio.sleep(4)
-        return "done"
-
-    @app.task
-    async def long(ctx: rw.Context) -> str:
-        return str(await ctx.step("slow", slow))
-
     await app.open()
     admin = redis.asyncio.Redis(port=private_redis.port)
+
+    async def cut() -> None:
+        await admin.client_kill_filter(_type="normal", skipme=True)
+        await admin.client_kill_filter(_type="pubsub")
+
     try:
-        async with running_worker(app, concurrency=2):
-            handle = await app.submit(long)
-            async with asyncio.timeout(30):
-                while not calls:
-                    await asyncio.sleep(0.01)
-            for _ in range(4):
-                await asyncio.sleep(1.5)
-                await admin.client_kill_filter(_type="normal", skipme=True)
-                await admin.client_kill_filter(_type="pubsub")
-            assert await handle.result(timeout_s=60) == "done"
-        run = await handle.refresh()
-        events = await app.events_page(handle.id)
+        await assert_cuts_cost_a_long_run_no_takeover(app, cut)
     finally:
         await admin.aclose()
         await app.close()
-    assert len(calls) == 1 and run.recoveries == 0 and run.attempt == 1
-    assert [e.kind for e in events].count("started") == 1
 
 
 async def test_with_aof_a_restart_mid_drain_loses_no_acknowledged_submission(
