@@ -6,7 +6,7 @@
 -- ARGV[3]  worker id
 -- ARGV[4]  lease_s
 -- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues; the rest, the tasks
--- Returns  the claimed runs, each as HMGET of RUN_FIELDS (codec.py), in claim order
+-- Returns  the claimed runs, each as the values of RUN_FIELDS (codec.py), in claim order
 --
 -- Claim order is priority, then run_at, then submission order. Per (priority, queue,
 -- task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue> lists
@@ -24,23 +24,25 @@ for i = 6 + queue_count, #ARGV do tasks[ARGV[i]] = true end
 -- eligible ones (runs waiting behind their thread, past their deadline): the hot path
 -- stays bounded.
 local SCAN_LIMIT = 2000
--- What a claim reads of each due run it looks at (the reply is every field, read after).
-local CLAIM_FIELDS = {'task', 'deadline_at', 'thread_no', 'state', 'queue', 'priority', 'tenant', 'fence',
-                      'attempt', 'last_seq'}
+-- A due run is read once, whole (HMGET of RUN_FIELDS, by position): the claim decides
+-- on it, updates it and answers with it.
+local AT = {}
+for i, name in ipairs(RUN_FIELDS) do AT[name] = i end
 
 -- Due now and ours to start: a task this worker has, not past its deadline (then it is
 -- the deadline expiry's to end), and not waiting behind an earlier open run of its
 -- thread. What was read of an eligible run is kept for its claim.
 local read = {}
 local function eligible(id)
-  local run = load_fields(id, CLAIM_FIELDS)
-  if not run or not tasks[run.task] then return false end
-  if run.deadline_at and tonumber(run.deadline_at) < now then return false end
-  if run.thread_no then
-    local first = redis.call('ZRANGE', P .. 'topen:' .. run.thread_no, 0, 0)[1]
+  local v = redis.call('HMGET', run_key(id), unpack(RUN_FIELDS))
+  if not v[AT.id] or not tasks[v[AT.task]] then return false end
+  if v[AT.deadline_at] and tonumber(v[AT.deadline_at]) < now then return false end
+  if v[AT.thread] then
+    local thread_no = redis.call('HGET', run_key(id), 'thread_no')
+    local first = redis.call('ZRANGE', P .. 'topen:' .. thread_no, 0, 0)[1]
     if first and tonumber(first) < tonumber(id) then return false end
   end
-  read[id] = run
+  read[id] = v
   return true
 end
 
@@ -110,24 +112,28 @@ local lease = num(now + lease_s)
 -- Written after the loop, one command per set: ZREM per due set, one ZADD, one SADD.
 local leaving_due, leases, owned = {}, {}, {}
 for _, id in ipairs(picked) do
-  local run = read[id]
+  local v = read[id]
+  local run = {state = v[AT.state], queue = v[AT.queue], tenant = v[AT.tenant] or nil}
   local key = run_key(id)
-  local due = due_key(run.priority, run.queue, run.task)
+  local due = due_key(v[AT.priority], v[AT.queue], v[AT.task])
   if not leaving_due[due] then leaving_due[due] = {} end
   table.insert(leaving_due[due], pad(id))
   shift(run, 'running')
-  local fence = tonumber(run.fence) + 1
-  local attempt = tonumber(run.attempt) + 1
-  local seq = tonumber(run.last_seq) + 1
+  local fence = tonumber(v[AT.fence]) + 1
+  local attempt = tonumber(v[AT.attempt]) + 1
+  local seq = tonumber(v[AT.last_seq]) + 1
   redis.call('HSET', key, 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
              'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', 0,
              'wake_requested', 0, 'last_seq', seq)
+  v[AT.state], v[AT.fence], v[AT.attempt], v[AT.owner] = 'running', tostring(fence), tostring(attempt), worker
+  v[AT.lease_expires_at], v[AT.started_at], v[AT.cancel_requested] = lease, started_at, '0'
+  v[AT.last_seq] = tostring(seq)
   leases[#leases + 1] = lease
   leases[#leases + 1] = id
   owned[#owned + 1] = id
   append(id, seq, 'started', string.format('{"attempt": %d, "worker": %d, "fence": %d}',
                                            attempt, tonumber(worker), fence), now)
-  out[#out + 1] = redis.call('HMGET', key, unpack(RUN_FIELDS))
+  out[#out + 1] = v
 end
 for due, members in pairs(leaving_due) do call_many('ZREM', due, members) end
 if #leases > 0 and redis.call('EXISTS', P .. 'running') == 0 then
