@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterable, Iterator, Sequence
+
+from ..runs import RunState
+from .params import RunFinishParams
 
 __all__ = ["CANCEL", "QUEUED", "Hub", "done_topic", "events_topic"]
 
@@ -26,6 +29,7 @@ def done_topic(run_id: int) -> str:
 class Hub:
     def __init__(self) -> None:
         self._waiters: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._run_watches = 0  # open watches of one run's topics (done:<id>, events:<id>)
         # True while the backend cannot deliver notifications (a listener reconnecting):
         # pollers shorten their interval instead of trusting silence.
         self.degraded = False
@@ -34,11 +38,14 @@ class Hub:
     def watch(self, *topics: str) -> Iterator[asyncio.Event]:
         """An event set whenever one of `topics` fires while the block is open."""
         event = asyncio.Event()
+        per_run = sum(1 for topic in topics if ":" in topic)
+        self._run_watches += per_run
         for topic in topics:
             self._waiters[topic].add(event)
         try:
             yield event
         finally:
+            self._run_watches -= per_run
             for topic in topics:
                 waiters = self._waiters.get(topic)
                 if waiters is not None:
@@ -50,15 +57,26 @@ class Hub:
         for event in self._waiters.get(topic, ()):
             event.set()
 
-    def fire_many(self, topics: Iterator[str] | list[str]) -> None:
-        for topic in topics:
-            self.fire(topic)
+    def fire_finished(self, finishes: Sequence[RunFinishParams]) -> None:
+        """What a batch of finishes changed, for this process's waiters: work is due
+        again (a requeue), runs ended, their logs grew."""
+        if any(f.state is RunState.QUEUED for f in finishes):
+            self.fire(QUEUED)
+        self.fire_runs(done_topic, (f.run_id for f in finishes if f.state is not RunState.QUEUED))
+        self.fire_runs(events_topic, (f.run_id for f in finishes))
 
     def fire_all(self) -> None:
         """Wake everyone (a backend that only knows "something changed")."""
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
+
+    def fire_runs(self, topic: Callable[[int], str], run_ids: Iterable[int]) -> None:
+        """Fire `topic(id)` for each run. Nobody waiting on a run's topics (a worker alone
+        does not) means the ids every finish broadcasts need not become topics at all."""
+        if self._run_watches:
+            for run_id in run_ids:
+                self.fire(topic(run_id))
 
     def has_waiters(self) -> bool:
         return bool(self._waiters)

@@ -20,7 +20,7 @@ import asyncpg
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import StoreUnreachable
-from ...runs import Run, RunState
+from ...runs import Run
 from .. import rules
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..migrations import Migration, load_migrations
@@ -257,7 +257,7 @@ class PostgresStore(SqlStore):
             self.hub.fire_all()
         else:
             topic = events_topic if channel == self.channels["events"] else done_topic
-            self.hub.fire_many([topic(int(i)) for i in payload.split(",") if i])
+            self.hub.fire_runs(topic, (int(i) for i in payload.split(",") if i))
 
     # -- the hot path ---------------------------------------------------------------
 
@@ -327,9 +327,7 @@ class PostgresStore(SqlStore):
                 sql.FINISH_CONFIRM, [p.run_id for p in refused], [p.fence for p in refused],
                 [p.state.value for p in refused])}
             refused = [p for p in refused if p.run_id not in confirmed]
-        for p in params:
-            self.hub.fire(QUEUED if p.state is RunState.QUEUED else done_topic(p.run_id))
-            self.hub.fire(events_topic(p.run_id))
+        self.hub.fire_finished(params)
         return [p.run_id for p in refused]
 
     async def _after_finish(self, conn: asyncpg.Connection, rows: list[asyncpg.Record], now: float) -> None:

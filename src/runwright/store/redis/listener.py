@@ -94,7 +94,7 @@ class Listener:
             self._hub.fire(CANCEL)
         elif name in ("done", "events"):
             topic = done_topic if name == "done" else events_topic
-            self._hub.fire_many([topic(int(i)) for i in payload.split(",") if i])
+            self._hub.fire_runs(topic, (int(i) for i in payload.split(",") if i))
 
 
 async def _close_quietly(pubsub: aioredis.client.PubSub, client: aioredis.Redis) -> None:

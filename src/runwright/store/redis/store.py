@@ -230,16 +230,11 @@ class RedisStore:
             self._listener = Listener(self._client, self.hub, self.prefix)
             await self._listener.start()
 
-    def _fire_finished(self, params: Sequence[RunFinishParams]) -> None:
-        for p in params:
-            self.hub.fire(QUEUED if p.state is RunState.QUEUED else done_topic(p.run_id))
-            self.hub.fire(events_topic(p.run_id))
-
     def _fire_ended(self, runs: Sequence[Run]) -> None:
         if runs:
             self.hub.fire(QUEUED)
-            self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
-            self.hub.fire_many([events_topic(r.id) for r in runs])
+            self.hub.fire_runs(done_topic, (r.id for r in runs if r.done))
+            self.hub.fire_runs(events_topic, (r.id for r in runs))
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -403,7 +398,7 @@ class RedisStore:
              None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data]
             for p in params]))
         refused = [int(i) for i in await self._script("finish", *args)]
-        self._fire_finished(params)
+        self.hub.fire_finished(params)
         return refused
 
     async def step_record(self, params: StepRecordParams) -> bool:

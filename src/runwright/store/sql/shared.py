@@ -317,8 +317,8 @@ class SqlStore(ABC):
     def _fire_ended(self, runs: Sequence[Run]) -> None:
         if runs:
             self.hub.fire(QUEUED)
-            self.hub.fire_many([done_topic(r.id) for r in runs if r.done])
-            self.hub.fire_many([events_topic(r.id) for r in runs])
+            self.hub.fire_runs(done_topic, (r.id for r in runs if r.done))
+            self.hub.fire_runs(events_topic, (r.id for r in runs))
 
     # -- threads ------------------------------------------------------------------------
 

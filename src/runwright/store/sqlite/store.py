@@ -27,8 +27,8 @@ from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import StoreError, StoreUnreachable
-from ...runs import Run, RunState
-from ..hub import QUEUED, Hub, done_topic, events_topic
+from ...runs import Run
+from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration, load_migrations
 from ..params import (
     EventAppendParams,
@@ -315,9 +315,7 @@ class SqliteStore(SqlStore):
             return []
         now = self.clock.now(params[0].now)
         refused = await self._hot.write(lambda conn: hot_path.finish_runs(conn, params, now))
-        for p in params:
-            self.hub.fire(QUEUED if p.state is RunState.QUEUED else done_topic(p.run_id))
-            self.hub.fire(events_topic(p.run_id))
+        self.hub.fire_finished(params)
         return refused
 
     async def step_record(self, params: StepRecordParams) -> bool:
