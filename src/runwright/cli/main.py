@@ -88,7 +88,7 @@ def worker(
     # Until the worker's own handlers are in place (after imports and connecting), a
     # SIGTERM simply ends the process cleanly: nothing has been claimed yet.
     signal.signal(signal.SIGTERM, _stop_before_start)
-    from ..engine.supervisor import run_worker, supervise
+    from ..engine.supervisor import PoolCannotStart, run_worker, supervise
     from ..engine.worker import WorkerConfig
     from ..loader import load_app
 
@@ -97,7 +97,12 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
-        raise typer.Exit(supervise(argv, processes))
+        try:
+            code = supervise(argv, processes)
+        except PoolCannotStart as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            code = exc.exit_code
+        raise typer.Exit(code)
     with clear_errors():
         app = load_app(app_spec)
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
