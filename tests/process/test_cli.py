@@ -27,8 +27,9 @@ from .harness import APP_SPEC, ROOT, wait_until
 pytestmark = pytest.mark.process
 
 
-def runwright(*args: str, url: str, timeout_s: float = 120, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RUNWRIGHT_URL": url, "COLUMNS": "200"}
+def runwright(*args: str, url: str, timeout_s: float = 120, cwd=ROOT,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RUNWRIGHT_URL": url, "COLUMNS": "200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "runwright", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout_s)
 
@@ -131,6 +132,19 @@ async def test_processes_option_runs_a_supervised_pool_that_stops_on_sigterm(app
         assert await app.store.worker_list() == []
     finally:
         pool.kill()
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://postgres@127.0.0.1:1/nope", "postgresql: cannot connect to postgresql://postgres@127.0.0.1:1"),
+    ("redis://127.0.0.1:1/0", "redis: cannot connect to redis://127.0.0.1:1/0"),
+    ("sqlite:////no/such/dir/x.db", "sqlite: directory /no/such/dir does not exist"),
+])
+def test_serve_with_the_store_unreachable_is_one_line_and_exit_3(url: str, message: str) -> None:
+    served = runwright("serve", APP_SPEC, "--port", "9", url=url, timeout_s=60,
+                       env={"RUNWRIGHT_TOKENS": "t=tenant"})
+    assert served.returncode == 3, served.stderr
+    (line,) = served.stderr.strip().splitlines()
+    assert line.startswith(f"error: StoreUnreachable: {message}"), line
 
 
 @pytest.mark.parametrize("args, code, message", [

@@ -134,6 +134,7 @@ def serve(
     RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
     import uvicorn
 
+    from ..engine.supervisor import event_loop_runner
     from ..loader import load_app
     from ..server import Auth, create_server
 
@@ -142,7 +143,21 @@ def serve(
         _use_url(url)
         app = load_app(app_spec)
         auth = Auth.from_env()
-    uvicorn.run(create_server(app, auth), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(create_server(app, auth), host=host, port=port,
+                                           log_level="warning"))
+
+    async def go() -> None:
+        # Opened here, in the server's loop, before the server starts: a store that cannot be
+        # reached is one line and exit 3, as for every command, not a traceback from the
+        # lifespan (which then finds the app open).
+        await app.open()
+        try:
+            await server.serve()
+        finally:
+            await app.close()
+
+    with clear_errors(), event_loop_runner() as runner:
+        runner.run(go())
 
 
 @cli.command()
