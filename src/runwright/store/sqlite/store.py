@@ -52,6 +52,21 @@ MIGRATIONS = load_migrations("runwright.store.sqlite")
 POLL_INTERVAL_S = 0.005
 
 
+# The primary result codes of the errors that pass: another process holds the lock (BUSY,
+# LOCKED, PROTOCOL), the disk or the file system failed or filled up (IOERR, FULL, CANTOPEN).
+# These are the store's blinks, retried with backoff; any other OperationalError is raised
+# as it is, at once.
+BLINK_CODES = frozenset({5, 6, 10, 13, 14, 15})  # BUSY LOCKED IOERR FULL CANTOPEN PROTOCOL
+
+
+def is_blink(exc: sqlite3.OperationalError) -> bool:
+    """Whether the error may pass by itself (a lock, the disk), not a bug in a statement."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # raised by the sqlite3 module itself, not by SQLite: not a blink
+        return False
+    return code & 0xFF in BLINK_CODES  # extended codes carry the primary in the low byte
+
+
 class _Thread:
     """One SQLite connection and the one thread that uses it. Each opening makes a thread
     of its own, so a store closed and opened again works (a shut-down executor takes no work)."""
@@ -85,6 +100,8 @@ class _Thread:
         try:
             return await asyncio.get_running_loop().run_in_executor(executor, fn, conn)
         except sqlite3.OperationalError as exc:
+            if not is_blink(exc):
+                raise  # a bug (no such column, a syntax error): retrying cannot help
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
