@@ -225,10 +225,9 @@ def _read_spec(spec: str) -> Any:
 
 
 def _parse_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{what} is not JSON: {exc}") from None
+    from ..serde import decode
+
+    return decode(text, what)  # not JSON, or nested too deep: a clear InvalidInput
 
 
 def _json_object(value: Any, what: str) -> dict[str, Any]:
