@@ -1,4 +1,5 @@
-"""An App whose database was down when it first opened serves once the database is up.
+"""An App whose database was down when it first opened serves once the database is up;
+an App closed and opened again serves too.
 
 Real databases: a Redis server this test starts itself on a port of its own, only after
 the App's first opening failed (the shared Redis and PostgreSQL are never stopped), and a
@@ -100,5 +101,18 @@ async def test_an_app_opened_before_its_sqlite_directory_existed_serves_once_it_
             await app.open()
         directory.mkdir()
         assert await _use(app) == 7
+    finally:
+        await app.close()
+
+
+async def test_an_app_closed_and_opened_again_serves_on_every_backend(store_url: str) -> None:
+    app = _app(store_url)
+    try:
+        for _ in range(3):
+            await app.open()
+            assert await _use(app) == 7
+            await app.close()
+        async with app:  # and as a context manager, after all that
+            assert len(await app.list_runs()) == 3
     finally:
         await app.close()
