@@ -192,18 +192,32 @@ class App(RunScope):
         await self.close()
 
     async def _connect(self, migrate: bool) -> list[int]:
-        """Open the store once, however many callers wait; a failure is every caller's."""
-        if self._opened is None:
+        """Open the store once, however many callers wait. A failure is the failure of
+        every caller waiting on that opening, and the next call tries again: a database
+        that was down when the process started is used once it is back."""
+        if self._opened is None or _failed(self._opened):
             self._opened = asyncio.get_running_loop().create_task(self._open_store(migrate))
         # Shielded: a caller that gives up does not cancel the opening the others await.
         return list(await asyncio.shield(self._opened))
 
     async def _open_store(self, migrate: bool) -> list[int]:
-        await self.store.open()
-        if migrate:
-            return await self.store.migrate()
-        await self.store.require_schema()
-        return []
+        try:
+            await self.store.open()
+            if migrate:
+                return await self.store.migrate()
+            await self.store.require_schema()
+            return []
+        except BaseException:
+            await self._close_half_open()
+            raise
+
+    async def _close_half_open(self) -> None:
+        """After a failed opening, so that the next one starts from a closed store; the
+        opening's error is the one to report, not one of this close."""
+        try:
+            await self.store.close()
+        except Exception:  # the store is being given up on anyway
+            pass
 
     # -- workers --------------------------------------------------------------------
 
@@ -212,3 +226,7 @@ class App(RunScope):
         from .engine.worker import Worker, WorkerConfig
 
         return Worker(self.runtime, WorkerConfig(**options), connect=self.open)
+
+
+def _failed(opening: asyncio.Task[list[int]]) -> bool:
+    return opening.done() and (opening.cancelled() or opening.exception() is not None)

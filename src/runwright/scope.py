@@ -21,6 +21,7 @@ from .errors import InvalidInput, InvalidTransition, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event
+from .listing import checked_listing
 from .runs import Run, RunState
 from .runtime import Runtime
 from .store.params import (
@@ -189,12 +190,13 @@ class RunScope:
                         limit: int = 100, before_id: int | None = None) -> list[Run]:
         """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
         the runs of this scope's thread of that name."""
-        await self._ready()
         # With `thread`, the store lists this scope's thread only (a thread is one tenant's).
-        return await self._runtime.store.run_list(RunListParams(
+        params = checked_listing(RunListParams(
             states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name,
             created_after=created_after, created_before=created_before, limit=limit,
-            before_id=before_id))
+            before_id=before_id))  # a bad filter is refused before the store is touched
+        await self._ready()
+        return await self._runtime.store.run_list(params)
 
     async def dead_letters(self, *, task: str | None = None, limit: int = 100,
                            before_id: int | None = None) -> list[Run]:

@@ -9,14 +9,18 @@ import math
 import traceback
 from typing import Any, Callable
 
-from .errors import BadArguments, InvalidTime, PayloadTooLarge, SerializationError
+from .errors import BadArguments, InvalidInput, InvalidTime, PayloadTooLarge, SerializationError
 
 __all__ = [
-    "DEFAULT_MAX_PAYLOAD_BYTES", "bind_arguments", "due_at", "encode", "encode_error", "finite",
-    "task_signature",
+    "DEFAULT_MAX_PAYLOAD_BYTES", "MAX_DEPTH", "bind_arguments", "decode", "due_at", "encode",
+    "encode_error", "finite", "task_signature",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20  # 1 MiB: a job queue is not a blob store
+# Nesting of arrays and objects in a payload. Far above what real arguments need, and
+# below what every reader can take back: Pydantic serializes (the HTTP answers) about 250
+# levels, SQLite's and Redis's JSON 1000, Python's recursion stops near 1000.
+MAX_DEPTH = 128
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
@@ -27,12 +31,47 @@ def encode(value: Any, what: str, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) ->
         return "null"
     try:
         text = _encoder.encode(value)
+    except RecursionError:
+        raise _too_deep(what) from None
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"{what} does not serialize to JSON: {exc}") from exc
     size = len(text.encode()) if len(text) * 4 > max_bytes else len(text)
     if size > max_bytes:
         raise PayloadTooLarge(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
+    # Fewer brackets than the limit cannot nest deeper than it (counting is C-fast): most
+    # payloads are never walked.
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value, what)
     return text
+
+
+def decode(text: str, what: str) -> Any:
+    """The value of JSON text from outside (a command line, a file); a clear error if it is
+    not JSON or nests too deep to be read back."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _too_deep(what) from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{what} is not JSON: {exc}") from None
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value, what)
+    return value
+
+
+def _check_depth(value: Any, what: str) -> None:
+    """Walk the containers without recursion (the value may be deeper than the stack)."""
+    pending: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, (dict, list, tuple)) else []
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(what)
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
+
+
+def _too_deep(what: str) -> SerializationError:
+    return SerializationError(f"{what} is nested deeper than the limit of {MAX_DEPTH} levels")
 
 
 def task_signature(task_name: str, fn: Callable[..., Any], takes_context: bool) -> inspect.Signature:

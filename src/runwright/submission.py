@@ -24,6 +24,7 @@ __all__ = ["Submission", "insert_params"]
 MAX_KEY_CHARS = 512
 MAX_THREAD_CHARS = 256
 MAX_PRIORITY = 32767  # a SMALLINT in the stores
+MAX_QUEUE_CHARS = 200
 
 
 @dataclass(slots=True)
@@ -49,6 +50,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
     priority = spec.priority if submission.priority is None else submission.priority
     _check_priority(priority)
     _check_key(submission.key)
+    _check_queue(submission.queue)
     if submission.thread is not None:
         _check_thread(submission.thread, submission.on_busy)
     if spec.check is not None:
@@ -83,6 +85,12 @@ def _check_key(key: Any) -> None:
     if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS):
         raise InvalidInput(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters, "
                            f"got {key!r}")
+
+
+def _check_queue(queue: Any) -> None:
+    if queue is not None and (not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_CHARS):
+        raise InvalidInput(f"queue must be a non-empty string of at most {MAX_QUEUE_CHARS} "
+                           f"characters, got {queue!r}")
 
 
 def _check_thread(thread: Any, on_busy: str) -> None:

@@ -45,6 +45,25 @@ async def test_notifications_reach_another_connection(store, store_url):
         await other.close()
 
 
+async def test_a_store_closed_and_opened_again_works_as_before(store):
+    """A process that closes its store (a test, a CLI command, a server's lifespan) and
+    opens it again gets a working store: reads, fenced writes and notifications."""
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert()])
+    for _ in range(2):
+        await store.close()
+        await store.open()
+    await store.listen()
+    with store.hub.watch(QUEUED) as queued:
+        await store.run_insert_many([insert()])
+        await asyncio.wait_for(queued.wait(), 10)
+    runs = await store.run_claim(claim(wid))
+    assert len(runs) == 2
+    assert await store.run_finish_many([RunFinishParams(r.id, r.fence, RunState.SUCCEEDED, result="1",
+                                                        now=T0) for r in runs]) == []
+    assert await store.run_count_by_state(RunCountParams()) == {"succeeded": 2}
+
+
 async def test_migrate_is_idempotent_and_records_the_version(store):
     assert await store.migrate() == []
     assert await store.schema_version() == store.schema_version_known >= 1

@@ -27,8 +27,9 @@ from .harness import APP_SPEC, ROOT, wait_until
 pytestmark = pytest.mark.process
 
 
-def runwright(*args: str, url: str, timeout_s: float = 120, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "RUNWRIGHT_URL": url, "COLUMNS": "200"}
+def runwright(*args: str, url: str, timeout_s: float = 120, cwd=ROOT,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RUNWRIGHT_URL": url, "COLUMNS": "200", **(env or {})}
     return subprocess.run([sys.executable, "-m", "runwright", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout_s)
 
@@ -131,6 +132,75 @@ async def test_processes_option_runs_a_supervised_pool_that_stops_on_sigterm(app
         assert await app.store.worker_list() == []
     finally:
         pool.kill()
+
+
+@pytest.mark.parametrize("url, message", [
+    ("postgresql://postgres@127.0.0.1:1/nope", "postgresql: cannot connect to postgresql://postgres@127.0.0.1:1"),
+    ("redis://127.0.0.1:1/0", "redis: cannot connect to redis://127.0.0.1:1/0"),
+    ("sqlite:////no/such/dir/x.db", "sqlite: directory /no/such/dir does not exist"),
+])
+def test_serve_with_the_store_unreachable_is_one_line_and_exit_3(url: str, message: str) -> None:
+    served = runwright("serve", APP_SPEC, "--port", "9", url=url, timeout_s=60,
+                       env={"RUNWRIGHT_TOKENS": "t=tenant"})
+    assert served.returncode == 3, served.stderr
+    (line,) = served.stderr.strip().splitlines()
+    assert line.startswith(f"error: StoreUnreachable: {message}"), line
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["worker", APP_SPEC, "--url", "postgresql://postgres@127.0.0.1:1/nope"], 3,
+     "StoreUnreachable: postgresql: cannot connect to postgresql://postgres@127.0.0.1:1/nope"),
+    (["worker", "no_such_module:app"], 2, "ConfigError: cannot import 'no_such_module'"),
+])
+def test_a_pool_whose_workers_cannot_start_gives_up_with_their_error(args, code, message) -> None:
+    """Restarting a worker that fails at start meets the same error again: after a few
+    tries the pool stops, with the child's message and exit code (the timeout only ends a
+    pool that restarts forever)."""
+    pool = runwright(*args, "-p", "2", url="sqlite:///unused.db", timeout_s=120)
+    last = pool.stderr.strip().splitlines()[-1]
+    assert pool.returncode == code, pool.stderr
+    assert last.startswith("error: worker process ") and "failed to start 3 times in a row" in last
+    assert f"(exit code {code}): {message}" in last
+    assert "Traceback" not in pool.stderr
+
+
+async def test_a_pool_restarts_a_worker_that_crashed_after_it_started(app: rw.App, store_url: str,
+                                                                       tmp_path) -> None:
+    """Only a failure at start ends the pool: a worker that ran and then died (SIGKILL
+    here, an OOM kill in life) is restarted, however many times it happens."""
+    pool = subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC, "-p", "2",
+                             "--url", store_url], cwd=ROOT,
+                            env={**os.environ, apps.LEDGER_ENV: str(tmp_path)},
+                            stderr=subprocess.DEVNULL)
+    try:
+        pids = {w.pid for w in await wait_until(lambda: _live_workers(app, 2), "two workers started")}
+        for _ in range(3):  # more than the start failures the pool tolerates
+            victim = min(pids)
+            os.kill(victim, signal.SIGKILL)
+            pids = {w.pid for w in await wait_until(
+                lambda: _live_workers(app, 2, without=victim), "the killed worker is replaced")}
+            assert victim not in pids and pool.poll() is None
+        handle = await app.submit(apps.record, n=3)
+        assert await handle.result(timeout_s=60) == 3
+        pool.send_signal(signal.SIGTERM)
+        assert pool.wait(60) == 0
+    finally:
+        pool.kill()
+
+
+async def _live_workers(app: rw.App, count: int, without: int = 0) -> list | None:
+    """The registered workers whose process is alive (a killed one stays registered until
+    found dead), when there are `count` of them and none is pid `without`."""
+    live = [w for w in await app.store.worker_list() if w.pid != without and _alive(w.pid)]
+    return live if len(live) == count else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 async def _workers(app: rw.App, count: int) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import runwright as rw
 from runwright.agents.tools import tool_spec
 from runwright.retry import Backoff, RetryPolicy
-from runwright.serde import encode
+from runwright.serde import MAX_DEPTH, decode, encode
 from runwright.store import store_from_url
 
 
@@ -20,6 +20,32 @@ def test_encode_refuses_what_json_cannot_hold_and_oversized_payloads():
     with pytest.raises(rw.PayloadTooLarge, match="over the limit of 100"):
         encode({"a": "é" * 80}, "arguments of x", max_bytes=100)
     assert encode({"a": [1, "b"]}, "x") == '{"a":[1,"b"]}'
+
+
+def _nested(depth: int, leaf=1):
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 1000, 100_000])
+def test_values_nested_past_the_depth_limit_are_refused_not_a_recursion_error(depth):
+    with pytest.raises(rw.SerializationError, match=f"args is nested deeper than the limit of {MAX_DEPTH}"):
+        encode(_nested(depth), "args")
+    text = '{"k":' * depth + "1" + "}" * depth
+    with pytest.raises(rw.SerializationError, match=f"--args is nested deeper than the limit of {MAX_DEPTH}"):
+        decode(text, "--args")
+
+
+def test_values_within_the_depth_limit_encode_and_brackets_in_strings_do_not_count():
+    text = encode(_nested(MAX_DEPTH), "args")
+    assert text.count("[") + text.count("{") == MAX_DEPTH and decode(text, "--args") == _nested(MAX_DEPTH)
+    assert encode({"a": "[" * 10_000}, "args") == '{"a":"' + "[" * 10_000 + '"}'
+    assert encode([[1]] * 10_000, "args").startswith("[[1],[1]")  # wide is not deep
+    assert decode('{"a": [1]}', "--args") == {"a": [1]}
+    with pytest.raises(rw.InvalidInput, match="--args is not JSON"):
+        decode("{nope", "--args")
 
 
 def test_backoff_grows_caps_and_jitters():

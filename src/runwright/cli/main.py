@@ -88,7 +88,7 @@ def worker(
     # Until the worker's own handlers are in place (after imports and connecting), a
     # SIGTERM simply ends the process cleanly: nothing has been claimed yet.
     signal.signal(signal.SIGTERM, _stop_before_start)
-    from ..engine.supervisor import run_worker, supervise
+    from ..engine.supervisor import PoolCannotStart, run_worker, supervise
     from ..engine.worker import WorkerConfig
     from ..loader import load_app
 
@@ -97,7 +97,12 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
-        raise typer.Exit(supervise(argv, processes))
+        try:
+            code = supervise(argv, processes)
+        except PoolCannotStart as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False)
+            code = exc.exit_code
+        raise typer.Exit(code)
     with clear_errors():
         app = load_app(app_spec)
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
@@ -129,6 +134,7 @@ def serve(
     RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
     import uvicorn
 
+    from ..engine.supervisor import event_loop_runner
     from ..loader import load_app
     from ..server import Auth, create_server
 
@@ -137,7 +143,21 @@ def serve(
         _use_url(url)
         app = load_app(app_spec)
         auth = Auth.from_env()
-    uvicorn.run(create_server(app, auth), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(create_server(app, auth), host=host, port=port,
+                                           log_level="warning"))
+
+    async def go() -> None:
+        # Opened here, in the server's loop, before the server starts: a store that cannot be
+        # reached is one line and exit 3, as for every command, not a traceback from the
+        # lifespan (which then finds the app open).
+        await app.open()
+        try:
+            await server.serve()
+        finally:
+            await app.close()
+
+    with clear_errors(), event_loop_runner() as runner:
+        runner.run(go())
 
 
 @cli.command()
@@ -205,10 +225,9 @@ def _read_spec(spec: str) -> Any:
 
 
 def _parse_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{what} is not JSON: {exc}") from None
+    from ..serde import decode
+
+    return decode(text, what)  # not JSON, or nested too deep: a clear InvalidInput
 
 
 def _json_object(value: Any, what: str) -> dict[str, Any]:

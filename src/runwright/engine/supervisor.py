@@ -1,8 +1,9 @@
 """Running workers as processes: one in this process, or N children supervised.
 
 The supervisor forwards SIGTERM/SIGINT to its children (each drains on its own), and
-restarts a child that died unexpectedly, loudly, with a backoff; a child that keeps
-dying right after start is not restarted in a tight loop.
+restarts a child that died unexpectedly, loudly, with a backoff. A child that fails to
+start (it exits before its worker started: the store unreachable, the app module missing)
+is tried a few times, then the pool stops with that child's message and exit code.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ import asyncio
 import gc
 import logging
 import signal
-import subprocess
-import sys
 import time
 from typing import Awaitable, Callable, Sequence
 
 from ..logs import event
+from .children import Child, tell_supervisor_started
 from .worker import Worker
 
-__all__ = ["run_worker", "supervise"]
+__all__ = ["PoolCannotStart", "run_worker", "supervise"]
 
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
+# A child that fails this many starts in a row (it exits before its worker started) ends
+# the pool: its error will not go away by itself, and restarting forever hides it.
+START_ATTEMPTS = 3
+START_BACKOFF_S = 1.0  # times the failures so far: a store that is coming up gets a chance
 
 
 def event_loop_runner() -> asyncio.Runner:
@@ -52,7 +56,7 @@ def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, on_signal, signum)
         try:
-            await worker.run()
+            await worker.run(ready=lambda _worker: tell_supervisor_started())
         finally:
             await close()
 
@@ -64,40 +68,101 @@ def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[
         runner.run(main())
 
 
-def supervise(argv_for_child: Sequence[str], processes: int, restart: bool = True) -> int:
-    """Start `processes` children running `argv_for_child`; return when all have exited."""
-    children: dict[int, subprocess.Popen[bytes]] = {}
-    started: dict[int, float] = {}
-    stopping = {"flag": False}
+class PoolCannotStart(Exception):
+    """A worker process failed to start START_ATTEMPTS times in a row: restarting it
+    again would only repeat its error (`message`, its last line; `exit_code`, its code)."""
 
-    def spawn(slot: int) -> None:
-        children[slot] = subprocess.Popen([sys.executable, "-m", "runwright", *argv_for_child])
-        started[slot] = time.monotonic()
-        event(INFO, "worker process started", slot=slot, pid=children[slot].pid)
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def supervise(argv_for_child: Sequence[str], processes: int, restart: bool = True) -> int:
+    """Start `processes` children running `argv_for_child`; return when all have exited
+    (the first non-zero exit code, else 0). A child that dies after its worker started is
+    restarted; one that fails START_ATTEMPTS starts in a row ends the pool: the others are
+    stopped and PoolCannotStart carries that child's message and exit code."""
+    pool = _Pool(argv_for_child, restart)
 
     def forward(signum: int, _frame: object) -> None:
-        stopping["flag"] = True
-        for child in children.values():
-            if child.poll() is None:
-                child.send_signal(signum)
+        pool.stop(signum)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     for slot in range(1, processes + 1):
-        spawn(slot)
-    worst = 0
-    while children:
+        pool.spawn(slot)
+    while pool.children or pool.respawn_at:
         time.sleep(0.2)
-        for slot, child in list(children.items()):
+        pool.reap_exited()
+        pool.respawn_due()
+    if pool.cannot_start is not None:
+        raise pool.cannot_start
+    return pool.worst
+
+
+class _Pool:
+    """The children of one supervisor, by slot, and what to do when one exits."""
+
+    def __init__(self, argv: Sequence[str], restart: bool) -> None:
+        self.argv = argv
+        self.restart = restart
+        self.children: dict[int, Child] = {}
+        self.respawn_at: dict[int, float] = {}  # slot -> when to start it again (monotonic)
+        self.failed_starts: dict[int, int] = {}
+        self.stopping = False
+        self.worst = 0
+        self.cannot_start: PoolCannotStart | None = None
+
+    def spawn(self, slot: int) -> None:
+        child = self.children[slot] = Child(slot, self.argv)
+        event(INFO, "worker process started", slot=slot, pid=child.pid)
+        if self.stopping:  # the signal came while it was being started
+            child.send_signal(signal.SIGTERM)
+
+    def respawn_due(self) -> None:
+        now = time.monotonic()
+        for slot, at in list(self.respawn_at.items()):
+            # pop, not del: a signal handler may have emptied the dict since the copy.
+            if at <= now and self.respawn_at.pop(slot, None) is not None and not self.stopping:
+                self.spawn(slot)
+
+    def stop(self, signum: int) -> None:
+        self.stopping = True
+        self.respawn_at.clear()  # waiting to be restarted: not any more
+        for child in self.children.values():
+            child.send_signal(signum)
+
+    def reap_exited(self) -> None:
+        for slot, child in list(self.children.items()):
             code = child.poll()
             if code is None:
                 continue
-            del children[slot]
-            if stopping["flag"] or not restart:
-                worst = worst or code
-                continue
-            event(ERROR, "worker process died; restarting it", slot=slot, pid=child.pid, exit_code=code)
-            if time.monotonic() - started[slot] < 5:
-                time.sleep(2)  # it died young: do not spin
-            spawn(slot)
-    return worst
+            del self.children[slot]
+            started = child.reap()
+            if self.stopping or not self.restart:
+                self.worst = self.worst or code
+            elif started:
+                self._restart_crashed(child, code)
+            else:
+                self._retry_start(child, code)
+
+    def _restart_crashed(self, child: Child, code: int) -> None:
+        """It ran, then died: the next life may well run (a crash, an OOM kill)."""
+        self.failed_starts[child.slot] = 0
+        event(ERROR, "worker process died; restarting it", slot=child.slot, pid=child.pid,
+              exit_code=code)
+        young = time.monotonic() - child.started_at < 5
+        self.respawn_at[child.slot] = time.monotonic() + (2 if young else 0)  # no spinning
+
+    def _retry_start(self, child: Child, code: int) -> None:
+        """It never started: try a few times (a store still coming up), then give up."""
+        failed = self.failed_starts[child.slot] = self.failed_starts.get(child.slot, 0) + 1
+        if failed >= START_ATTEMPTS:
+            self.cannot_start = PoolCannotStart(
+                f"worker process {child.slot} failed to start {failed} times in a row "
+                f"(exit code {code}): {child.message()}", code or 1)
+            self.stop(signal.SIGTERM)
+            return
+        event(ERROR, "worker process failed to start; trying again", slot=child.slot,
+              pid=child.pid, exit_code=code, attempt=failed)
+        self.respawn_at[child.slot] = time.monotonic() + START_BACKOFF_S * failed

@@ -23,6 +23,7 @@ from ..logs import event
 from ..runs import RunState
 from ..scope import RunScope
 from .auth import Auth
+from .body_limit import BodyLimit
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
 from .problems import OperatorOnly, install_problem_handlers, problem
@@ -73,6 +74,9 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan,
                   description="Durable runs: submit, follow, cancel, retry.")
     install_problem_handlers(api)
+    # Added before the authentication middleware, so inside it: an unauthenticated caller
+    # is answered 401 without a byte of its body read.
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     broadcaster = Broadcaster(app)
 
     @api.middleware("http")
@@ -85,8 +89,6 @@ def create_server(app: App, auth: Auth) -> FastAPI:
             response = problem(401, "Unauthorized", "send Authorization: Bearer <token>")
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return problem(413, "Payload too large", f"request bodies are limited to {MAX_BODY_BYTES} bytes")
         request.state.tenant = tenant
         return await call_next(request)
 

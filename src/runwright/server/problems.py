@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Awaitable, Callable
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
 
 from ..errors import (
     InvalidInput,
@@ -17,6 +20,7 @@ from ..errors import (
     ThreadDeleted,
     ThreadNotFound,
 )
+from ..serde import MAX_DEPTH
 
 __all__ = ["OperatorOnly", "install_problem_handlers", "problem"]
 
@@ -54,6 +58,18 @@ def install_problem_handlers(api: FastAPI) -> None:
         return problem(422, "Invalid request", detail)
 
     api.add_exception_handler(RequestValidationError, invalid_request)
+
+    async def unparsable_body(request: Request, exc: Exception) -> Response:
+        # FastAPI answers a body its JSON parser gave up on (RecursionError: nested too
+        # deep) with a bare 400; say why, as encoding the same value would have.
+        if not isinstance(exc, HTTPException):  # the only kind it is installed for
+            raise exc
+        if isinstance(exc.__cause__, RecursionError):
+            return problem(422, "Invalid input", f"the request body is nested deeper than the "
+                                                 f"limit of {MAX_DEPTH} levels")
+        return await http_exception_handler(request, exc)
+
+    api.add_exception_handler(HTTPException, unparsable_body)
 
 
 def _handler(status: int, title: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:

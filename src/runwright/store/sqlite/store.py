@@ -52,21 +52,56 @@ MIGRATIONS = load_migrations("runwright.store.sqlite")
 POLL_INTERVAL_S = 0.005
 
 
+# The primary result codes of the errors that pass: another process holds the lock (BUSY,
+# LOCKED, PROTOCOL), the disk or the file system failed or filled up (IOERR, FULL, CANTOPEN).
+# These are the store's blinks, retried with backoff; any other OperationalError is raised
+# as it is, at once.
+BLINK_CODES = frozenset({5, 6, 10, 13, 14, 15})  # BUSY LOCKED IOERR FULL CANTOPEN PROTOCOL
+
+
+def is_blink(exc: sqlite3.OperationalError) -> bool:
+    """Whether the error may pass by itself (a lock, the disk), not a bug in a statement."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # raised by the sqlite3 module itself, not by SQLite: not a blink
+        return False
+    return code & 0xFF in BLINK_CODES  # extended codes carry the primary in the low byte
+
+
 class _Thread:
-    """One SQLite connection and the one thread that uses it."""
+    """One SQLite connection and the one thread that uses it. Each opening makes a thread
+    of its own, so a store closed and opened again works (a shut-down executor takes no work)."""
 
     def __init__(self, path: str, name: str) -> None:
         self.path = path
-        self.executor = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self.name = name
+        self.executor: ThreadPoolExecutor | None = None
         self.conn: sqlite3.Connection | None = None
 
+    async def start(self, connect: Callable[[], sqlite3.Connection]) -> None:
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(1, thread_name_prefix=self.name)
+        if self.conn is None:
+            self.conn = await asyncio.get_running_loop().run_in_executor(self.executor, connect)
+
+    async def stop(self) -> None:
+        try:
+            if self.conn is not None:
+                await self.call(lambda conn: conn.close())
+        finally:
+            self.conn = None
+            if self.executor is not None:
+                self.executor.shutdown(wait=False)
+                self.executor = None
+
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self.conn
-        if conn is None:
+        conn, executor = self.conn, self.executor
+        if conn is None or executor is None:
             raise StoreError(f"sqlite {self.path}: the store is not open")
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, fn, conn)
+            return await asyncio.get_running_loop().run_in_executor(executor, fn, conn)
         except sqlite3.OperationalError as exc:
+            if not is_blink(exc):
+                raise  # a bug (no such column, a syntax error): retrying cannot help
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -149,7 +184,7 @@ class SqliteStore(SqlStore):
 
     # -- connections ----------------------------------------------------------------
 
-    def _connect(self, _: Any) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         conn.execute("PRAGMA busy_timeout = 30000")
         # WAL: readers never block the writer and vice versa, which many processes need.
@@ -163,11 +198,11 @@ class SqliteStore(SqlStore):
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
             raise StoreUnreachable(f"sqlite: directory {directory} does not exist (from {self.url})")
-        loop = asyncio.get_running_loop()
         try:
             for thread in (self._hot, self._shared):
-                thread.conn = await loop.run_in_executor(thread.executor, self._connect, None)
+                await thread.start(self._connect)
         except sqlite3.Error as exc:
+            await self.close()  # a later open starts afresh
             raise StoreUnreachable(f"sqlite: cannot open {self.path}: {exc}") from exc
         await self._check_schema_known()
 
@@ -177,10 +212,7 @@ class SqliteStore(SqlStore):
             await asyncio.gather(self._poller, return_exceptions=True)
             self._poller = None
         for thread in (self._hot, self._shared):
-            if thread.conn is not None:
-                await thread.call(lambda conn: conn.close())
-                thread.conn = None
-            thread.executor.shutdown(wait=False)
+            await thread.stop()
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[_Connection]:

@@ -1,0 +1,84 @@
+"""SQLite: a lock or the disk is a blink (StoreError, retried); a bug in a statement is not.
+
+A blink is retried with backoff for up to a minute (`resilience.through_blinks`); a
+statement that names no such column would fail the same way for that whole minute, so it
+is raised at once, as it is. Real SQLite files and a real second connection throughout.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+import runwright as rw
+from runwright.resilience import through_blinks
+from runwright.store import store_from_url
+from runwright.store.sqlite.store import SqliteStore, is_blink
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    store = store_from_url(f"sqlite:///{tmp_path / 'runwright.db'}")
+    assert isinstance(store, SqliteStore)
+    await store.open()
+    await store.migrate()
+    yield store
+    await store.close()
+
+
+async def test_a_statement_naming_no_such_column_fails_at_once(sqlite_store: SqliteStore) -> None:
+    calls = []
+
+    async def buggy() -> object:
+        calls.append(1)
+        async with sqlite_store._reading() as conn:
+            return await conn.fetch("SELECT no_such_column FROM runs")
+
+    with pytest.raises(sqlite3.OperationalError, match="no such column: no_such_column") as raised:
+        await through_blinks(buggy)
+    assert not isinstance(raised.value, rw.StoreError) and len(calls) == 1
+    with pytest.raises(sqlite3.OperationalError, match="syntax error"):
+        await sqlite_store._hot.call(lambda conn: conn.execute("SELEKT 1"))
+
+
+async def test_a_database_locked_by_another_process_is_a_blink(sqlite_store: SqliteStore) -> None:
+    holder = sqlite3.connect(sqlite_store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write lock
+
+    def write_without_waiting(conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 0")  # meet the lock now, not after 30 s
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout = 30000")
+
+    try:
+        with pytest.raises(rw.StoreError, match="database is locked"):
+            await sqlite_store._hot.call(write_without_waiting)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert await sqlite_store.schema_version() == sqlite_store.schema_version_known
+
+
+def test_which_sqlite_errors_are_blinks(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    cases = [("BEGIN IMMEDIATE", True), ("SELECT nope FROM t", False),
+             ("SELECT * FROM no_such_table", False), ("SELEKT 1", False)]
+    for sql, blink in cases:
+        with pytest.raises(sqlite3.OperationalError) as raised:
+            other.execute(sql)
+        assert is_blink(raised.value) is blink, (sql, raised.value)
+    with pytest.raises(sqlite3.OperationalError, match="unable to open") as cannot_open:
+        sqlite3.connect(tmp_path / "missing" / "x.db")
+    assert is_blink(cannot_open.value)
+    holder.execute("ROLLBACK")
+    holder.close()
+    other.close()
