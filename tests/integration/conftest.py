@@ -40,8 +40,9 @@ async def running_worker(app: rw.App, **options) -> AsyncIterator[rw.Worker]:
         await task
 
 
-async def assert_cuts_cost_a_long_run_no_takeover(app: rw.App, cut: Callable[[], Awaitable[object]]) -> None:
-    """Connections cut every 1.5 s (by `cut`) while one run's step takes 4 s: a worker that
+async def assert_cuts_cost_a_long_run_no_takeover(app: rw.App, cut: Callable[[], Awaitable[object]],
+                                                  cuts: int = 4) -> None:
+    """Connections cut every 1.5 s (by `cut`, `cuts` times) while one run's step takes 4 s: a worker that
     reconnects is not a dead one, so its run is never taken over, its step runs once and
     its attempt is not counted again."""
     calls: list[float] = []
@@ -60,7 +61,7 @@ async def assert_cuts_cost_a_long_run_no_takeover(app: rw.App, cut: Callable[[],
         async with asyncio.timeout(30):
             while not calls:
                 await asyncio.sleep(0.01)
-        for _ in range(4):
+        for _ in range(cuts):
             await asyncio.sleep(1.5)
             await cut()
         assert await handle.result(timeout_s=60) == "done"

@@ -20,7 +20,10 @@ import pytest
 import redis.asyncio
 
 import runwright as rw
+from runwright.store import store_from_url
+from runwright.store.params import RunRescueParams, WorkerHeartbeatParams
 
+from ..conformance.helpers import T0, claim, insert, worker
 from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker
 
 
@@ -127,6 +130,33 @@ async def test_clients_cut_every_1_5_s_cost_a_long_run_no_takeover(private_redis
     finally:
         await admin.aclose()
         await app.close()
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_a_lapsed_liveness_key_is_a_death_only_when_it_stays_lapsed(store, store_url) -> None:
+    # After an outage longer than the TTL every key has lapsed; a worker that lives takes
+    # its key again within moments, so a rescuer counts a death only at a second look.
+    owner = store_from_url(store_url)
+    await owner.open()
+    wid = await owner.worker_register(worker(now=T0))
+    (run,) = await owner.run_insert_many([insert()])
+    await owner.run_claim(claim(wid, lease_s=300))
+    await owner.close()  # its liveness refresh stops: the key lapses within the TTL
+    alive = store.key(f"alive:{wid}")
+
+    async def lapsed() -> None:
+        async with asyncio.timeout(30):
+            while await store.redis.exists(alive):
+                await asyncio.sleep(0.05)
+
+    await lapsed()
+    assert await store.run_rescue_many(RunRescueParams(now=T0 + 1, worker_stale_s=1e9)) == []
+    assert await store.worker_heartbeat(WorkerHeartbeatParams(wid, now=T0 + 1))  # it came back
+    assert await store.run_rescue_many(RunRescueParams(now=T0 + 2, worker_stale_s=1e9)) == []
+    await lapsed()  # and lapsed for good
+    assert await store.run_rescue_many(RunRescueParams(now=T0 + 3, worker_stale_s=1e9)) == []
+    (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 3.5, worker_stale_s=1e9))
+    assert rescued.id == run.id and rescued.state is rw.RunState.QUEUED and rescued.recoveries == 1
 
 
 async def test_with_aof_a_restart_mid_drain_loses_no_acknowledged_submission(

@@ -5,7 +5,7 @@ that a worker's process died. But a session also ends when the database restarts
 operator (or a proxy) cuts it, and the worker is then alive and reconnecting, not dead.
 So a mark that drops is taken again at once, on a new session, for the same worker id;
 and a rescuer declares a worker dead only when its mark has stayed missing for
-`MARK_GRACE_S` (see `Unmarked`). A blip costs no takeover; a SIGKILL still costs under
+`MISSING_GRACE_S` (see `..liveness`). A blip costs no takeover; a SIGKILL still costs under
 a second.
 """
 
@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable
 
 import asyncpg
 
 from ...errors import StoreUnreachable
 
-__all__ = ["MARK_GRACE_S", "Marks", "Unmarked"]
+__all__ = ["Marks"]
 
 log = logging.getLogger("runwright.store.postgres")
 
-# How long a missing mark is given to come back before its worker counts as dead. A
-# reconnect on a reachable database takes milliseconds; rescuers look every 0.5 s, so in
-# practice a mark must be missing at two looks in a row.
-MARK_GRACE_S = 0.3
 RETAKE_BACKOFF_MAX_S = 0.5
 
 
@@ -133,22 +129,6 @@ class Marks:
     async def close(self) -> None:
         for worker_id in list(self._conns) + list(self._retaking):
             await self.release(worker_id)
-
-
-class Unmarked:
-    """What one rescuer has seen of missing marks: a worker is dead once its mark has
-    been missing for MARK_GRACE_S by this process's looks."""
-
-    def __init__(self, grace_s: float = MARK_GRACE_S) -> None:
-        self._grace_s = grace_s
-        self._since: dict[int, float] = {}
-
-    def dead(self, missing: Iterable[int], now: float) -> list[int]:
-        missing = set(missing)
-        self._since = {wid: since for wid, since in self._since.items() if wid in missing}
-        for wid in missing:
-            self._since.setdefault(wid, now)
-        return sorted(wid for wid, since in self._since.items() if now - since >= self._grace_s)
 
 
 async def _close_quietly(conn: asyncpg.Connection) -> None:

@@ -23,6 +23,7 @@ from ...errors import StoreUnreachable
 from ...runs import Run
 from .. import rules
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
+from ..liveness import Unmarked
 from ..migrations import Migration, load_migrations
 from ..params import (
     EventAppendParams,
@@ -41,7 +42,7 @@ from ..sql.columns import run_from_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
-from .marks import Marks, Unmarked
+from .marks import Marks
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -178,7 +179,7 @@ class PostgresStore(SqlStore):
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
         """Live workers are those whose session holds their advisory lock (see marks.py):
         when a worker's process dies, PostgreSQL drops the lock at once, and a mark still
-        missing MARK_GRACE_S later is a death, so its runs are taken back within a second
+        missing MISSING_GRACE_S later is a death, so its runs are taken back within a second
         instead of after a lease timeout; a worker whose session was only cut takes its
         mark again meanwhile. The lock key is this schema's namespace in this database
         (pg_locks spans all)."""

@@ -54,6 +54,7 @@ from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
 from ..hub import QUEUED, Hub, done_topic, events_topic
+from ..liveness import Unmarked
 from ..params import (
     EventAppendParams,
     EventListParams,
@@ -103,8 +104,9 @@ __all__ = ["DEFAULT_LIVENESS_S", "DEFAULT_NAMESPACE", "RedisStore"]
 log = logging.getLogger("runwright.store.redis")
 # How long a worker's liveness key outlives its last refresh: a SIGKILLed worker's runs
 # are taken over this long after it died (plus one rescue tick). Refreshed 4 times per
-# TTL, so a loaded event loop has slack before it is taken for dead. Defaults to 1.5 s.
-DEFAULT_LIVENESS_S = 1.5
+# TTL, so a loaded event loop has slack before it is taken for dead, and a lapsed key is
+# a death only once it stays lapsed MISSING_GRACE_S (liveness.py). Defaults to 1 s.
+DEFAULT_LIVENESS_S = 1.0
 DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
 SCHEMA_VERSION = 1  # Redis keeps no tables: the version names the key layout above
 TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
@@ -136,6 +138,7 @@ class RedisStore:
         self._alive_ids: set[int] = set()
         self._refresher: asyncio.Task[None] | None = None
         self._closing = False
+        self._unmarked = Unmarked()
 
     # -- connections ----------------------------------------------------------------
 
@@ -485,14 +488,21 @@ class RedisStore:
     # -- rescue and deadlines -----------------------------------------------------------
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
-        now_text, dead, *stuck_flat = await self._script(
+        now_text, gone, lapsed, *stuck_flat = await self._script(
             "rescue_scan", _now_arg(params.now), float(params.worker_stale_s))
+        now = float(now_text)
+        # A lapsed key is a death only once it has stayed lapsed a moment (liveness.py):
+        # after a Redis outage, the living workers' keys come back within that moment.
+        # A registration that is gone is a death at once.
+        dead = sorted({*gone, *self._unmarked.dead(lapsed, now)})
         if not dead and not stuck_flat:
             return []  # most ticks of most workers find nothing
-        now = float(now_text)
         stuck = [run_from_hash(flat) for flat in stuck_flat if flat]
         fates = [rules.rescue_fate(run, params.max_recoveries, now)
-                 for run in stuck if run.state is RunState.RUNNING]
+                 for run in stuck if run.state is RunState.RUNNING and (
+                     run.owner in dead or (run.lease_expires_at or 0.0) < now)]
+        if not dead and not fates:
+            return []
         args: list[Any] = [now_text, len(dead), *dead]
         for fate in fates:
             args += [fate.run_id, fate.fence, fate.state.value, fate.recoveries, fate.run_at,

@@ -3,8 +3,8 @@
 -- KEYS[1]  <prefix>ids
 -- ARGV[1]  now ('' = the server's clock)
 -- ARGV[2]  worker_stale_s: a heartbeat this old means dead
--- Returns  {now, {dead worker ids}, run hash, run hash, ...}: the running runs whose
---          lease expired or whose owner is dead
+-- Returns  {now, {gone worker ids}, {lapsed worker ids}, run hash, ...}: the running
+--          runs whose lease expired or whose owner is gone or lapsed
 --
 -- Redis has no session to tie a worker's life to: a worker is alive while its key
 -- alive:<id> (refreshed well inside its TTL by the worker's store) exists and its
@@ -12,12 +12,17 @@
 -- are one range read; a dead owner's runs are its owned set.
 local now = now_of(ARGV[1])
 local stale_before = now - tonumber(ARGV[2])
-local dead, seen, runs = {}, {}, {}
+local gone, lapsed, seen, runs = {}, {}, {}, {}
 
-local function is_dead(worker)
-  if redis.call('EXISTS', P .. 'alive:' .. worker) == 0 then return true end
+-- 'gone' when its registration is gone (deregistered, or declared dead before): dead for
+-- sure. 'lapsed' when its key lapsed or its heartbeat is stale: maybe only reconnecting,
+-- which the caller gives a moment (liveness.py). nil when alive.
+local function death(worker)
+  if redis.call('HEXISTS', P .. 'workers', worker) == 0 then return 'gone' end
+  if redis.call('EXISTS', P .. 'alive:' .. worker) == 0 then return 'lapsed' end
   local beat = redis.call('HGET', P .. 'beats', worker)
-  return beat == false or tonumber(beat) < stale_before
+  if beat == false or tonumber(beat) < stale_before then return 'lapsed' end
+  return nil
 end
 
 local function stuck(id)
@@ -33,13 +38,14 @@ local judged = {}
 for _, worker in ipairs(workers) do
   if not judged[worker] then
     judged[worker] = true
-    if is_dead(worker) then
-      dead[#dead + 1] = tonumber(worker)
+    local how = death(worker)
+    if how then
+      table.insert(how == 'gone' and gone or lapsed, tonumber(worker))
       for _, id in ipairs(redis.call('SMEMBERS', P .. 'owned:' .. worker)) do stuck(id) end
     end
   end
 end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'running', '-inf', '(' .. num(now))) do stuck(id) end
-local out = {num(now), dead}
+local out = {num(now), gone, lapsed}
 for _, flat in ipairs(runs) do out[#out + 1] = flat end
 return out
