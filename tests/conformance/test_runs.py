@@ -177,3 +177,22 @@ async def test_claim_merges_the_tasks_of_one_queue_in_claim_order(store):
         insert(task="a", run_at=T0 - 3), insert(task="b", priority=0, run_at=T0)])
     claimed = await store.run_claim(claim(wid, tasks=("a", "b")))
     assert [r.id for r in claimed] == [b_high.id, b_early.id, a_early.id, a_late.id]
+
+
+async def test_one_key_submitted_at_once_from_many_connections_makes_one_run(store, store_url):
+    # Idempotent submission under a race: every caller gets the same run, exactly one of
+    # them the one that made it.
+    others = [store_from_url(store_url) for _ in range(4)]
+    for other in others:
+        await other.open()
+    try:
+        keys = [f"race-{n}" for n in range(20)]
+        batches = await asyncio.gather(*(
+            s.run_insert_many([insert(key=k) for k in keys]) for s in [store, *others]))
+    finally:
+        for other in others:
+            await other.close()
+    for position, key in enumerate(keys):
+        runs = [batch[position] for batch in batches]
+        assert {r.key for r in runs} == {key} and len({r.id for r in runs}) == 1
+        assert sum(not r.existed for r in runs) == 1
