@@ -26,13 +26,13 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from ..errors import ConfigError, FinalError, RunwrightError
 from .addresses import parse, refusal
 from .outbound import ALLOW_ENV, OutboundPolicy, UnknownSecret
 
 if TYPE_CHECKING:
+    import httpx
+
     from ..registry import Registry
     from ..tasks import TaskSpec
 
@@ -97,6 +97,8 @@ def _policy_and_key(secret: str | None) -> tuple[OutboundPolicy, str | None]:
 
 async def _call(method: str, url: str, headers: dict[str, str], payload: bytes, timeout_s: float,
                 max_response_bytes: int) -> dict[str, Any]:
+    import httpx  # here: 60 ms to import, paid by every worker and CLI call otherwise
+
     async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=False) as client:
         try:
             async with client.stream(method, url, headers=headers, content=payload or None) as response:
