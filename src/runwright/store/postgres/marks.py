@@ -19,7 +19,7 @@ import asyncpg
 
 from ...errors import StoreUnreachable
 
-__all__ = ["Marks"]
+__all__ = ["Marks", "close_quietly"]
 
 log = logging.getLogger("runwright.store.postgres")
 
@@ -89,19 +89,19 @@ class Marks:
                 try:
                     if await self._lock_if_registered(conn, worker_id):
                         if worker_id not in self._conns:  # released meanwhile
-                            await _close_quietly(conn)
+                            await close_quietly(conn)
                             return False
                         self.hold(worker_id, conn)
                         log.info("liveness mark of worker %s taken again", worker_id)
                         return True
-                    await _close_quietly(conn)
+                    await close_quietly(conn)
                     if worker_id in self._conns:  # declared dead while the mark was away
                         self._lost.add(worker_id)
                         return False
                 except self._transient:
-                    await _close_quietly(conn)
+                    await close_quietly(conn)
                 except BaseException:
-                    await _close_quietly(conn)
+                    await close_quietly(conn)
                     raise
             await asyncio.sleep(backoff_s)
             backoff_s = min(RETAKE_BACKOFF_MAX_S, backoff_s * 2)
@@ -124,14 +124,15 @@ class Marks:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         if conn is not None:
-            await _close_quietly(conn)
+            await close_quietly(conn)
 
     async def close(self) -> None:
         for worker_id in list(self._conns) + list(self._retaking):
             await self.release(worker_id)
 
 
-async def _close_quietly(conn: asyncpg.Connection) -> None:
+async def close_quietly(conn: asyncpg.Connection) -> None:
+    """Close, or if the session does not answer in 2 s, drop the socket."""
     try:
         await asyncio.wait_for(conn.close(), 2)
     except Exception:

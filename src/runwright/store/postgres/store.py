@@ -42,7 +42,7 @@ from ..sql.columns import run_from_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
-from .marks import Marks
+from .marks import Marks, close_quietly
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -247,7 +247,7 @@ class PostgresStore(SqlStore):
             finally:
                 self.hub.degraded = True
                 self.hub.fire_all()
-                await _close_quietly(conn)
+                await close_quietly(conn)
 
     def _on_notify(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
         if channel == self.channels["queued"]:
@@ -388,7 +388,7 @@ class PostgresStore(SqlStore):
                 # Taken inside the inserting transaction: whoever sees the row sees the lock.
                 await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)
         except BaseException:
-            await _close_quietly(conn)
+            await close_quietly(conn)
             raise
         self._marks.hold(int(worker_id), conn)
         return int(worker_id)
@@ -439,12 +439,6 @@ def _in_order(params: Sequence[RunInsertParams], found: dict[tuple[str, str], Ru
         out.append(run)
     return out
 
-
-async def _close_quietly(conn: asyncpg.Connection) -> None:
-    try:
-        await asyncio.wait_for(conn.close(), 2)
-    except Exception:
-        conn.terminate()
 
 
 def _safe(dsn: str) -> str:
