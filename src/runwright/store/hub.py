@@ -13,7 +13,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence
 
-from ..runs import RunState
+from ..runs import Run, RunState
 from .params import RunFinishParams
 
 __all__ = ["CANCEL", "QUEUED", "Hub", "done_topic", "events_topic"]
@@ -64,6 +64,14 @@ class Hub:
             self.fire(QUEUED)
         self.fire_runs(done_topic, (f.run_id for f in finishes if f.state is not RunState.QUEUED))
         self.fire_runs(events_topic, (f.run_id for f in finishes))
+
+    def fire_changed(self, runs: Sequence[Run]) -> None:
+        """Runs changed by a decision (rescue, cancel, retry, expiry): work may be due,
+        some ended, their logs grew."""
+        if runs:
+            self.fire(QUEUED)
+            self.fire_runs(done_topic, (r.id for r in runs if r.done))
+            self.fire_runs(events_topic, (r.id for r in runs))
 
     def fire_all(self) -> None:
         """Wake everyone (a backend that only knows "something changed")."""

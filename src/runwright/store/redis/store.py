@@ -53,7 +53,7 @@ from ...journal import Event, StepRecord
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
-from ..hub import QUEUED, Hub, done_topic, events_topic
+from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
     EventAppendParams,
@@ -232,12 +232,6 @@ class RedisStore:
         if self._listener is None:
             self._listener = Listener(self._client, self.hub, self.prefix)
             await self._listener.start()
-
-    def _fire_ended(self, runs: Sequence[Run]) -> None:
-        if runs:
-            self.hub.fire(QUEUED)
-            self.hub.fire_runs(done_topic, (r.id for r in runs if r.done))
-            self.hub.fire_runs(events_topic, (r.id for r in runs))
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -508,14 +502,14 @@ class RedisStore:
             args += [fate.run_id, fate.fence, fate.state.value, fate.recoveries, fate.run_at,
                      fate.finished_at, fate.error, fate.event_kind]
         rescued = [run_from_hash(flat) for flat in await self._script("rescue", *args)]
-        self._fire_ended(rescued)
+        self.hub.fire_changed(rescued)
         return rescued
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
         rows = await self._script("expire", _now_arg(params.now), rules.deadline_error(),
                                   json.dumps({"error": "DeadlineExceeded"}))
         expired = [run_from_hash(flat) for flat in rows]
-        self._fire_ended(expired)
+        self.hub.fire_changed(expired)
         return expired
 
     # -- threads ------------------------------------------------------------------------

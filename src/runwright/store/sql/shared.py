@@ -19,7 +19,7 @@ from ...journal import Event, StepRecord
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
-from ..hub import QUEUED, Hub, done_topic, events_topic
+from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
     EventListParams,
@@ -278,7 +278,7 @@ class SqlStore(ABC):
             stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, now)]
             rescued = await self._apply_rescues(conn, [
                 rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
-        self._fire_ended(rescued)
+        self.hub.fire_changed(rescued)
         return rescued
 
     async def _apply_rescues(self, conn: SqlConnection, fates: Sequence[rules.Rescue],
@@ -311,14 +311,8 @@ class SqlStore(ABC):
                 await self._log_bumped(conn, expired, [failed] * len(expired), now)
                 await conn.notify("done", [run.id for run in expired])
                 await self._wake_parents(conn, expired, now)
-        self._fire_ended(expired)
+        self.hub.fire_changed(expired)
         return expired
-
-    def _fire_ended(self, runs: Sequence[Run]) -> None:
-        if runs:
-            self.hub.fire(QUEUED)
-            self.hub.fire_runs(done_topic, (r.id for r in runs if r.done))
-            self.hub.fire_runs(events_topic, (r.id for r in runs))
 
     # -- threads ------------------------------------------------------------------------
 
