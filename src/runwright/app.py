@@ -202,7 +202,7 @@ class App(RunScope):
 
     async def _open_store(self, migrate: bool) -> list[int]:
         try:
-            await self.store.open()
+            await self.store.open(create=migrate)
             if migrate:
                 return await self.store.migrate()
             await self.store.require_schema()

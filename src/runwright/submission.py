@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .budget import Budget
-from .errors import InvalidInput
+from .errors import InvalidInput, InvalidTime
 from .limits import Limits
-from .serde import due_at, encode
+from .serde import due_at, encode, finite
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
 
-__all__ = ["Submission", "insert_params"]
+__all__ = ["Submission", "insert_params", "parse_run_at"]
 
 MAX_KEY_CHARS = 512
 MAX_THREAD_CHARS = 256
@@ -99,3 +99,29 @@ def _check_thread(thread: Any, on_busy: str) -> None:
     if not isinstance(thread, str) or not thread or len(thread) > MAX_THREAD_CHARS:
         raise InvalidInput(f"thread must be a non-empty string of at most {MAX_THREAD_CHARS} "
                            f"characters, got {thread!r}")
+
+
+def parse_run_at(value: Any) -> float:
+    """A `run_at` as epoch seconds, from epoch seconds (a number or its text) or an ISO 8601
+    time with a zone ("2026-12-01T09:00:00Z", "...+02:00"). A time without a zone is
+    refused: read on two machines it would be two different instants."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return finite(value, "run_at")
+    if not isinstance(value, str):
+        raise InvalidTime(f"run_at must be epoch seconds or an ISO 8601 time, got {value!r}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return _iso_instant(value)
+    return finite(seconds, "run_at")
+
+
+def _iso_instant(value: str) -> float:
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidTime(f"run_at {value!r} is neither epoch seconds nor an ISO 8601 time "
+                          f"(e.g. 2026-12-01T09:00:00Z)") from None
+    if when.tzinfo is None:
+        raise InvalidTime(f"run_at {value!r} has no time zone; add Z or an offset such as +02:00")
+    return when.timestamp()

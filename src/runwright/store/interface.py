@@ -65,9 +65,11 @@ class SchemaStore(Protocol):
     clock: Clock
     schema_version_known: int
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         """Connect and check the schema: a newer one than this code knows is refused
-        (SchemaError) and nothing is written."""
+        (SchemaError) and nothing is written. `create=False`: a store that does not exist
+        yet (a SQLite file) is a SchemaError, and nothing is created; a server's database
+        always exists. Defaults to True."""
 
     async def close(self) -> None: ...
 

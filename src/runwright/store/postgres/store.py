@@ -121,7 +121,7 @@ class PostgresStore(SqlStore):
     async def _connect(self) -> asyncpg.Connection:
         return await asyncpg.connect(self.dsn, timeout=10, server_settings=self._settings)
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10,

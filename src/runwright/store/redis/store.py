@@ -160,7 +160,7 @@ class RedisStore:
     def key(self, name: str) -> str:
         return self.prefix + name
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         self._closing = False
         self._redis = self._client()
         self._scripts = Scripts(self._redis, self.key("ids"))
