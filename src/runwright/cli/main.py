@@ -304,6 +304,7 @@ def events(run_id: int = RUN_ID,
     """Print a run's event log as it stands (`follow` waits for more)."""
 
     async def go(app: App) -> list[Any]:
+        await app.read_run(run_id)  # an unknown run is RunNotFound, not an empty log
         return [item async for item in app.events(run_id, after=after, follow=False)]
 
     for item in with_app(url, go):
