@@ -113,7 +113,8 @@ def test_version_prints_the_installed_version() -> None:
 def test_every_option_of_every_command_has_help_and_no_type_hint() -> None:
     group = command()
     commands = {"": group, **group.commands}
-    assert {"worker", "serve", "submit", "runs", "status", "show", "events", "workers", "thread"} <= set(commands)
+    assert {"worker", "serve", "submit", "runs", "status", "show", "events", "workers",
+            "thread"} <= set(commands)
     for name, sub in commands.items():
         shown = runwright(*([name] if name else []), "--help")
         assert shown.returncode == 0, (name, shown.stderr)
@@ -265,8 +266,9 @@ async def test_tables_are_whole_when_piped(app: rw.App, store_url: str) -> None:
                                                                      ["double"]))
     (claimed,) = await app.store.run_claim(RunClaimParams(worker_id, ["default"], ["double"], 1, 30))
     message = "the upstream said no: " + " ".join(f"reason-{i}" for i in range(40))
+    error = json.dumps({"type": "Upstream", "message": message})
     await app.store.run_finish_many([RunFinishParams(claimed.id, claimed.fence, rw.RunState.DEAD,
-                                                     error=json.dumps({"type": "Upstream", "message": message}))])
+                                                     error=error)])
     for args in (["runs"], ["dead"]):
         done = runwright(*args, url=store_url, env={"COLUMNS": "80"})
         assert done.returncode == 0, done.stderr
@@ -280,9 +282,9 @@ async def test_tables_are_whole_when_piped(app: rw.App, store_url: str) -> None:
 def test_serve_prints_where_it_listens_and_a_port_in_use_is_exit_7(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'runwright.db'}"
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    server = subprocess.Popen([sys.executable, "-m", "runwright", "serve", CLI_APP, "--port", "0", "--url", url],
-                              cwd=ROOT, env={**env, "RUNWRIGHT_AUTH": "off"}, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    server = subprocess.Popen([sys.executable, "-m", "runwright", "serve", CLI_APP, "--port", "0",
+                               "--url", url], cwd=ROOT, env={**env, "RUNWRIGHT_AUTH": "off"},
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None
         lines = [server.stdout.readline() for _ in range(4)]  # printed once it listens
@@ -315,7 +317,8 @@ def test_import_and_help_load_no_model_sdk_and_no_web_stack(program: list[str]) 
     done = subprocess.run([sys.executable, "-X", "importtime", *program], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+              if line.startswith("import time:")}
     assert "runwright" in loaded
     assert sorted(name for name in loaded if name.split(".")[0] in HEAVY) == []
     assert not any(name.startswith("runwright.server") for name in loaded)
