@@ -42,7 +42,8 @@ class App(RunScope):
 
     `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
-    `runwright migrate`). A newer schema than this code knows is refused either way.
+    `runwright migrate`; a SQLite file that does not exist is then refused, not created).
+    A newer schema than this code knows is refused either way.
     The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
     `clock` defaults to the store's.
     """

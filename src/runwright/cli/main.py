@@ -196,8 +196,8 @@ def submit(
         if not task:
             raise InvalidInput("name the task (runwright submit MODULE:APP TASK) or give "
                                '--json \'{"task": "webhook", "args": {...}}\'')
-        if timeout_s is not None and not wait:
-            raise InvalidInput("--timeout-s goes with --wait")
+        if timeout_s is not None and not (wait and timeout_s > 0):
+            raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()
 
     async def go() -> Any:

@@ -7,6 +7,7 @@ system chose. Imported only by `serve`, so other commands never load the web sta
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Any
 
@@ -51,8 +52,9 @@ def bind(host: str, port: int) -> socket.socket:
         listener.bind(address)
     except OSError as exc:
         listener.close()
-        raise fail(f"cannot listen on {host}:{port}: {exc.strerror} (choose another with --port, "
-                   f"or stop what listens there)", ADDRESS_IN_USE) from None
+        hint = "choose another with --port" + (", or stop what listens there"
+                                               if exc.errno == errno.EADDRINUSE else "")
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror} ({hint})", ADDRESS_IN_USE) from None
     listener.set_inheritable(True)
     return listener
 
