@@ -179,23 +179,12 @@ def submit(
 ) -> None:
     """Submit a run of TASK, or of the job a --json document describes."""
     from ..loader import load_app
-    from ..submission import parse_run_at
-    from .submitting import document_submission, json_object, parse_json, read_document
+    from .submitting import gather_submission
 
     with clear_errors():
         _use_url(url)
-        if spec is not None:
-            named, kwargs, options = document_submission(read_document(spec))
-            task = task or named
-        else:
-            kwargs, options = json_object(parse_json(args, "--args"), "--args"), {}
-        given = dict(key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue)
-        options.update({name: value for name, value in given.items() if value is not None})
-        if options.get("run_at") is not None:
-            options["run_at"] = parse_run_at(options["run_at"])
-        if not task:
-            raise InvalidInput("name the task (runwright submit MODULE:APP TASK) or give "
-                               '--json \'{"task": "webhook", "args": {...}}\'')
+        task, kwargs, options = gather_submission(task, args, spec, dict(
+            key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue))
         if timeout_s is not None and not (wait and timeout_s > 0):
             raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()

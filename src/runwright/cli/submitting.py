@@ -14,12 +14,32 @@ from ..budget import Budget
 from ..errors import InvalidInput
 from ..handles import RunHandle
 from ..serde import decode
+from ..submission import parse_run_at
 
-__all__ = ["DOCUMENT_KEYS", "document_submission", "parse_json", "read_document", "warn_if_unserved"]
+__all__ = ["DOCUMENT_KEYS", "document_submission", "gather_submission", "json_object", "parse_json",
+           "read_document", "warn_if_unserved"]
 
 # The keys of a --json document: the task, its arguments, and the submission's options.
 DOCUMENT_KEYS = ("task", "args", "key", "priority", "delay_s", "run_at", "queue", "thread",
                  "on_busy", "budget")
+
+
+def gather_submission(task: str | None, args: str, spec: str | None,
+                      given: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(task, its arguments, the submission's options) from `submit`'s TASK, --args or
+    --json, and the options given on the command line (None: not given), which win."""
+    if spec is not None:
+        named, arguments, options = document_submission(read_document(spec))
+        task = task or named
+    else:
+        arguments, options = json_object(parse_json(args, "--args"), "--args"), {}
+    options.update({name: value for name, value in given.items() if value is not None})
+    if options.get("run_at") is not None:
+        options["run_at"] = parse_run_at(options["run_at"])
+    if not task:
+        raise InvalidInput("name the task (runwright submit MODULE:APP TASK) or give "
+                           '--json \'{"task": "webhook", "args": {...}}\'')
+    return task, arguments, options
 
 
 def read_document(spec: str) -> dict[str, Any]:
