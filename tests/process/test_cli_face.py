@@ -260,12 +260,12 @@ async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: s
 
 async def test_tables_are_whole_when_piped(app: rw.App, store_url: str) -> None:
     """Rich lays a table out to 80 columns without a terminal, cutting cells; a pipe gets
-    every row whole, on one line."""
+    every row whole, on one line, and text that looks like Rich markup as it was written."""
     run_id = submitted(store_url, "double", '{"n": 1}')
     worker_id = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"],
                                                                      ["double"]))
     (claimed,) = await app.store.run_claim(RunClaimParams(worker_id, ["default"], ["double"], 1, 30))
-    message = "the upstream said no: " + " ".join(f"reason-{i}" for i in range(40))
+    message = "the upstream said [bold]no[/bold]: " + " ".join(f"reason-{i}" for i in range(40))
     error = json.dumps({"type": "Upstream", "message": message})
     await app.store.run_finish_many([RunFinishParams(claimed.id, claimed.fence, rw.RunState.DEAD,
                                                      error=error)])

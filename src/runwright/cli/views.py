@@ -35,11 +35,11 @@ def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> 
     for column in ("id", "task", "queue", "state", "prio", "attempt", "created", "error"):
         table.add_column(column)
     for run in runs:
-        error = run.error_info() or {}
-        table.add_row(str(run.id), run.task, run.queue,
+        error = run.error_info()
+        reason = f"{error.get('type', '')}: {error.get('message', '')}"[:cut] if error else ""
+        table.add_row(str(run.id), escape(run.task), escape(run.queue),
                       f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
-                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at),
-                      (error.get("type", "") + ": " + error.get("message", ""))[:cut] if error else "")
+                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at), escape(reason))
     return table
 
 
@@ -119,7 +119,7 @@ def attempts_table(attempts: Sequence[Attempt], full: bool = False) -> Table:
         table.add_column(column)
     for a in attempts:
         table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), _when(a.started_at),
-                      _when(a.ended_at), a.outcome or "running", (a.error or "")[:cut])
+                      _when(a.ended_at), a.outcome or "running", escape((a.error or "")[:cut]))
     return table
 
 
