@@ -11,9 +11,10 @@ import re
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import version
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 import httpx
 import pytest
@@ -287,7 +288,7 @@ def test_serve_prints_where_it_listens_and_a_port_in_use_is_exit_7(tmp_path: Pat
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert server.stdout is not None
-        lines = [server.stdout.readline() for _ in range(4)]  # printed once it listens
+        lines = _first_lines(server.stdout, 4)  # printed once it listens
         (base,) = re.findall(r"^listening on +(http://127\.0\.0\.1:\d+)\n$", lines[0])
         assert lines[1:] == [f"dashboard     {base}/\n", f"API docs      {base}/docs\n",
                              f"OpenAPI       {base}/openapi.json\n"]
@@ -304,6 +305,16 @@ def test_serve_prints_where_it_listens_and_a_port_in_use_is_exit_7(tmp_path: Pat
         server.wait(60)
         if server.stdout is not None:
             server.stdout.close()
+
+
+def _first_lines(stream: IO[str], count: int, timeout_s: float = 120) -> list[str]:
+    """The first `count` lines of `stream`; a server that never prints fails the test
+    (at the deadline, which only ends a broken test) instead of hanging it."""
+    reader = ThreadPoolExecutor(1)
+    try:
+        return reader.submit(lambda: [stream.readline() for _ in range(count)]).result(timeout_s)
+    finally:
+        reader.shutdown(wait=False)  # a reader still blocked ends when the server is stopped
 
 
 # -- imports ----------------------------------------------------------------------------
