@@ -51,8 +51,8 @@ async def refuse_transaction_pooler(dsn: str) -> None:
                     raise ConfigError(
                         f"postgresql: {safe_dsn(dsn)} is a transaction pooler (its server sessions"
                         f" serve other clients between transactions), which cannot hold a worker's"
-                        f" liveness mark or LISTEN: add ?{DIRECT_OPTION}=<URL of the PostgreSQL"
-                        f" server itself> to the URL")
+                        f" liveness mark or LISTEN: add the URL option {DIRECT_OPTION}=<URL of the"
+                        f" PostgreSQL server itself>")
         finally:
             await close_quietly(second)
     finally:
