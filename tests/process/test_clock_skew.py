@@ -9,10 +9,12 @@ every other worker) sees the lease live. SQLite is one machine, one clock: not a
 from __future__ import annotations
 
 import glob
+import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,7 @@ import runwright as rw
 from runwright.runs import Run, RunState
 
 from . import apps
-from .harness import WorkerFleet, WorkerProcess, runs_of, wait_until
+from .harness import APP_SPEC, DEADLINE_S, ROOT, WorkerFleet, WorkerProcess, runs_of, wait_until
 from .test_workers import all_done, all_in
 
 LEASE_S = 4.0  # short beside the skew: a lease judged by the skewed clock is lapsed at once
@@ -118,3 +120,20 @@ async def _heartbeats(app: rw.App, worker: WorkerProcess, count: int) -> None:
         return len(seen) >= count
 
     await wait_until(enough, f"worker {worker.name} heartbeats {count} times")
+
+
+async def test_a_submitter_whose_clock_is_off_counts_a_delay_from_the_stores_clock(
+        app: rw.App, tmp_path: Path) -> None:
+    """A process's own times (a delay at submission here; a retry's backoff, a durable
+    sleep) are computed by its clock corrected against the store's."""
+    for offset, delay_s in ((f"+{SKEW_S}s", 0), (f"-{SKEW_S}s", 30)):
+        env = {**os.environ, **skewed(offset), apps.LEDGER_ENV: str(tmp_path)}
+        done = subprocess.run([sys.executable, "-m", "runwright", "submit", APP_SPEC, "record",
+                               "--args", '{"n": 1}', "--key", offset, "--delay-s", str(delay_s),
+                               "--url", app.url], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=DEADLINE_S)
+        assert done.returncode == 0, done.stderr
+        (run,) = [r for r in await app.list_runs() if r.key == offset]
+        due_in_s = run.run_at - app.now()
+        assert delay_s - SKEW_S / 4 < due_in_s <= delay_s, \
+            f"submitted {offset} off with delay {delay_s} s: due in {due_in_s:.1f} s by the store's clock"
