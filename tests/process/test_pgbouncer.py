@@ -139,10 +139,13 @@ def test_a_transaction_pooler_without_a_direct_url_is_refused_in_one_line(
     assert len(lines) == 1 and "transaction pooler" in lines[0] and "direct=" in lines[0], done.stderr
 
 
-async def test_a_direct_url_must_reach_the_database_the_pooler_serves(pooler: str, schema: str) -> None:
+async def test_a_direct_url_must_be_the_server_the_pooler_serves(pooler: str, schema: str) -> None:
     other = PG_BASE.rsplit("/", 1)[0] + "/postgres"
     store = store_from_url(f"{pooler}?schema={schema}&direct={quote(other, safe='')}")
     with pytest.raises(ConfigError, match="reaches another server or database"):
+        await store.open()
+    store = store_from_url(f"{pooler}?schema={schema}&direct={quote(pooler, safe='')}")
+    with pytest.raises(ConfigError, match="direct= must be the URL of the PostgreSQL server itself"):
         await store.open()
     with pytest.raises(ConfigError, match="direct= must be a postgresql:// URL"):
         store_from_url(f"{pooler}?schema={schema}&direct=redis://127.0.0.1:6379/0")

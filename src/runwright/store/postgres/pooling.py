@@ -26,8 +26,9 @@ LOOKS = 2  # see refuse_transaction_pooler
 _PID = "SELECT pg_backend_pid()"
 
 
-async def refuse_transaction_pooler(dsn: str) -> None:
-    """ConfigError, naming the setting, when `dsn` answers like a transaction pooler.
+async def refuse_transaction_pooler(dsn: str, *, direct: bool = False) -> None:
+    """ConfigError, naming the setting, when `dsn` (the direct URL if `direct`) answers
+    like a transaction pooler.
 
     Nothing in the protocol says whether a pooler answers, nor in which mode, so look at
     what a session is: while a client stays connected, its server session serves no
@@ -48,11 +49,12 @@ async def refuse_transaction_pooler(dsn: str) -> None:
                     shared = await second.fetchval(_PID) == pid
                     moved = await first.fetchval(_PID) != pid
                 if shared or moved:
+                    fix = (f"{DIRECT_OPTION}= must be the URL of the PostgreSQL server itself" if direct
+                           else f"add the URL option {DIRECT_OPTION}=<URL of the PostgreSQL server itself>")
                     raise ConfigError(
                         f"postgresql: {safe_dsn(dsn)} is a transaction pooler (its server sessions"
                         f" serve other clients between transactions), which cannot hold a worker's"
-                        f" liveness mark or LISTEN: add the URL option {DIRECT_OPTION}=<URL of the"
-                        f" PostgreSQL server itself>")
+                        f" liveness mark or LISTEN: {fix}")
         finally:
             await close_quietly(second)
     finally:

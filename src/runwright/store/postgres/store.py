@@ -154,6 +154,7 @@ class PostgresStore(SqlStore):
         cache = {"statement_cache_size": 0} if self.pooled else {}
         try:
             if self.pooled:
+                await refuse_transaction_pooler(self.direct_dsn, direct=True)
                 await require_same_database(self.dsn, self.direct_dsn, self._connect)
             else:
                 await refuse_transaction_pooler(self.dsn)
