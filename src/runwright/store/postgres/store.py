@@ -463,7 +463,8 @@ class PostgresStore(SqlStore):
 async def _no_reset(_conn: asyncpg.Connection) -> None:
     """The pool's default reset (UNLISTEN *, RESET ALL, unlock all ...) costs a round trip
     on every release. Pooled connections never LISTEN, hold session locks or change
-    settings here (those live on connections of their own), so there is nothing to reset."""
+    settings here (those live on connections of their own), so there is nothing to reset;
+    and behind a transaction pooler a reset would land on a session another client has."""
 
 
 def _id_payload(run_ids: Sequence[int]) -> str:
