@@ -85,9 +85,11 @@ class RunScope:
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
                                 tenant=self._tenant_for(tenant))
+        # Opened first: opening sets the store's clock (see runwright.clock), which a delay
+        # and a deadline count from.
+        await self._ready()
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self._runtime.clock(), limits=self._runtime.limits)
-        await self._ready()
         store = self._runtime.store
         if thread is None:
             (run,) = await store.run_insert_many([params])
@@ -102,6 +104,7 @@ class RunScope:
         arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
         is checked before anything is written: one bad item refuses the whole batch."""
         spec = self._runtime.registry.task_spec(task)
+        await self._ready()  # first, as in submit
         now_s = self._runtime.clock()
         tenant = self._tenant_for(tenant)
         params = []
@@ -116,7 +119,6 @@ class RunScope:
                                             now_s=now_s, limits=self._runtime.limits))
             except InvalidInput as exc:
                 raise type(exc)(f"item {index}: {exc}") from exc
-        await self._ready()
         runs = await self._runtime.store.run_insert_many(params)
         return [RunHandle(self, run) for run in runs]
 

@@ -62,7 +62,7 @@ class SchemaStore(Protocol):
     """Connecting, and the numbered migrations."""
 
     url: str
-    clock: Clock
+    clock: Clock  # the store's clock: the database server's where machines share it
     schema_version_known: int
 
     async def open(self, create: bool = True) -> None:

@@ -10,10 +10,11 @@ and refuses if it changed ("stale"): the store then reads and decides again, so 
 is applied on a stale read.
 
 Time: scripts judge leases, deadlines and due times by Redis's own clock (`TIME`) unless
-the caller injected a `now`. Liveness: Redis has no session to bind a worker to, so each
-registered worker has a key `alive:<id>` with a short TTL that this store refreshes
-while the process lives; a SIGKILLed or stalled worker's key lapses and its runs are
-taken over at the next rescue tick.
+the caller injected a `now` or the store was given a clock of its own (`Clock.judged`).
+Liveness: Redis has no session to bind a worker to, so each registered worker has a key
+`alive:<id>` with a short TTL that this store refreshes while the process lives; a
+SIGKILLed or stalled worker's key lapses and its runs are taken over at the next rescue
+tick.
 
 Keys (after the prefix):
     ids, worker_ids, thread_ids          counters (run ids order submissions)
@@ -42,12 +43,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ...clock import SYSTEM_CLOCK, Clock
+from ...clock import Clock, StoreClock
 from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
 from ...journal import Event, StepRecord
 from ...runs import Run, RunState
@@ -123,12 +125,12 @@ class RedisStore:
     schema_version_known = SCHEMA_VERSION
 
     def __init__(self, url: str, client_url: str, namespace: str, *,
-                 liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock = SYSTEM_CLOCK) -> None:
+                 liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock | None = None) -> None:
         self.url = url
         self.namespace = namespace
         self.where = f"redis namespace {namespace!r}"
         self.hub = Hub()
-        self.clock = clock
+        self.clock = clock or StoreClock()  # Redis's TIME judges (see runwright.clock)
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url
@@ -166,6 +168,7 @@ class RedisStore:
         self._scripts = Scripts(self._redis, self.key("ids"))
         try:
             await self._redis.ping()
+            await self._now(None)  # measures this machine's clock against Redis's
             await self._scripts.load_all(self._redis)
         except (*TRANSIENT, redis_errors.RedisError) as exc:
             await self.close()
@@ -204,10 +207,20 @@ class RedisStore:
 
     async def _now(self, given: float | None) -> float:
         """The injected time, else the server's clock (for values written from Python)."""
-        if given is not None:
-            return given
+        judged = self.clock.judged(given)
+        if judged is not None:
+            return judged
+        sent_s = time.time()
         seconds, micros = await self._call(self.redis.time)
-        return float(seconds + micros / 1_000_000)
+        server_s = float(seconds + micros / 1_000_000)
+        if isinstance(self.clock, StoreClock):
+            self.clock.observe(server_s, sent_s, time.time())
+        return server_s
+
+    def _now_arg(self, given: float | None) -> str:
+        """A script's `now`: the judged time, or '' for "the server's clock" (TIME there)."""
+        judged = self.clock.judged(given)
+        return "" if judged is None else repr(float(judged))
 
     # -- schema -----------------------------------------------------------------------
 
@@ -238,7 +251,7 @@ class RedisStore:
     async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
         if not params:
             return []
-        args: list[Any] = [_now_arg(params[0].now), len(params)]
+        args: list[Any] = [self._now_arg(params[0].now), len(params)]
         for p in params:
             args += _insert_fields(p)
         rows = await self._script("insert", *args)
@@ -259,7 +272,7 @@ class RedisStore:
             plan = rules.plan_busy(params.thread, open_runs, params.on_busy)
             seen = ",".join(f"{run.id}:{run.state.value}" for run in open_runs)
             reply = await self._script(
-                "insert_threaded", _now_arg(params.now), seen, plan.mode,
+                "insert_threaded", self._now_arg(params.now), seen, plan.mode,
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),
                 len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
                 *_insert_fields(params))
@@ -369,7 +382,7 @@ class RedisStore:
     # -- the hot path ---------------------------------------------------------------
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        rows = await self._script("claim", _now_arg(params.now), params.limit, params.worker_id,
+        rows = await self._script("claim", self._now_arg(params.now), params.limit, params.worker_id,
                                   float(params.lease_s), len(params.queues), *params.queues,
                                   *params.tasks)
         return [run_from_values(values) for values in rows]  # in claim order
@@ -378,7 +391,7 @@ class RedisStore:
         if not params.runs:
             return RunExtendResult()
         pairs = [value for run_id, fence in params.runs for value in (run_id, fence)]
-        flat = await self._script("extend", _now_arg(params.now), float(params.lease_s),
+        flat = await self._script("extend", self._now_arg(params.now), float(params.lease_s),
                                   params.worker_id, *pairs)
         kept = {int(run_id): int(flag) for run_id, flag in zip(flat[::2], flat[1::2])}
         return RunExtendResult(lost=[run_id for run_id, _ in params.runs if run_id not in kept],
@@ -387,7 +400,7 @@ class RedisStore:
     async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
         if not params:
             return []
-        args: list[Any] = [_now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
+        args: list[Any] = [self._now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
         for stop in rules.REQUEUE_STOPS:
             args += [stop.flag, stop.ends_as.value, stop.error]
         args.append(json.dumps([
@@ -401,7 +414,7 @@ class RedisStore:
     async def step_record(self, params: StepRecordParams) -> bool:
         logged = rules.step_event(params.position, params.name, params.status, params.error)
         recorded = await self._script(
-            "step", _now_arg(params.now), params.run_id, params.fence, params.position,
+            "step", self._now_arg(params.now), params.run_id, params.fence, params.position,
             params.name, params.status,
             step_identity(params.fence, params.name, params.status, params.result, params.error),
             logged)
@@ -410,7 +423,7 @@ class RedisStore:
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         pairs = [value for kind, data in params.events for value in (kind, data)]
-        seqs = await self._script("event_append", _now_arg(params.now), params.run_id,
+        seqs = await self._script("event_append", self._now_arg(params.now), params.run_id,
                                   params.fence, *pairs)
         self.hub.fire(events_topic(params.run_id))
         return [int(s) for s in seqs] or None
@@ -459,7 +472,7 @@ class RedisStore:
             seen = ",".join(f"{m.id}:{m.state.value}:{int(m.cancel_requested)}"
                             for m in (run, *descendants))
             reply = await self._script(
-                "cancel", _now_arg(params.now), run.id, seen, rules.cancelled_error(),
+                "cancel", self._now_arg(params.now), run.id, seen, rules.cancelled_error(),
                 json.dumps({"reason": "cancelled on request"}), len(plan.ask_to_stop),
                 *plan.ask_to_stop, *[m.id for m in plan.end_now])
             if reply[0] == "ok":
@@ -471,7 +484,7 @@ class RedisStore:
         for _ in range(STALE_RETRIES):
             run = await self._locked_run(params.run_id)
             forget = rules.retry_drops(run, await self.step_list(run.id))
-            reply = await self._script("retry", _now_arg(params.now), run.id, run.state.value,
+            reply = await self._script("retry", self._now_arg(params.now), run.id, run.state.value,
                                        json.dumps({"previous": run.state.value}), *forget)
             if reply[0] == "ok":
                 self.hub.fire(QUEUED)
@@ -483,7 +496,7 @@ class RedisStore:
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
         now_text, gone, lapsed, *stuck_flat = await self._script(
-            "rescue_scan", _now_arg(params.now), float(params.worker_stale_s))
+            "rescue_scan", self._now_arg(params.now), float(params.worker_stale_s))
         now = float(now_text)
         # A lapsed key is a death only once it has stayed lapsed a moment (liveness.py):
         # after a Redis outage, the living workers' keys come back within that moment.
@@ -506,7 +519,7 @@ class RedisStore:
         return rescued
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
-        rows = await self._script("expire", _now_arg(params.now), rules.deadline_error(),
+        rows = await self._script("expire", self._now_arg(params.now), rules.deadline_error(),
                                   json.dumps({"error": "DeadlineExceeded"}))
         expired = [run_from_hash(flat) for flat in rows]
         self.hub.fire_changed(expired)
@@ -605,8 +618,9 @@ class RedisStore:
                     log.warning("liveness refresh failed (%s); retrying", exc)
 
     async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        await self._now(None)  # keeps the clock's offset fresh (see runwright.clock)
         alive = bool(await self._script("worker_heartbeat", params.worker_id,
-                                        _now_arg(params.now), self._ttl_ms()))
+                                        self._now_arg(params.now), self._ttl_ms()))
         if not alive:
             self._alive_ids.discard(params.worker_id)
         return alive
@@ -634,11 +648,6 @@ class RedisStore:
 def due_key(priority: str, queue: str, task: str) -> str:
     """The due set of (priority, queue, task), after the prefix: as lib.lua's due_key."""
     return f"due:{priority}:{len(queue.encode())}:{queue}:{task}"
-
-
-def _now_arg(now: float | None) -> str:
-    """An injected time, or '' for "the server's clock" (TIME inside the script)."""
-    return "" if now is None else repr(float(now))
 
 
 def _insert_fields(p: RunInsertParams) -> list[Any]:

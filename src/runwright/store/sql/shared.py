@@ -266,16 +266,16 @@ class SqlStore(ABC):
     # -- rescue and deadlines -----------------------------------------------------------
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
-        now = self.clock.now(params.now)
+        now, judged = self.clock.now(params.now), self.clock.judged(params.now)
         # A look without the write lock first: most ticks of most workers find nothing.
         async with self._reading() as conn:
-            if not await self._dead_worker_ids(conn, params, now) and not await conn.fetch(q.STUCK, now):
+            if not await self._dead_worker_ids(conn, params, now) and not await conn.fetch(q.STUCK, judged):
                 return []
         async with self._transaction() as conn:
             dead = await self._dead_worker_ids(conn, params, now)
             if dead:
                 await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
-            stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, now)]
+            stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, judged)]
             rescued = await self._apply_rescues(conn, [
                 rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
         self.hub.fire_changed(rescued)
@@ -300,12 +300,12 @@ class SqlStore(ABC):
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
         """Every worker sweeps: a deadline holds even when the run's own worker is dead."""
-        now = self.clock.now(params.now)
+        now, judged = self.clock.now(params.now), self.clock.judged(params.now)
         async with self._reading() as conn:
-            if await conn.fetchval(q.DEADLINE_PASSED, now) is None:
+            if await conn.fetchval(q.DEADLINE_PASSED, judged) is None:
                 return []
         async with self._transaction() as conn:
-            expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, now, rules.deadline_error())]
+            expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, judged, rules.deadline_error())]
             if expired:
                 failed = ("failed", {"error": "DeadlineExceeded"})
                 await self._log_bumped(conn, expired, [failed] * len(expired), now)

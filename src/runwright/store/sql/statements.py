@@ -1,7 +1,9 @@
 """Statements both SQL dialects run, written once (see `dialect` for the markers).
 
-Times are parameters, never the database's `now()`: a test injects the clock into every
-statement. Every write after a claim is fenced by `(id, fence)` and `state = 'running'`.
+Times are parameters, so a test injects the clock into every statement; a lease or a
+deadline is judged by `NOW($n)`, which on a database shared by machines is the database's
+clock unless a time was injected (see `runwright.clock`). Every write after a claim is
+fenced by `(id, fence)` and `state = 'running'`.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ WHERE id = $1
 STUCK = f"""
 SELECT {RUN_COLUMNS} FROM runs
 WHERE state = 'running'
-  AND (lease_expires_at < $1 OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))
+  AND (lease_expires_at < NOW($1) OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))
 ORDER BY id FOR_UPDATE
 """
 # Applied only while the run is still running under the fence that was judged stuck: an
@@ -159,13 +161,13 @@ WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING {RUN_COLUMNS}
 """
 DEADLINE_PASSED = """
-SELECT 1 FROM runs WHERE deadline_at < $1 AND state IN ('queued', 'running') LIMIT 1
+SELECT 1 FROM runs WHERE deadline_at < NOW($1) AND state IN ('queued', 'running') LIMIT 1
 """
 # A running run's owner finds its next fenced write refused (no longer running).
 EXPIRE = f"""
-UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = $1,
+UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = NOW($1),
     error = $2, last_seq = last_seq + 1
-WHERE deadline_at < $1 AND state IN ('queued', 'running')
+WHERE deadline_at < NOW($1) AND state IN ('queued', 'running')
 RETURNING {RUN_COLUMNS}
 """
 

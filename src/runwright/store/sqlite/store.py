@@ -174,7 +174,7 @@ class SqliteStore(SqlStore):
         self.path = path
         self.where = path
         self.hub = Hub()
-        self.clock = clock
+        self.clock = clock  # one machine, one clock: the system's is the store's
         self._synchronous = synchronous
         self._hot = _Thread(path, "runwright-sqlite")
         self._shared = _Thread(path, "runwright-sqlite-shared")
