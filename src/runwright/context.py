@@ -20,11 +20,12 @@ from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import TERMINAL_EVENT_KINDS, StepRecord
 from .parking import Interrupted, Park, RunSignals
+from .questions import schema_of
 from .resilience import through_blinks
 from .retry import RetryPolicy
 from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
-from .store.params import EventAppendParams, StepRecordParams, ThreadForgetParams
+from .store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
 from .submission import Submission, insert_params
 
 if TYPE_CHECKING:
@@ -38,9 +39,12 @@ INLINE_SLEEP_S = 0.05
 # A parent waiting on children is woken by the first child that ends; this re-check only
 # bounds the wait if that wake-up were ever lost.
 CHILD_RECHECK_S = 60.0
+# A run waiting for an answer is woken by the answer itself, in the same write; this
+# re-check only bounds the wait if that wake-up were ever lost.
+ANSWER_RECHECK_S = 3600.0
 RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
     "submitted", "started", "retrying", "released", "parked", "recovered", "requeued",
-    "cancel_requested", "step"}
+    "cancel_requested", "step", "asked", "answered"}
 
 
 class Context:
@@ -209,6 +213,44 @@ class Context:
             await asyncio.sleep(remaining)
             return
         raise Park(wake_at, "sleep")
+
+    # -- questions to a person ------------------------------------------------------
+
+    async def ask(self, question: str, *, schema: Any = None) -> Any:
+        """Ask a person, and return the answer. The run parks (no slot held) until an
+        answer comes from any process: `app.answer(run_id, question_id, value)`,
+        `runwright answer`, or `POST /runs/{id}/answers`; `app.questions()` lists what
+        is waiting. `schema`, a JSON Schema or a Python type (bool, a pydantic model, a
+        Literal...), is what the answer must fit: a value that does not is refused where
+        it is given. With a type, the answer comes back as that type.
+
+        Like a step, the answer is journaled: a replay returns it without asking again."""
+        if not isinstance(question, str) or not question:
+            raise ValueError("a question is a non-empty string")
+        answer = await self.ask_for("question", "ask", {"text": question, "schema": schema_of(schema)})
+        if schema is None or isinstance(schema, dict):
+            return answer["value"]
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(schema).validate_python(answer["value"])
+
+    async def ask_for(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The journaled answer `{"value", "by", "at"}` to a question of `kind` asked at
+        the next position under step `name` (`ask` builds on it; so do tool approvals)."""
+        await self.stop_if_interrupted()
+        position, record = self._next(name)
+        if record is not None:
+            return dict(_replay(record))
+        body_json = encode(body, f"question {name!r}", self.runtime.limits.max_payload_bytes)
+        asked = await through_blinks(self.runtime.store.question_open, QuestionOpenParams(
+            self.run.id, self.run.fence, position, kind, body_json))
+        if asked is None:
+            raise LeaseLost(self.run.id, self.run.fence)
+        if not asked.answered:
+            raise Park(self.runtime.clock() + ANSWER_RECHECK_S, "answer")
+        answer = {"value": asked.answer, "by": asked.answered_by, "at": asked.answered_at}
+        await self._record(position, name, "done", result=json.dumps(answer))
+        return answer
 
     # -- child runs -----------------------------------------------------------------
 

@@ -22,9 +22,13 @@ from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event
 from .listing import checked_listing
+from .questions import Question
 from .runs import Run, RunState
 from .runtime import Runtime
+from .serde import encode
 from .store.params import (
+    QuestionAnswerParams,
+    QuestionListParams,
     QueueStat,
     RunCancelParams,
     RunCountParams,
@@ -229,6 +233,38 @@ class RunScope:
         delete its history. Reading it afterwards raises ThreadDeleted."""
         await self._ready()
         await self._threads.delete(thread, self.tenant_name, timeout_s)
+
+    # -- questions runs ask ---------------------------------------------------------
+
+    async def questions(self, run_id: int | None = None, *, pending: bool = True,
+                        limit: int = 100) -> list[Question]:
+        """Questions runs of this scope asked (`ctx.ask`, tool approvals), oldest first:
+        of one run, or of every open run; with `pending`, only the unanswered ones."""
+        if not isinstance(limit, int) or not 0 < limit <= 1000:
+            raise InvalidInput(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        own = None if run_id is None else await self._own(run_id)
+        if own is not None and self.tenant_name is None:
+            await self.read_run(own)  # a list of no run is RunNotFound, not empty
+        await self._ready()
+        return await self._runtime.store.question_list(QuestionListParams(
+            own, pending, self.tenant_name, limit))
+
+    async def answer(self, run_id: int, question_id: int, value: Any, *,
+                     by: str | None = None) -> Question:
+        """Answer a run's question and wake the run. `value` must fit the question's
+        schema (InvalidInput says where it does not); for a tool's approval it is
+        `{"approved": true}` or `{"approved": false, "reason": "..."}`. `by` names who
+        answered (it reaches the run, and a refusal's tool result). The same answer
+        again is accepted; another one raises AlreadyAnswered, an ended run RunEnded."""
+        if not isinstance(question_id, int) or isinstance(question_id, bool) or question_id < 0:
+            raise InvalidInput(f"a question id is an integer >= 0, got {question_id!r}")
+        who = by if by is not None else (self.tenant_name or "operator")
+        if not isinstance(who, str) or not who.strip() or len(who) > 200:
+            raise InvalidInput("`by` names who answers: a non-empty string of at most 200 characters")
+        answer = encode(value, "the answer", self._runtime.limits.max_payload_bytes)
+        await self._ready()
+        return await self._runtime.store.question_answer(QuestionAnswerParams(
+            _run_id(run_id), question_id, answer, who, self.tenant_name))
 
     # -- the deployment, read-only --------------------------------------------------
 

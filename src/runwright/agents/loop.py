@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
+from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from .models import DEFAULT_PRICES, ModelClient, Price
@@ -179,6 +180,10 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
         arguments = tool.validate(call["function"].get("arguments") or "{}")
     except ValueError as exc:
         return str(await ctx.step(step, _error, str(exc)))
+    if tool.needs_approval(arguments):
+        refusal = await _approval(ctx, name, arguments)
+        if refusal is not None:
+            return refusal
     key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
 
     async def invoke() -> str:
@@ -194,6 +199,20 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
                            "message": f"the call to {name!r} was started but its outcome is unknown "
                                       f"(the worker stopped mid-call); it was not repeated because "
                                       f"the tool is at-most-once. Check before calling it again."})
+
+
+async def _approval(ctx: Context, name: str, arguments: dict[str, Any]) -> str | None:
+    """Ask a person whether this call may be made (the run parks until they answer).
+    None when approved; else the tool result the model gets, naming who refused and why,
+    so the history stays valid (every call id has its one result)."""
+    body = {"text": f"Allow a call of tool {name!r}?", "schema": APPROVAL_SCHEMA, "tool": name,
+            "arguments": json.loads(json.dumps(arguments, default=str))}
+    answer = await ctx.ask_for("approval", f"approve:{name}", body)
+    decision = answer["value"]
+    if decision.get("approved"):
+        return None
+    why = decision.get("reason") or "no reason given"
+    return json.dumps({"error": "denied", "message": f"denied by {answer['by']}: {why}"})
 
 
 def _as_text(value: Any) -> str:

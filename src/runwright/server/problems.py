@@ -14,6 +14,7 @@ from starlette.responses import Response
 from ..errors import (
     InvalidInput,
     InvalidTransition,
+    QuestionNotFound,
     RunNotFound,
     StoreError,
     ThreadBusy,
@@ -33,6 +34,7 @@ class OperatorOnly(Exception):
 STATUS = [
     (RunNotFound, 404, "Not found"),
     (ThreadNotFound, 404, "Not found"),
+    (QuestionNotFound, 404, "Not found"),
     (ThreadDeleted, 410, "Thread deleted"),
     (ThreadBusy, 409, "Thread busy"),
     (InvalidTransition, 409, "Not allowed in this state"),

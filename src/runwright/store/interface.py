@@ -12,12 +12,16 @@ from typing import Protocol, Sequence
 
 from ..clock import Clock
 from ..journal import Event, StepRecord
+from ..questions import Question
 from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
 from .params import (
     EventAppendParams,
     EventListParams,
+    QuestionAnswerParams,
+    QuestionListParams,
+    QuestionOpenParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -49,6 +53,7 @@ from .params import (
 __all__ = [
     "JournalStore",
     "Notifications",
+    "QuestionStore",
     "RunStore",
     "ScheduleStore",
     "SchemaStore",
@@ -156,6 +161,19 @@ class ThreadStore(Protocol):
         """False if the thread does not exist."""
 
 
+class QuestionStore(Protocol):
+    async def question_open(self, params: QuestionOpenParams) -> Question | None:
+        """The question at (run, position), asked now unless it was already (then as it
+        stands, maybe answered); None when the fence was refused (nothing written)."""
+
+    async def question_answer(self, params: QuestionAnswerParams) -> Question:
+        """Store the answer and wake the run, as decided by `rules.plan_answer`
+        (RunNotFound, QuestionNotFound, RunEnded, AlreadyAnswered; the same answer
+        again returns the question unchanged)."""
+
+    async def question_list(self, params: QuestionListParams) -> list[Question]: ...
+
+
 class ScheduleStore(Protocol):
     async def schedule_save(self, schedule: Schedule) -> Schedule:
         """Create, or update the definition of, a schedule (its paused state is kept; its
@@ -184,6 +202,6 @@ class WorkerStore(Protocol):
     async def worker_list(self) -> list[WorkerInfo]: ...
 
 
-class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, ScheduleStore,
-            WorkerStore, Protocol):
+class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
+            ScheduleStore, WorkerStore, Protocol):
     """What every backend provides."""

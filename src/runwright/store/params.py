@@ -18,6 +18,9 @@ __all__ = [
     "EventAppendParams",
     "EventListParams",
     "QueueStat",
+    "QuestionAnswerParams",
+    "QuestionListParams",
+    "QuestionOpenParams",
     "RunCancelParams",
     "RunClaimParams",
     "RunCountDueParams",
@@ -353,3 +356,43 @@ class WorkerInfo:
     tasks: list[str]
     started_at: float
     heartbeat_at: float
+
+
+# -- questions ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QuestionOpenParams:
+    """Ask a question at journal `position`, fenced, with an `asked` event. A second ask
+    at the same position changes nothing and returns the question as it stands."""
+
+    run_id: int
+    fence: int
+    position: int
+    kind: str
+    body: str  # JSON object: text, schema, and for an approval the tool call
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class QuestionAnswerParams:
+    """Answer a question (JSON `answer`) as `by`, with an `answered` event, and wake the
+    run. `tenant`, when set, is the answerer's: another tenant's run is not found."""
+
+    run_id: int
+    position: int
+    answer: str
+    by: str
+    tenant: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class QuestionListParams:
+    """Questions, oldest first: of one run, or (run_id None) of every open run; with
+    `pending`, only those not answered yet. `tenant` limits them to its runs."""
+
+    run_id: int | None = None
+    pending: bool = True
+    tenant: str | None = None
+    limit: int = 100

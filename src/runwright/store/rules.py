@@ -11,10 +11,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..errors import InvalidInput, SchemaError, ThreadBusy
+from ..errors import (
+    AlreadyAnswered,
+    InvalidInput,
+    QuestionNotFound,
+    RunEnded,
+    RunNotFound,
+    SchemaError,
+    ThreadBusy,
+)
 from ..journal import StepRecord
+from ..questions import Question, check_answer
 from ..runs import Run, RunState, check_transition
-from .params import ON_BUSY, RunListParams
+from .params import ON_BUSY, QuestionAnswerParams, QuestionOpenParams, RunListParams
 
 __all__ = [
     "REQUEUE_STOPS",
@@ -22,12 +31,15 @@ __all__ = [
     "CancelPlan",
     "Rescue",
     "StopRequest",
+    "answered_event",
+    "asked_event",
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
     "deadline_error",
     "interrupted_error",
     "list_conditions",
+    "plan_answer",
     "plan_busy",
     "plan_cancel",
     "rescue_fate",
@@ -236,3 +248,42 @@ def check_schema_current(found: int, known: int, where: str) -> None:
     if found < known:
         raise SchemaError(f"{where} has schema version {found}, this runwright needs {known}: "
                           f"run `runwright migrate`")
+
+
+# -- questions and their answers --------------------------------------------------------
+
+
+def asked_event(params: QuestionOpenParams) -> dict[str, object]:
+    """The data of the `asked` event: which question, of what kind, and its text (never
+    the tool call's arguments: a log follower is not necessarily the approver)."""
+    body = json.loads(params.body)
+    data = {"question": params.position, "kind": params.kind, "text": body.get("text", "")}
+    if "tool" in body:
+        data["tool"] = body["tool"]
+    return data
+
+
+def answered_event(params: QuestionAnswerParams) -> dict[str, object]:
+    return {"question": params.position, "by": params.by}
+
+
+def plan_answer(run: Run | None, question: Question | None, params: QuestionAnswerParams) -> bool:
+    """Whether to store this answer: True to write it (and wake the run), False when the
+    very same answer is there already (answering is idempotent). Raises when it cannot
+    be: no such run (or another tenant's), no such question, a different answer given
+    before, the run ended, or a value that does not fit the question's schema."""
+    if run is None or (params.tenant is not None and run.tenant != params.tenant):
+        raise RunNotFound(f"run {params.run_id} not found")
+    if question is None:
+        raise QuestionNotFound(f"run {run.id} has no question {params.position}")
+    value = json.loads(params.answer)
+    if question.answered:
+        if value == question.answer:
+            return False
+        raise AlreadyAnswered(f"run {run.id} question {question.id} was answered already "
+                              f"(by {question.answered_by}), with another value")
+    if run.done:
+        raise RunEnded(f"run {run.id} ended {run.state.value}: its question {question.id} "
+                       f"can no longer be answered")
+    check_answer(question, value)
+    return True

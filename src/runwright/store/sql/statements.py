@@ -27,6 +27,10 @@ __all__ = [
     "LOCK_RUNS",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUESTION_ANSWER",
+    "QUESTION_COLUMNS",
+    "QUESTION_GET",
+    "QUESTION_INSERT",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
@@ -235,3 +239,17 @@ WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
 WORKER_DELETE_MANY = "DELETE FROM workers WHERE id IN_ARRAY($1)"
 WORKER_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"
+
+# -- questions --------------------------------------------------------------------------
+
+QUESTION_COLUMNS = "q.run_id, q.position, q.kind, q.body, q.asked_at, q.answer, q.answered_by, q.answered_at"
+QUESTION_GET = f"SELECT {QUESTION_COLUMNS} FROM questions q WHERE q.run_id = $1 AND q.position = $2"
+QUESTION_INSERT = """
+INSERT INTO questions (run_id, position, kind, body, asked_at)
+VALUES ($1, CAST($2 AS integer), $3, $4, CAST($5 AS double precision))
+"""
+# Written once: a second answer (the caller checked under the run's lock) changes nothing.
+QUESTION_ANSWER = """
+UPDATE questions SET answer = $3, answered_by = $4, answered_at = CAST($5 AS double precision)
+WHERE run_id = $1 AND position = $2 AND answered_at IS NULL
+"""
