@@ -58,7 +58,8 @@ async def test_a_question_is_asked_once_per_position(store):
     again = await store.question_open(QuestionOpenParams(run.id, run.fence, 0, "question",
                                                          body("changed?"), now=T0 + 5))
     assert first is not None and again == first
-    assert (first.run_id, first.id, first.text, first.asked_at, first.answered) == (run.id, 0, "Ship it?", T0, False)
+    assert (first.run_id, first.id, first.text, first.asked_at, first.answered) == (
+        run.id, 0, "Ship it?", T0, False)
     assert first.schema == YES_NO
     assert (await kinds(store, run.id)).count("asked") == 1
 
@@ -81,7 +82,8 @@ async def test_an_answer_wakes_a_parked_run_at_once(store):
     await _park(store, run)
     assert await store.run_claim(claim(wid, now=T0 + 2)) == []  # parked for an hour
     answered = await store.question_answer(answer(run.id, {"approved": True}))
-    assert (answered.answer, answered.answered_by, answered.answered_at) == ({"approved": True}, "ana", T0 + 2)
+    assert (answered.answer, answered.answered_by, answered.answered_at) == (
+        {"approved": True}, "ana", T0 + 2)
     (resumed,) = await store.run_claim(claim(wid, now=T0 + 2))
     assert resumed.id == run.id
     # The resumed attempt finds the question answered at the same position.
