@@ -14,8 +14,10 @@ from rich.console import Console
 
 from ..app import App
 from ..errors import (
+    AlreadyAnswered,
     ConfigError,
     InvalidInput,
+    QuestionNotFound,
     RunEnded,
     RunFailed,
     RunNotFound,
@@ -42,7 +44,8 @@ URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL",
 # Exit codes: 1 a run failed or a worker crashed; 2 bad input or setting; 3 store unreachable;
 # 4 schema mismatch.
 EXIT_FOR = [(StoreUnreachable, 3), (SchemaError, 4), (StoreError, 3), (InvalidInput, 2),
-            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2)]
+            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2), (QuestionNotFound, 2),
+            (AlreadyAnswered, 2)]
 
 
 @contextmanager

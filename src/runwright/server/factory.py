@@ -230,6 +230,9 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                  "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
                 for w in await scope_of(who).list_workers()]
 
+    from .question_routes import add_question_routes  # it imports this module's dependencies
+
+    add_question_routes(api, scope_of)
     return api
 
 
