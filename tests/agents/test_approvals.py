@@ -87,3 +87,36 @@ async def test_an_approved_call_runs_once(app):
 async def _state(app: rw.App, run_id: int, state: rw.RunState) -> bool:
     run = await app.store.run_get(run_id)
     return run is not None and run.state is state
+
+
+async def test_the_next_message_to_a_thread_supersedes_a_waiting_approval(app):
+    made: list = []
+
+    @app.tool(approval=True)
+    def transfer(amount: int, to: str) -> str:
+        """Send money."""
+        made.append((amount, to))
+        return "sent"
+
+    def script(body, index) -> Reply:
+        if body["messages"][-1]["content"] == "pay eve":
+            return Reply(tool_calls=[call("transfer", {"amount": 5000, "to": "eve"}, "t1")])
+        return Reply(content="understood")
+
+    with ScriptedOpenAI(script) as server:
+        app.agent("banker", model=model_at(server), tools=[transfer])
+        async with running_worker(app):
+            first = await app.submit("banker", input="pay eve", thread="chat")
+            await wait_until(lambda: app.questions(), "the transfer waits for approval")
+            await wait_until(lambda: _state(app, first.id, rw.RunState.QUEUED), "the run parks")
+            # The person answers in the conversation instead: not refused as busy.
+            second = await app.submit("banker", input="no, do not pay", thread="chat", on_busy="reject")
+            assert await second.result(timeout_s=30) == "understood"
+    assert (await first.refresh()).state is rw.RunState.INTERRUPTED
+    assert made == []
+    last = server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "user"]
+    assert last[1]["tool_calls"][0]["id"] == "t1"
+    assert last[2]["tool_call_id"] == "t1" and "not run" in last[2]["content"]
+    assert last[3]["content"] == "no, do not pay"
+    assert await app.questions() == [], "the superseded question waits no more"

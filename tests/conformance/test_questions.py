@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from runwright.errors import AlreadyAnswered, InvalidInput, QuestionNotFound, RunEnded, RunNotFound
+from runwright.errors import (
+    AlreadyAnswered,
+    InvalidInput,
+    QuestionNotFound,
+    RunEnded,
+    RunNotFound,
+    ThreadBusy,
+)
 from runwright.runs import RunState
 from runwright.store.params import (
     EventListParams,
@@ -15,7 +22,10 @@ from runwright.store.params import (
     QuestionOpenParams,
     RunCancelParams,
     RunFinishParams,
+    RunInsertParams,
     RunRescueParams,
+    ThreadAppendParams,
+    ThreadMessagesParams,
 )
 
 from .helpers import T0, claim, insert, worker
@@ -163,3 +173,41 @@ async def test_pending_questions_are_listed_oldest_first_within_a_tenant(store):
     assert [(q.id, q.answered) for q in of_a] == [(3, False), (5, True)]
     with pytest.raises(RunNotFound):  # another tenant's run, as if it did not exist
         await store.question_answer(answer(c.id, {"approved": True}, tenant="acme"))
+
+
+def threaded(key: str, on_busy: str) -> RunInsertParams:
+    return RunInsertParams(key=key, task="t", args="{}", thread="chat", on_busy=on_busy, now=T0)
+
+
+@pytest.mark.parametrize("on_busy", ["reject", "enqueue", "interrupt", "rollback"])
+async def test_a_run_waiting_on_a_person_leaves_its_thread_free(store, on_busy):
+    wid = await store.worker_register(worker())
+    first = await store.run_insert_threaded(threaded("first", "reject"))
+    (run,) = await store.run_claim(claim(wid))
+    assert await store.thread_append(ThreadAppendParams(run.id, run.fence, "chat", 0, '"asked"'))
+    await store.question_open(QuestionOpenParams(run.id, run.fence, 0, "approval", body(), now=T0))
+    with pytest.raises(ThreadBusy):  # still running (its park on its way): busy as ever
+        await store.run_insert_threaded(threaded("early", "reject"))
+    await _park(store, run)
+
+    second = await store.run_insert_threaded(threaded("second", on_busy))
+    ended = await store.run_get(first.id)
+    assert ended.state is RunState.INTERRUPTED, "the next message supersedes the waiting run"
+    assert ended.interrupt == ("rollback" if on_busy == "rollback" else "interrupt")
+    (claimed,) = await store.run_claim(claim(wid, now=T0 + 2))
+    assert claimed.id == second.id
+    history = [m for _, _, m in await store.thread_messages(ThreadMessagesParams("chat"))]
+    assert history == ([] if on_busy == "rollback" else ['"asked"'])
+    with pytest.raises(RunEnded):
+        await store.question_answer(answer(first.id, {"approved": True}, now=T0 + 3))
+
+
+async def test_an_answered_question_no_longer_frees_the_thread(store):
+    wid = await store.worker_register(worker())
+    await store.run_insert_threaded(threaded("first", "reject"))
+    (run,) = await store.run_claim(claim(wid))
+    await store.question_open(QuestionOpenParams(run.id, run.fence, 0, "approval", body(), now=T0))
+    await _park(store, run)
+    await store.question_answer(answer(run.id, {"approved": True}))
+    with pytest.raises(ThreadBusy):  # it goes on now: the thread is busy with it
+        await store.run_insert_threaded(threaded("second", "reject"))

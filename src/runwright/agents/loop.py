@@ -144,7 +144,33 @@ async def _history(ctx: Context, thread: str) -> list[dict[str, Any]]:
     """The thread's messages from the runs before this one (of this run's tenant)."""
     rows = await ctx.runtime.store.thread_messages(ThreadMessagesParams(
         thread, tenant=ctx.run.tenant, before_run=ctx.run_id))
-    return [json.loads(message) for _, _, message in rows]
+    return _answer_dangling_calls([json.loads(message) for _, _, message in rows])
+
+
+def _answer_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with a result for every tool call, as providers require. A run that
+    ended while a call waited (a newer message superseded its approval) left that call
+    unanswered: it gets a result saying it was never made."""
+    out: list[dict[str, Any]] = []
+    open_calls: list[str] = []
+
+    def close() -> None:
+        for call_id in open_calls:
+            out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(
+                {"error": "not run", "message": "superseded by a newer message before it was made"})})
+        open_calls.clear()
+
+    for message in messages:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") in open_calls:
+                open_calls.remove(message["tool_call_id"])
+        else:
+            close()
+        out.append(message)
+        if message.get("role") == "assistant":
+            open_calls.extend(call["id"] for call in message.get("tool_calls") or ())
+    close()
+    return out
 
 
 def _check_deadline(ctx: Context) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ..errors import (
     AlreadyAnswered,
@@ -127,12 +127,22 @@ class BusyPlan:
         return self.mode == "rollback"
 
 
-def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str) -> BusyPlan:
+def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
+              asking: Collection[int] = ()) -> BusyPlan:
     """reject: ThreadBusy while a run is open; enqueue: the new run waits its turn (the
     claim never overlaps two runs of a thread); interrupt/rollback: running runs stop at
-    their next step boundary and queued ones end `interrupted` now."""
+    their next step boundary and queued ones end `interrupted` now.
+
+    A run parked on a question to a person (its id in `asking`) does not make the thread
+    busy: the next message to the thread is the person's word, whatever `on_busy` says.
+    When every open run is such a run, they end `interrupted` now (their questions close
+    with them; with rollback, their additions to the thread are dropped) and the new run
+    goes next, seeing the history up to the question."""
     if on_busy not in ON_BUSY:
         raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    waiting = [r.id for r in open_runs if r.state is QUEUED and r.id in asking]
+    if waiting and len(waiting) == len(open_runs):
+        return BusyPlan(mode="rollback" if on_busy == "rollback" else "interrupt", end_now=waiting)
     if not open_runs or on_busy == "enqueue":
         return BusyPlan()
     if on_busy == "reject":

@@ -30,6 +30,7 @@ Keys (after the prefix):
     ev:<id>                              a run's log: seq n is index n-1
     steps:<id>                           a run's journal: position -> entry
     q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
+                                         (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
     sched:<attribute>                    schedules, one hash per attribute
@@ -93,6 +94,7 @@ from ..params import (
 from .codec import (
     NIL,
     arg,
+    as_dict,
     event_from_entry,
     identity,
     question_from_hash,
@@ -261,9 +263,12 @@ class RedisStore:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
             if existing:
                 return _existed(run_from_hash(existing), True)
-            open_runs = [run_from_hash(flat) for flat in open_flat]
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy)
-            seen = ",".join(f"{run.id}:{run.state.value}" for run in open_runs)
+            hashes = [as_dict(flat) for flat in open_flat]
+            open_runs = [run_from_hash(h) for h in hashes]
+            asking = {run.id for run, h in zip(open_runs, hashes) if h.get("asking", "0") != "0"}
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            seen = ",".join(f"{run.id}:{run.state.value}:{h.get('asking', '0')}"
+                            for run, h in zip(open_runs, hashes))
             reply = await self._script(
                 "insert_threaded", _now_arg(params.now), seen, plan.mode,
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),

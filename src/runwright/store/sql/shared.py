@@ -334,7 +334,10 @@ class SqlStore(ABC):
                 run.existed = True
                 return run
             open_runs = [run_from_row(r) for r in await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)]
-            await self._stop_for_thread(conn, rules.plan_busy(params.thread, open_runs, params.on_busy), now)
+            asking = {row[0] for row in await conn.fetch(
+                q.QUESTIONS_ASKING, self.dialect.array([r.id for r in open_runs]))} if open_runs else set()
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            await self._stop_for_thread(conn, plan, now)
             (run,) = await self._insert_runs(conn, [params], now)
         self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
         return run

@@ -31,6 +31,7 @@ __all__ = [
     "QUESTION_COLUMNS",
     "QUESTION_GET",
     "QUESTION_INSERT",
+    "QUESTIONS_ASKING",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
@@ -253,3 +254,5 @@ QUESTION_ANSWER = """
 UPDATE questions SET answer = $3, answered_by = $4, answered_at = CAST($5 AS double precision)
 WHERE run_id = $1 AND position = $2 AND answered_at IS NULL
 """
+# Which of these runs wait on a question nobody answered yet (rules.plan_busy).
+QUESTIONS_ASKING = "SELECT DISTINCT run_id FROM questions WHERE run_id IN_ARRAY($1) AND answered_at IS NULL"

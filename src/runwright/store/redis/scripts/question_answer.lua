@@ -16,6 +16,7 @@ if redis.call('HGET', run_key(id), 'state') ~= ARGV[4] then return {'stale'} end
 if redis.call('HEXISTS', key, 'answered_at') == 1 then return {'stale'} end
 redis.call('HSET', key, 'answer', ARGV[5], 'answered_by', ARGV[6], 'answered_at', num(now))
 redis.call('ZREM', P .. 'qpending', id .. ':' .. position)
+redis.call('HINCRBY', run_key(id), 'asking', -1)
 log(id, 'answered', ARGV[7], now)
 wake_parent(id, now)
 publish()

@@ -17,6 +17,8 @@ if redis.call('EXISTS', key) == 0 then
   redis.call('HSET', key, 'kind', ARGV[5], 'body', ARGV[6], 'asked_at', num(now))
   redis.call('ZADD', P .. 'qs:' .. id, position, position)
   redis.call('ZADD', P .. 'qpending', now, id .. ':' .. position)
+  -- How many questions of the run wait: a run waiting on a person leaves its thread free.
+  redis.call('HINCRBY', run_key(id), 'asking', 1)
   log(id, 'asked', ARGV[7], now)
 end
 publish()
