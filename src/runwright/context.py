@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
 from .blocking import in_thread
 from .crashpoints import crash_point
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from .tasks import TaskSpec
 
 __all__ = ["ChildRun", "Context"]
+
+T = TypeVar("T")
 
 # A sleep this short is waited out in the slot: parking would cost more than it frees.
 INLINE_SLEEP_S = 0.05
@@ -117,17 +119,38 @@ class Context:
         """True while the next durable operation is already journaled (a replay)."""
         return self._position in self._journal
 
-    async def stop_if_interrupted(self) -> None:
+    async def stop_if_interrupted(self, at_boundary: bool = True) -> None:
         """At a real step boundary (not during replay): end the run `interrupted` if asked.
-        With rollback, what this run added to its thread is dropped first."""
+        With rollback, what this run added to its thread is dropped first. Inside a step
+        (`at_boundary=False`, from `interruptible`), its position is taken but unjournaled."""
         mode = self.signals.interrupt
-        if mode is None or self.replaying:
+        if mode is None or (at_boundary and self.replaying):
             return
         if mode == "rollback" and self.run.thread is not None:
             forget = ThreadForgetParams(self.run.id, self.run.fence)
             if not await through_blinks(self.runtime.store.thread_forget_run, forget):
                 raise LeaseLost(self.run.id, self.run.fence)
         raise Interrupted(mode)
+
+    async def interruptible(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable`, cut short if a newer run on this run's thread interrupts it:
+        then it is cancelled (a model call's HTTP request is dropped), nothing of it is
+        kept, and the run stops as at a step boundary (`Interrupted`). Use it for a long
+        wait inside a step whose partial outcome is worthless, as the agent does for each
+        model call."""
+        await self.stop_if_interrupted()
+        work = asyncio.ensure_future(awaitable)
+        interrupt = asyncio.ensure_future(self.signals.wait_interrupt())
+        try:
+            await asyncio.wait((work, interrupt), return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                return work.result()
+        finally:
+            for pending in (work, interrupt):
+                pending.cancel()
+            await asyncio.gather(work, interrupt, return_exceptions=True)
+        await self.stop_if_interrupted(at_boundary=False)
+        raise AssertionError("an interrupt was requested, so stop_if_interrupted raised")
 
     @property
     def next_position(self) -> int:

@@ -186,7 +186,10 @@ async def _call_model(ctx: Context, agent: AgentSpec, messages: list[dict[str, A
     async def publish(text: str) -> None:
         await ctx.emit("tokens", {"turn": turn, "text": text})
 
-    reply = await agent.model.complete(messages, agent.schemas, publish if agent.stream else None)
+    # A newer message on the thread cuts the call: no partial reply is kept (the step is
+    # not journaled), and the next run need not wait for the model to finish.
+    reply = await ctx.interruptible(
+        agent.model.complete(messages, agent.schemas, publish if agent.stream else None))
     await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],
                              "cost_usd": reply["cost_usd"], "priced": reply["priced"],
                              "tool_calls": [c["function"]["name"]

@@ -306,7 +306,7 @@ class Worker:
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
                     elif run.interrupt:
-                        active.signals.interrupt = run.interrupt  # honoured at its next step
+                        active.signals.request_interrupt(run.interrupt)
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:

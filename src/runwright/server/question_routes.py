@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..questions import Question
 from ..scope import RunScope
-from .factory import RunId, Tenant
+from .deps import RunId, Tenant
 
 __all__ = ["AnswerIn", "QuestionOut", "add_question_routes"]
 
