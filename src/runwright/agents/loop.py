@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
-from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
+from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, PayloadTooLarge
 from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
@@ -37,6 +37,7 @@ class AgentSpec:
     instructions: str = ""
     max_turns: int = 10
     stream: bool = False
+    snapshot_every: int = 20  # turns between snapshots: a resume replays at most this many
     schemas: list[dict[str, Any]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -45,7 +46,8 @@ class AgentSpec:
 
 def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
                  tools: Sequence[ToolSpec | str], instructions: str, max_turns: int, stream: bool,
-                 prices: Mapping[str, Any] | None, **task_options: Any) -> TaskSpec:
+                 prices: Mapping[str, Any] | None, snapshot_every: int = 20,
+                 **task_options: Any) -> TaskSpec:
     """Register the agent `name` as a task of `registry`; its tools by spec or by name."""
     table = dict(DEFAULT_PRICES)
     for model_name, price in (prices or {}).items():
@@ -58,8 +60,10 @@ def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
         resolved[spec.name] = spec
     if max_turns < 1:
         raise ConfigError(f"agent {name!r}: max_turns must be >= 1")
+    if not isinstance(snapshot_every, int) or snapshot_every < 1:
+        raise ConfigError(f"agent {name!r}: snapshot_every must be an integer >= 1")
     client = model if isinstance(model, ModelClient) else ModelClient(model, table)
-    agent = AgentSpec(name, client, resolved, instructions, max_turns, stream)
+    agent = AgentSpec(name, client, resolved, instructions, max_turns, stream, snapshot_every)
 
     async def agent_task(ctx: Context, input: str) -> str:
         return await run_agent(ctx, agent, input)
@@ -75,12 +79,18 @@ async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
     budget = Budget.from_json(ctx.run.budget)
     max_turns = min(agent.max_turns, budget.max_turns or math.inf)
     conversation = Conversation(ctx)
-    if agent.instructions:
-        conversation.messages.append({"role": "system", "content": agent.instructions})
-    await conversation.load_history()
-    await conversation.add({"role": "user", "content": user_input})
-    spent_usd = 0.0
-    turn = 0
+    # A resume starts from the last snapshot (every `snapshot_every` turns), so a run of
+    # thousands of steps replays only the turns since.
+    saved = await ctx.restore()
+    if saved is None:
+        if agent.instructions:
+            conversation.messages.append({"role": "system", "content": agent.instructions})
+        await conversation.load_history()
+        await conversation.add({"role": "user", "content": user_input})
+        spent_usd, turn = 0.0, 0
+    else:
+        conversation.resume(saved["messages"], saved["added"])
+        spent_usd, turn = saved["spent_usd"], saved["turn"]
     while turn < max_turns:
         turn += 1
         _check_deadline(ctx)
@@ -101,7 +111,19 @@ async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
             _check_deadline(ctx)
             content = await _call_tool(ctx, agent, call)
             await conversation.add({"role": "tool", "tool_call_id": call["id"], "content": content})
+        if turn % agent.snapshot_every == 0:
+            await _snapshot(ctx, conversation, spent_usd, turn)
     raise BudgetExceeded(f"budget exceeded: max_turns={int(max_turns)} model calls without a final answer")
+
+
+async def _snapshot(ctx: Context, conversation: Conversation, spent_usd: float, turn: int) -> None:
+    """All the loop needs to go on after this turn. A conversation too large for one
+    payload is not snapshotted (the same on every replay): its resume replays further."""
+    try:
+        await ctx.snapshot({"messages": conversation.messages, "added": conversation.added,
+                            "spent_usd": spent_usd, "turn": turn})
+    except PayloadTooLarge:
+        return
 
 
 class Conversation:
@@ -114,6 +136,16 @@ class Conversation:
         self.thread = ctx.run.thread
         self.messages: list[dict[str, Any]] = []
         self._added = 0
+
+    @property
+    def added(self) -> int:
+        """How many messages this run has added to its thread (the next one's index)."""
+        return self._added
+
+    def resume(self, messages: list[dict[str, Any]], added: int) -> None:
+        """Where a snapshot left the conversation."""
+        self.messages = messages
+        self._added = added
 
     async def load_history(self) -> None:
         if self.thread is not None:

@@ -138,6 +138,11 @@ class JournalStore(Protocol):
     async def step_list(self, run_id: int) -> list[StepRecord]:
         """The run's journal, in position order."""
 
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        """What a resume needs of the journal: from its last done snapshot on (that entry
+        first), or all of it when it has none. Its cost is bounded by the steps since the
+        snapshot, however long the run."""
+
     async def step_record(self, params: StepRecordParams) -> bool:
         """Journal a step; False when the fence was refused (nothing written). A position
         marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""

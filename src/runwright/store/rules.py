@@ -20,7 +20,7 @@ from ..errors import (
     SchemaError,
     ThreadBusy,
 )
-from ..journal import StepRecord
+from ..journal import SNAPSHOT, StepRecord
 from ..questions import Question, check_answer
 from ..runs import Run, RunState, check_transition
 from .params import ON_BUSY, QuestionAnswerParams, QuestionOpenParams, RunListParams
@@ -184,8 +184,15 @@ def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
     completed steps keep their results. An OutcomeUnknown stays: that call may have
     happened, and at-most-once means never again."""
     check_transition(run.id, run.state, QUEUED)
-    return [record.position for record in journal if record.status == "failed"
-            and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
+    failed = [record.position for record in journal if record.status == "failed"
+              and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
+    if not failed:
+        return []
+    # A snapshot taken after a failure that runs again folded that failure in: it goes
+    # too, so the resume replays from before the failure (and snapshots again).
+    later = [record.position for record in journal
+             if record.name == SNAPSHOT and record.position > min(failed)]
+    return sorted(failed + later)
 
 
 # -- rescuing a run whose owner is gone -------------------------------------------------

@@ -28,7 +28,8 @@ Keys (after the prefix):
     deadlines                            open runs with a deadline, by deadline_at
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1
-    steps:<id>                           a run's journal: position -> entry
+    steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
+                                         before its last snapshot are in steps_old
     q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
                                          (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
@@ -429,9 +430,15 @@ class RedisStore:
     # -- the journal and the log --------------------------------------------------------
 
     async def step_list(self, run_id: int) -> list[StepRecord]:
-        entries = await self._call(self.redis.hgetall, self.key(f"steps:{run_id}"))
-        steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
-        return sorted(steps, key=lambda s: s.position)
+        pipe = self.redis.pipeline(transaction=True)  # both halves as of one moment
+        pipe.hgetall(self.key(f"steps_old:{run_id}"))
+        pipe.hgetall(self.key(f"steps:{run_id}"))
+        archived, recent = await self._call(pipe.execute)
+        return _journal(run_id, {**archived, **recent})
+
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        # A done snapshot moved what precedes it to steps_old (lib.lua's archive_before).
+        return _journal(run_id, await self._call(self.redis.hgetall, self.key(f"steps:{run_id}")))
 
     async def event_list(self, params: EventListParams) -> list[Event]:
         if params.limit <= 0:
@@ -759,3 +766,8 @@ def _safe(url: str) -> str:
     credentials, host = rest.split("@", 1)
     user = credentials.split(":", 1)[0]
     return f"{scheme}//{user}:***@{host}"
+
+
+def _journal(run_id: int, entries: dict[str, str]) -> list[StepRecord]:
+    steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
+    return sorted(steps, key=lambda s: s.position)

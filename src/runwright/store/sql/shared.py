@@ -192,6 +192,9 @@ class SqlStore(ABC):
     async def step_list(self, run_id: int) -> list[StepRecord]:
         return [StepRecord(*row) for row in await self._fetch(q.LIST_STEPS, run_id)]
 
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        return [StepRecord(*row) for row in await self._fetch(q.LIST_STEPS_RESUMABLE, run_id)]
+
     async def event_list(self, params: EventListParams) -> list[Event]:
         rows = await self._fetch(q.LIST_EVENTS, params.run_id, params.after, params.limit)
         return [Event(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows]

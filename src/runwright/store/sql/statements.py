@@ -23,6 +23,7 @@ __all__ = [
     "GET_RUN",
     "LIST_EVENTS",
     "LIST_STEPS",
+    "LIST_STEPS_RESUMABLE",
     "LOCK_RUN",
     "LOCK_RUNS",
     "NEXT_DUE",
@@ -96,6 +97,15 @@ SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 OR
 LIST_STEPS = """
 SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
 WHERE run_id = $1 ORDER BY position
+"""
+# From the last snapshot on: the subquery walks the primary key backwards from the newest
+# step and stops at the first snapshot, so it reads only the steps since then.
+LIST_STEPS_RESUMABLE = """
+SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
+WHERE run_id = $1 AND position >= coalesce((
+    SELECT position FROM steps WHERE run_id = $1 AND name = 'snapshot' AND status = 'done'
+    ORDER BY position DESC LIMIT 1), 0)
+ORDER BY position
 """
 DROP_STEPS = "DELETE FROM steps WHERE run_id = $1 AND position IN_ARRAY($2)"
 
