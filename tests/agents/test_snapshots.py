@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import runwright as rw
 from runwright import crashpoints
 
 from ..integration.conftest import running_worker
