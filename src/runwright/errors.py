@@ -12,6 +12,7 @@
     │   ├── PayloadTooLarge         an encoded payload over the size limit
     │   └── InvalidTime             a malformed run_at, delay or duration
     ├── RunNotFound                 an unknown run id
+    │   └── RunExpired              a run that existed, reclaimed by retention
     ├── QuestionNotFound            no question of that run at that id (ctx.ask, approvals)
     ├── ThreadNotFound              a thread that does not exist
     ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
@@ -61,6 +62,7 @@ __all__ = [
     "QuestionNotFound",
     "RunCancelled",
     "RunEnded",
+    "RunExpired",
     "RunFailed",
     "RunNotFound",
     "RunwrightError",
@@ -123,6 +125,11 @@ class InvalidTime(InvalidInput):
 
 class RunNotFound(RunwrightError, LookupError):
     """No run has this id (or key)."""
+
+
+class RunExpired(RunNotFound):
+    """The run existed, ended, and was reclaimed by retention: its record, journal and log
+    are gone (an id that never named a run is RunNotFound)."""
 
 
 class InvalidTransition(RunwrightError):

@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, S
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
-from .errors import InvalidInput, InvalidTransition, RunNotFound
+from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event
@@ -134,7 +134,9 @@ class RunScope:
         """The run's record as it is now (RunNotFound if there is none in this scope)."""
         await self._ready()
         run = await self._runtime.store.run_get(_run_id(run_id))
-        if run is None or not self._sees(run):
+        if run is None:
+            raise await self._missing(_run_id(run_id))
+        if not self._sees(run):
             raise RunNotFound(f"run {run_id} not found")
         return run
 
@@ -147,11 +149,19 @@ class RunScope:
     async def cancel(self, run_id: int) -> Run:
         """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
         second; an ended run raises RunEnded."""
-        return await self._runtime.store.run_cancel(RunCancelParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            return await self._runtime.store.run_cancel(RunCancelParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
 
     async def retry(self, run_id: int) -> RunHandle:
         """Re-queue a dead (or failed) run with fresh attempts."""
-        run = await self._runtime.store.run_retry(RunRetryParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            run = await self._runtime.store.run_retry(RunRetryParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
         return RunHandle(self, run)
 
     async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
@@ -263,8 +273,11 @@ class RunScope:
             raise InvalidInput("`by` names who answers: a non-empty string of at most 200 characters")
         answer = encode(value, "the answer", self._runtime.limits.max_payload_bytes)
         await self._ready()
-        return await self._runtime.store.question_answer(QuestionAnswerParams(
-            _run_id(run_id), question_id, answer, who, self.tenant_name))
+        try:
+            return await self._runtime.store.question_answer(QuestionAnswerParams(
+                _run_id(run_id), question_id, answer, who, self.tenant_name))
+        except RunNotFound:
+            raise await self._missing(_run_id(run_id)) from None
 
     # -- the deployment, read-only --------------------------------------------------
 
@@ -283,6 +296,13 @@ class RunScope:
         if self.tenant_name is not None:
             await self.read_run(value)
         return value
+
+    async def _missing(self, run_id: int) -> RunNotFound:
+        """Why a run id names no run here: RunExpired when retention reclaimed it (the id
+        says nothing of whose it was), else RunNotFound."""
+        if await self._runtime.store.run_was_reclaimed(run_id):
+            return RunExpired(f"run {run_id} expired: it ended and retention reclaimed it")
+        return RunNotFound(f"run {run_id} not found")
 
     def _sees(self, run: Run) -> bool:
         return self.tenant_name is None or run.tenant == self.tenant_name

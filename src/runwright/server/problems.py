@@ -15,6 +15,7 @@ from ..errors import (
     InvalidInput,
     InvalidTransition,
     QuestionNotFound,
+    RunExpired,
     RunNotFound,
     StoreError,
     ThreadBusy,
@@ -32,6 +33,7 @@ class OperatorOnly(Exception):
 
 # Each error type and the status and title it answers with (first match wins).
 STATUS = [
+    (RunExpired, 410, "Run expired"),
     (RunNotFound, 404, "Not found"),
     (ThreadNotFound, 404, "Not found"),
     (QuestionNotFound, 404, "Not found"),

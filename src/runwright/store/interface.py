@@ -19,6 +19,7 @@ from .hub import Hub
 from .params import (
     EventAppendParams,
     EventListParams,
+    LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
@@ -35,6 +36,8 @@ from .params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -54,6 +57,7 @@ __all__ = [
     "JournalStore",
     "Notifications",
     "QuestionStore",
+    "RetentionStore",
     "RunStore",
     "ScheduleStore",
     "SchemaStore",
@@ -179,6 +183,19 @@ class QuestionStore(Protocol):
     async def question_list(self, params: QuestionListParams) -> list[Question]: ...
 
 
+class RetentionStore(Protocol):
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        """True when `params.holder` holds the lease now (taken or renewed)."""
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        """Remove ended runs (see the params); the ids removed are remembered as ranges,
+        so that a later reader of one is told it expired (`run_was_reclaimed`)."""
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        """Whether a missing run id falls in a reclaimed range (an id in such a range that
+        never named a run reads as reclaimed too: ids are not reused)."""
+
+
 class ScheduleStore(Protocol):
     async def schedule_save(self, schedule: Schedule) -> Schedule:
         """Create, or update the definition of, a schedule (its paused state is kept; its
@@ -208,5 +225,5 @@ class WorkerStore(Protocol):
 
 
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            ScheduleStore, WorkerStore, Protocol):
+            RetentionStore, ScheduleStore, WorkerStore, Protocol):
     """What every backend provides."""

@@ -17,6 +17,7 @@ __all__ = [
     "ON_BUSY",
     "EventAppendParams",
     "EventListParams",
+    "LeaseTakeParams",
     "QueueStat",
     "QuestionAnswerParams",
     "QuestionListParams",
@@ -33,6 +34,8 @@ __all__ = [
     "RunListParams",
     "RunNextDueParams",
     "RunQueueStatsParams",
+    "RunReclaimParams",
+    "RunReclaimed",
     "RunRescueParams",
     "RunRetryParams",
     "ScheduleAdvanceParams",
@@ -396,3 +399,38 @@ class QuestionListParams:
     pending: bool = True
     tenant: str | None = None
     limit: int = 100
+
+
+# -- retention ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LeaseTakeParams:
+    """Take the named lease for `lease_s` if it is free, lapsed or already `holder`'s
+    (then it is renewed): one process at a time does what it guards, and a holder that
+    dies loses it when it lapses, judged by the store's clock."""
+
+    name: str
+    holder: str
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunReclaimParams:
+    """Remove at most `limit` runs that ended before `ended_before` (oldest ids first)
+    with their journal, log and questions; with `dry_run`, only say which."""
+
+    ended_before: float
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunReclaimed:
+    """What one reclaim removed (or, dry, would remove)."""
+
+    run_ids: list[int] = field(default_factory=list)
+    steps: int = 0
+    events: int = 0

@@ -39,6 +39,7 @@ __all__ = [
     "deadline_error",
     "interrupted_error",
     "list_conditions",
+    "merge_ranges",
     "plan_answer",
     "plan_busy",
     "plan_cancel",
@@ -304,3 +305,21 @@ def plan_answer(run: Run | None, question: Question | None, params: QuestionAnsw
                        f"can no longer be answered")
     check_answer(question, value)
     return True
+
+
+# -- retention ------------------------------------------------------------------------
+
+
+def merge_ranges(ranges: Sequence[tuple[int, int]], reclaimed: Sequence[int]) -> list[tuple[int, int]]:
+    """The reclaimed id ranges, with a pass's reclaimed ids added as one range from their
+    lowest to their highest. A live run inside a range is still found first, and ids are
+    never reused, so a missing id in a range was reclaimed (or never named a run): the
+    ranges stay a handful, however many runs are reclaimed."""
+    merged = sorted([*ranges, (min(reclaimed), max(reclaimed))] if reclaimed else ranges)
+    out: list[tuple[int, int]] = []
+    for lo, hi in merged:
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out

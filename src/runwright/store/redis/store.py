@@ -36,6 +36,9 @@ Keys (after the prefix):
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
+    lease:<name>                         named leases (the retention sweep's)
+    reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
+                                         scan of `runs` starts
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -62,6 +65,7 @@ from ..liveness import Unmarked
 from ..params import (
     EventAppendParams,
     EventListParams,
+    LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
@@ -78,6 +82,8 @@ from ..params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -550,6 +556,62 @@ class RedisStore:
             if len(out) >= params.limit:
                 break
         return out
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        return bool(await self._script("lease_take", _now_arg(params.now), params.name,
+                                       params.holder, float(params.lease_s)))
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        for _ in range(STALE_RETRIES):
+            plan = await self._reclaim_plan(params)
+            if plan is None:
+                return RunReclaimed()
+            cursor, hashes, reclaimed = plan
+            if params.dry_run or not hashes:
+                return reclaimed
+            ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
+            args: list[Any] = [cursor, json.dumps(ranges)]
+            for h in hashes:  # what the decision read, as stored, for the script to compare
+                args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
+                         identity(h.get("tenant"), h["key"])]
+            if (await self._script("run_reclaim", *args))[0] == "ok":
+                return reclaimed
+        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def _reclaim_plan(self, params: RunReclaimParams,
+                            ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
+        """Scan `runs` from the cursor (a window a few times the limit): the ended runs
+        older than the cut-off, and the cursor to keep, the lowest id left behind."""
+        start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
+        ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
+                               4 * params.limit)
+        if not ids:
+            return None
+        found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
+        picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
+                  and r.finished_at < params.ended_before][:params.limit]
+        chosen = [r for _, r in picked]
+        taken = {r.id for r in chosen}
+        left = [r.id for _, r in found if r.id not in taken]
+        cursor = min(left) if left else int(ids[-1]) + 1
+        pipe = self.redis.pipeline(transaction=False)
+        for run in chosen:
+            pipe.hlen(self.key(f"steps:{run.id}"))
+            pipe.hlen(self.key(f"steps_old:{run.id}"))
+            pipe.llen(self.key(f"ev:{run.id}"))
+        sizes = await self._call(pipe.execute) if chosen else []
+        steps = sum(sizes[i] + sizes[i + 1] for i in range(0, len(sizes), 3))
+        events = sum(sizes[i + 2] for i in range(0, len(sizes), 3))
+        return cursor, [h for h, _ in picked], RunReclaimed([r.id for r in chosen], steps, events)
+
+    async def _reclaimed_ranges(self) -> list[tuple[int, int]]:
+        found = await self._call(self.redis.hgetall, self.key("reclaimed"))
+        return sorted((int(lo), int(hi)) for lo, hi in found.items())
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
 
     # -- rescue and deadlines -----------------------------------------------------------
 

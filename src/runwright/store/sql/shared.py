@@ -24,6 +24,7 @@ from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
     EventListParams,
+    LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
@@ -36,6 +37,8 @@ from ..params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -445,6 +448,33 @@ class SqlStore(ABC):
             f" WHERE {' AND '.join(clauses)} ORDER BY q.asked_at, q.run_id, q.position"
             f" LIMIT ${len(args)}", *args)
         return [Question.of_row(*row) for row in rows]
+
+    # -- retention ----------------------------------------------------------------------
+
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        return await self._change(q.LEASE_TAKE, params.name, params.holder,
+                                  self.clock.now(params.now), params.lease_s) == 1
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
+            if not ids:
+                return RunReclaimed()
+            array = self.dialect.array(ids)
+            steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
+            events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
+            if not params.dry_run:
+                for table in ("steps", "events", "questions"):
+                    await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
+                await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
+                ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
+                await conn.execute("DELETE FROM reclaimed")
+                await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
+                                       rules.merge_ranges(ranges, ids))
+        return RunReclaimed(ids, steps, events)
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        return bool(await self._fetch(q.RECLAIMED_HAS, run_id))
 
     # -- schedules ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = [
     "GET_MANY",
     "GET_RUN",
     "LIST_EVENTS",
+    "LEASE_TAKE",
     "LIST_STEPS",
     "LIST_STEPS_RESUMABLE",
     "LOCK_RUN",
@@ -29,6 +30,8 @@ __all__ = [
     "NEXT_DUE",
     "OWNS_RUN",
     "QUESTION_ANSWER",
+    "RECLAIMABLE",
+    "RECLAIMED_HAS",
     "QUESTION_COLUMNS",
     "QUESTION_GET",
     "QUESTION_INSERT",
@@ -266,3 +269,18 @@ WHERE run_id = $1 AND position = $2 AND answered_at IS NULL
 """
 # Which of these runs wait on a question nobody answered yet (rules.plan_busy).
 QUESTIONS_ASKING = "SELECT DISTINCT run_id FROM questions WHERE run_id IN_ARRAY($1) AND answered_at IS NULL"
+
+# -- retention --------------------------------------------------------------------------
+
+# Taken when free, lapsed, or ours (renewed); one row changed means we hold it.
+LEASE_TAKE = """
+INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, CAST($3 AS double precision) + $4)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.holder = excluded.holder OR leases.expires_at <= $3
+"""
+# Ended before the cut-off, oldest ids first: the state index orders each state by id.
+RECLAIMABLE = """
+SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+AND finished_at < $1 ORDER BY id LIMIT $2
+"""
+RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
