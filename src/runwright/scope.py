@@ -17,14 +17,18 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, S
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
-from .errors import InvalidInput, InvalidTransition, RunNotFound
+from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event
 from .listing import checked_listing
+from .questions import Question
 from .runs import Run, RunState
 from .runtime import Runtime
+from .serde import encode
 from .store.params import (
+    QuestionAnswerParams,
+    QuestionListParams,
     QueueStat,
     RunCancelParams,
     RunCountParams,
@@ -132,7 +136,9 @@ class RunScope:
         """The run's record as it is now (RunNotFound if there is none in this scope)."""
         await self._ready()
         run = await self._runtime.store.run_get(_run_id(run_id))
-        if run is None or not self._sees(run):
+        if run is None:
+            raise await self._missing(_run_id(run_id))
+        if not self._sees(run):
             raise RunNotFound(f"run {run_id} not found")
         return run
 
@@ -145,11 +151,19 @@ class RunScope:
     async def cancel(self, run_id: int) -> Run:
         """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
         second; an ended run raises RunEnded."""
-        return await self._runtime.store.run_cancel(RunCancelParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            return await self._runtime.store.run_cancel(RunCancelParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
 
     async def retry(self, run_id: int) -> RunHandle:
         """Re-queue a dead (or failed) run with fresh attempts."""
-        run = await self._runtime.store.run_retry(RunRetryParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            run = await self._runtime.store.run_retry(RunRetryParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
         return RunHandle(self, run)
 
     async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
@@ -232,6 +246,41 @@ class RunScope:
         await self._ready()
         await self._threads.delete(thread, self.tenant_name, timeout_s)
 
+    # -- questions runs ask ---------------------------------------------------------
+
+    async def questions(self, run_id: int | None = None, *, pending: bool = True,
+                        limit: int = 100) -> list[Question]:
+        """Questions runs of this scope asked (`ctx.ask`, tool approvals), oldest first:
+        of one run, or of every open run; with `pending`, only the unanswered ones."""
+        if not isinstance(limit, int) or not 0 < limit <= 1000:
+            raise InvalidInput(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        own = None if run_id is None else await self._own(run_id)
+        if own is not None and self.tenant_name is None:
+            await self.read_run(own)  # a list of no run is RunNotFound, not empty
+        await self._ready()
+        return await self._runtime.store.question_list(QuestionListParams(
+            own, pending, self.tenant_name, limit))
+
+    async def answer(self, run_id: int, question_id: int, value: Any, *,
+                     by: str | None = None) -> Question:
+        """Answer a run's question and wake the run. `value` must fit the question's
+        schema (InvalidInput says where it does not); for a tool's approval it is
+        `{"approved": true}` or `{"approved": false, "reason": "..."}`. `by` names who
+        answered (it reaches the run, and a refusal's tool result). The same answer
+        again is accepted; another one raises AlreadyAnswered, an ended run RunEnded."""
+        if not isinstance(question_id, int) or isinstance(question_id, bool) or question_id < 0:
+            raise InvalidInput(f"a question id is an integer >= 0, got {question_id!r}")
+        who = by if by is not None else (self.tenant_name or "operator")
+        if not isinstance(who, str) or not who.strip() or len(who) > 200:
+            raise InvalidInput("`by` names who answers: a non-empty string of at most 200 characters")
+        answer = encode(value, "the answer", self._runtime.limits.max_payload_bytes)
+        await self._ready()
+        try:
+            return await self._runtime.store.question_answer(QuestionAnswerParams(
+                _run_id(run_id), question_id, answer, who, self.tenant_name))
+        except RunNotFound:
+            raise await self._missing(_run_id(run_id)) from None
+
     # -- the deployment, read-only --------------------------------------------------
 
     async def list_workers(self) -> list[WorkerInfo]:
@@ -249,6 +298,13 @@ class RunScope:
         if self.tenant_name is not None:
             await self.read_run(value)
         return value
+
+    async def _missing(self, run_id: int) -> RunNotFound:
+        """Why a run id names no run here: RunExpired when retention reclaimed it (the id
+        says nothing of whose it was), else RunNotFound."""
+        if await self._runtime.store.run_was_reclaimed(run_id):
+            return RunExpired(f"run {run_id} expired: it ended and retention reclaimed it")
+        return RunNotFound(f"run {run_id} not found")
 
     def _sees(self, run: Run) -> bool:
         return self.tenant_name is None or run.tenant == self.tenant_name

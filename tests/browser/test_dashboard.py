@@ -69,3 +69,26 @@ async def _submit(page) -> int:
             body: JSON.stringify({task: 'record', args: {n: 3}})});
         return (await r.json()).id; }""")
     return int(answer)
+
+
+async def test_the_dashboard_answers_a_question(server: str, worker_app: rw.App) -> None:  # noqa: F811
+    async with running_worker(worker_app):
+        handle = await worker_app.submit(apps.ask_deploy, target="staging", tenant="alice")
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            page = await browser.new_page()
+            await page.goto(server)
+            await page.fill("#token", "alice-token")
+            await page.click("#login button")
+            row = f"#questions tr[data-run='{handle.id}']"
+            await page.wait_for_selector(f"{row}:has-text('Deploy staging?')", timeout=30_000)
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "dashboard-question.png"), full_page=True)
+            await page.fill(f"{row} input.answer", "true")
+            await page.click(f"{row} button.send")
+            await page.wait_for_selector(row, state="detached", timeout=30_000)
+            await browser.close()
+        result = await handle.result(timeout_s=30)
+    assert result["approved"] is True
+    (question,) = await worker_app.questions(handle.id, pending=False)
+    assert question.answered_by == "alice"

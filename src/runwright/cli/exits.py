@@ -17,6 +17,7 @@ from ..errors import (
     ConfigError,
     InvalidInput,
     InvalidTransition,
+    QuestionNotFound,
     RunNotFound,
     SchemaError,
     StoreError,
@@ -44,7 +45,7 @@ TABLE = [
     (BAD_INPUT, "bad input or setting: usage, JSON, a task, a time, an ended run, a busy thread"),
     (STORE_UNREACHABLE, "the store cannot be reached"),
     (NO_SCHEMA, "no database, a schema not migrated (run `runwright migrate`), or a newer one"),
-    (NOT_FOUND, "no such run or thread"),
+    (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
     (TIMED_OUT, "submit --wait --timeout-s: the run did not end in time (it goes on)"),
     (ADDRESS_IN_USE, "serve: cannot listen there (the port is in use, or not allowed)"),
 ]
@@ -52,7 +53,8 @@ TABLE = [
 # The most specific kind first: SchemaError and StoreUnreachable are both StoreErrors.
 EXIT_FOR: list[tuple[type[Exception], int]] = [
     (SchemaError, NO_SCHEMA), (StoreUnreachable, STORE_UNREACHABLE), (StoreError, STORE_UNREACHABLE),
-    (RunNotFound, NOT_FOUND), (ThreadNotFound, NOT_FOUND), (ThreadDeleted, NOT_FOUND),
+    (RunNotFound, NOT_FOUND), (QuestionNotFound, NOT_FOUND), (ThreadNotFound, NOT_FOUND),
+    (ThreadDeleted, NOT_FOUND),
     (InvalidInput, BAD_INPUT), (ConfigError, BAD_INPUT), (InvalidTransition, BAD_INPUT),
     (ThreadBusy, BAD_INPUT),
 ]

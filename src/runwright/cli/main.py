@@ -85,6 +85,10 @@ def worker(
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
     metrics_port: int | None = typer.Option(None, help="Serve this process's Prometheus metrics here."),
+    retain_max_age_s: float | None = typer.Option(
+        None, help="Remove ended runs older than this, with their journal and log (one worker "
+                   "at a time sweeps). Unset: keep everything."),
+    sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -100,6 +104,8 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+        if retain_max_age_s is not None:
+            argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
         try:
             code = supervise(argv, processes)
         except PoolCannotStart as exc:
@@ -110,6 +116,8 @@ def worker(
         app = load_app(app_spec)
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
+                                       retain_max_age_s=retain_max_age_s,
+                                       sweep_interval_s=sweep_interval_s,
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts

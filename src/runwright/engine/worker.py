@@ -37,6 +37,7 @@ from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
 from .rescuer import Rescuer
 from .scheduler import Scheduler, save_schedules
+from .sweeper import Sweeper
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
@@ -68,6 +69,10 @@ class WorkerConfig:
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
+    # Retention: ended runs older than this are removed with their journal and log, by
+    # one worker at a time (see engine.sweeper). Defaults to None: keep everything.
+    retain_max_age_s: float | None = None
+    sweep_interval_s: float = 60.0  # how often retention looks. Defaults to 60 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the worker's clock.
     schedule_clock: Callable[[], float] | None = None
@@ -81,6 +86,10 @@ class WorkerConfig:
             self.queues = [q for q in self.queues.split(",") if q]
         if not self.queues:
             raise ConfigError("a worker needs at least one queue")
+        if self.retain_max_age_s is not None and not self.retain_max_age_s > 0:
+            raise ConfigError(f"retain_max_age_s must be > 0 (or None: keep), got {self.retain_max_age_s}")
+        if not self.sweep_interval_s > 0:
+            raise ConfigError(f"sweep_interval_s must be > 0, got {self.sweep_interval_s}")
 
 
 class Worker:
@@ -142,7 +151,7 @@ class Worker:
                              self.schedule_clock())
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
-            self._scheduler)]
+            self._scheduler, self._sweeper)]
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
               concurrency=self.config.concurrency, tasks=len(self._tasks))
         if ready is not None:
@@ -306,7 +315,7 @@ class Worker:
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
                     elif run.interrupt:
-                        active.signals.interrupt = run.interrupt  # honoured at its next step
+                        active.signals.request_interrupt(run.interrupt)
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:
@@ -342,6 +351,21 @@ class Worker:
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)
+
+    async def _sweeper(self) -> None:
+        """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
+        config = self.config
+        if config.retain_max_age_s is None:
+            await self._stopping.wait()  # keep everything: nothing to do, ever
+            return
+        # The lease outlives two ticks, so a holder that misses one keeps it; a dead
+        # holder's lease lapses and the next worker to tick takes over.
+        sweeper = Sweeper(self.store, self.clock, max_age_s=config.retain_max_age_s,
+                          holder=f"{socket.gethostname()}:{os.getpid()}:{self.id}",
+                          lease_s=3 * config.sweep_interval_s)
+        while True:
+            await self._store_call(sweeper.tick)
+            await asyncio.sleep(jittered(config.sweep_interval_s))
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

@@ -11,10 +11,9 @@ import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from fastapi import Path as FastAPIPath
+from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from .. import metrics
@@ -24,40 +23,16 @@ from ..runs import RunState
 from ..scope import RunScope
 from .auth import Auth
 from .body_limit import BodyLimit
+from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
-from .problems import OperatorOnly, install_problem_handlers, problem
+from .problems import install_problem_handlers, problem
+from .question_routes import add_question_routes
 
 __all__ = ["create_server"]
 
 DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
-
-
-def _tenant(request: Request) -> str | None:
-    """The caller's tenant, set by the authentication middleware."""
-    tenant: str | None = request.state.tenant
-    return tenant
-
-
-def _operator(request: Request) -> None:
-    """Admit the operator only (an operator token, or auth off: both are tenant None)."""
-    if request.state.tenant is not None:
-        raise OperatorOnly(f"{request.method} {request.url.path} is the operator's: it concerns "
-                           f"the whole deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
-
-
-# At module level: FastAPI resolves (string) annotations in the module's namespace.
-Tenant = Annotated[str | None, Depends(_tenant)]
-# What is the deployment's (every tenant's counts, its schedules): a tenant's token gets 403.
-OPERATOR_ONLY: dict[str, Any] = {
-    "dependencies": [Depends(_operator)],
-    "responses": {403: {"description": "A tenant's token: this is the operator's"}}}
-# Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
-MAX_ID = 2**63 - 1
-RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
-Before = Annotated[int | None, Query(ge=1, le=MAX_ID)]
-After = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 def create_server(app: App, auth: Auth) -> FastAPI:
@@ -230,6 +205,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                  "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
                 for w in await scope_of(who).list_workers()]
 
+    add_question_routes(api, scope_of)
     return api
 
 

@@ -14,6 +14,8 @@ from starlette.responses import Response
 from ..errors import (
     InvalidInput,
     InvalidTransition,
+    QuestionNotFound,
+    RunExpired,
     RunNotFound,
     StoreError,
     ThreadBusy,
@@ -31,8 +33,10 @@ class OperatorOnly(Exception):
 
 # Each error type and the status and title it answers with (first match wins).
 STATUS = [
+    (RunExpired, 410, "Run expired"),
     (RunNotFound, 404, "Not found"),
     (ThreadNotFound, 404, "Not found"),
+    (QuestionNotFound, 404, "Not found"),
     (ThreadDeleted, 410, "Thread deleted"),
     (ThreadBusy, 409, "Thread busy"),
     (InvalidTransition, 409, "Not allowed in this state"),

@@ -121,3 +121,35 @@ CREATE TABLE schedules (
     created_at     double precision NOT NULL,
     updated_at     double precision NOT NULL
 );
+
+-- A question a run asked (ctx.ask, or a tool call waiting for approval), keyed by the
+-- run and the journal position of the ask, so a replay finds the same row. The answer
+-- and who gave it are written once; the run, parked meanwhile, is woken by it.
+CREATE TABLE questions (
+    run_id      bigint  NOT NULL,
+    position    integer NOT NULL,
+    kind        text    NOT NULL CHECK (kind IN ('question', 'approval')),
+    body        text    NOT NULL,
+    asked_at    double precision NOT NULL,
+    answer      text,
+    answered_by text,
+    answered_at double precision,
+    PRIMARY KEY (run_id, position)
+);
+-- The pending questions, oldest first: what an approver's inbox lists.
+CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;
+
+-- A named lease: one process at a time does what it guards (the retention sweep), and
+-- a holder that dies loses it when it lapses.
+CREATE TABLE leases (
+    name       text PRIMARY KEY,
+    holder     text NOT NULL,
+    expires_at double precision NOT NULL
+);
+
+-- The ranges of run ids reclaimed by retention (a handful: each pass widens one), so
+-- that a reader of a reclaimed run is told it expired, not that it never existed.
+CREATE TABLE reclaimed (
+    lo bigint PRIMARY KEY,
+    hi bigint NOT NULL
+);

@@ -12,6 +12,7 @@ import json
 from typing import Any, Sequence
 
 from ...journal import Event, StepRecord
+from ...questions import Question
 from ...runs import Run, RunState
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "as_dict",
     "event_from_entry",
     "identity",
+    "question_from_hash",
     "run_from_hash",
     "run_from_values",
     "step_from_entry",
@@ -110,3 +112,11 @@ def step_from_entry(run_id: int, position: str, entry: str) -> StepRecord:
     held, created_at = entry.split("\n", 1)
     fence, name, status, result, error = json.loads(held)
     return StepRecord(run_id, int(position), name, status, result, error, fence, float(created_at))
+
+
+def question_from_hash(run_id: int | str, position: int | str,
+                       fields: dict[str, str] | Sequence[str]) -> Question:
+    """A question from its hash q:<run>:<position> (a dict, or a script's flat list)."""
+    h = fields if isinstance(fields, dict) else as_dict(fields)
+    return Question.of_row(int(run_id), int(position), h["kind"], h["body"], float(h["asked_at"]),
+                           h.get("answer"), h.get("answered_by"), _float(h.get("answered_at")))

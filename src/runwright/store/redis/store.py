@@ -29,11 +29,17 @@ Keys (after the prefix):
     deadlines                            open runs with a deadline, by deadline_at
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1
-    steps:<id>                           a run's journal: position -> entry
+    steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
+                                         before its last snapshot are in steps_old
+    q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
+                                         (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
+    lease:<name>                         named leases (the retention sweep's)
+    reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
+                                         scan of `runs` starts
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -52,6 +58,7 @@ from redis import exceptions as redis_errors
 from ...clock import Clock, StoreClock
 from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
 from ...journal import Event, StepRecord
+from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
@@ -60,6 +67,10 @@ from ..liveness import Unmarked
 from ..params import (
     EventAppendParams,
     EventListParams,
+    LeaseTakeParams,
+    QuestionAnswerParams,
+    QuestionListParams,
+    QuestionOpenParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -73,6 +84,8 @@ from ..params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -90,8 +103,10 @@ from ..params import (
 from .codec import (
     NIL,
     arg,
+    as_dict,
     event_from_entry,
     identity,
+    question_from_hash,
     run_from_hash,
     run_from_values,
     step_from_entry,
@@ -268,9 +283,12 @@ class RedisStore:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
             if existing:
                 return _existed(run_from_hash(existing), True)
-            open_runs = [run_from_hash(flat) for flat in open_flat]
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy)
-            seen = ",".join(f"{run.id}:{run.state.value}" for run in open_runs)
+            hashes = [as_dict(flat) for flat in open_flat]
+            open_runs = [run_from_hash(h) for h in hashes]
+            asking = {run.id for run, h in zip(open_runs, hashes) if h.get("asking", "0") != "0"}
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            seen = ",".join(f"{run.id}:{run.state.value}:{h.get('asking', '0')}"
+                            for run, h in zip(open_runs, hashes))
             reply = await self._script(
                 "insert_threaded", self._now_arg(params.now), seen, plan.mode,
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),
@@ -431,9 +449,15 @@ class RedisStore:
     # -- the journal and the log --------------------------------------------------------
 
     async def step_list(self, run_id: int) -> list[StepRecord]:
-        entries = await self._call(self.redis.hgetall, self.key(f"steps:{run_id}"))
-        steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
-        return sorted(steps, key=lambda s: s.position)
+        pipe = self.redis.pipeline(transaction=True)  # both halves as of one moment
+        pipe.hgetall(self.key(f"steps_old:{run_id}"))
+        pipe.hgetall(self.key(f"steps:{run_id}"))
+        archived, recent = await self._call(pipe.execute)
+        return _journal(run_id, {**archived, **recent})
+
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        # A done snapshot moved what precedes it to steps_old (lib.lua's archive_before).
+        return _journal(run_id, await self._call(self.redis.hgetall, self.key(f"steps:{run_id}")))
 
     async def event_list(self, params: EventListParams) -> list[Event]:
         if params.limit <= 0:
@@ -491,6 +515,116 @@ class RedisStore:
                 self.hub.fire(events_topic(run.id))
                 return run_from_hash(reply[1])
         raise StoreError(f"run {params.run_id}: its state kept changing during the retry; try again")
+
+    # -- questions ------------------------------------------------------------------------
+
+    async def question_open(self, params: QuestionOpenParams) -> Question | None:
+        flat = await self._script("question_open", self._now_arg(params.now), params.run_id, params.fence,
+                                  params.position, params.kind, params.body,
+                                  json.dumps(rules.asked_event(params)))
+        self.hub.fire(events_topic(params.run_id))
+        return question_from_hash(params.run_id, params.position, flat) if flat else None
+
+    async def question_answer(self, params: QuestionAnswerParams) -> Question:
+        for _ in range(STALE_RETRIES):
+            run = await self.run_get(params.run_id)
+            question = await self._question(params.run_id, params.position)
+            if not rules.plan_answer(run, question, params):
+                assert question is not None
+                return question
+            assert run is not None
+            reply = await self._script("question_answer", self._now_arg(params.now), run.id, params.position,
+                                       run.state.value, params.answer, params.by,
+                                       json.dumps(rules.answered_event(params)))
+            if reply[0] == "ok":
+                self.hub.fire(QUEUED)
+                self.hub.fire(events_topic(run.id))
+                return question_from_hash(run.id, params.position, reply[1])
+        raise StoreError(f"run {params.run_id}: its state kept changing during the answer; try again")
+
+    async def _question(self, run_id: int, position: int) -> Question | None:
+        fields = await self._call(self.redis.hgetall, self.key(f"q:{run_id}:{position}"))
+        return question_from_hash(run_id, position, fields) if fields else None
+
+    async def question_list(self, params: QuestionListParams) -> list[Question]:
+        if params.run_id is not None:
+            positions = await self._call(self.redis.zrange, self.key(f"qs:{params.run_id}"), 0, -1)
+            places = [(params.run_id, int(p)) for p in positions]
+        else:
+            # Every pending question, oldest first; those of ended runs are skipped below.
+            members = await self._call(self.redis.zrange, self.key("qpending"), 0, -1)
+            places = [(int(r), int(p)) for r, p in (m.split(":") for m in members)]
+        runs = {run.id: run for run in await self.run_get_many([r for r, _ in places])}
+        out = []
+        for run_id, position in places:
+            run = runs.get(run_id)
+            if run is None or (params.tenant is not None and run.tenant != params.tenant):
+                continue
+            if params.pending and run.done:
+                continue
+            question = await self._question(run_id, position)
+            if question is None or (params.pending and question.answered):
+                continue
+            out.append(question)
+            if len(out) >= params.limit:
+                break
+        return out
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        return bool(await self._script("lease_take", self._now_arg(params.now), params.name,
+                                       params.holder, float(params.lease_s)))
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        for _ in range(STALE_RETRIES):
+            plan = await self._reclaim_plan(params)
+            if plan is None:
+                return RunReclaimed()
+            cursor, hashes, reclaimed = plan
+            if params.dry_run or not hashes:
+                return reclaimed
+            ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
+            args: list[Any] = [cursor, json.dumps(ranges)]
+            for h in hashes:  # what the decision read, as stored, for the script to compare
+                args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
+                         identity(h.get("tenant"), h["key"])]
+            if (await self._script("run_reclaim", *args))[0] == "ok":
+                return reclaimed
+        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def _reclaim_plan(self, params: RunReclaimParams,
+                            ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
+        """Scan `runs` from the cursor (a window a few times the limit): the ended runs
+        older than the cut-off, and the cursor to keep, the lowest id left behind."""
+        start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
+        ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
+                               4 * params.limit)
+        if not ids:
+            return None
+        found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
+        picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
+                  and r.finished_at < params.ended_before][:params.limit]
+        chosen = [r for _, r in picked]
+        taken = {r.id for r in chosen}
+        left = [r.id for _, r in found if r.id not in taken]
+        cursor = min(left) if left else int(ids[-1]) + 1
+        pipe = self.redis.pipeline(transaction=False)
+        for run in chosen:
+            pipe.hlen(self.key(f"steps:{run.id}"))
+            pipe.hlen(self.key(f"steps_old:{run.id}"))
+            pipe.llen(self.key(f"ev:{run.id}"))
+        sizes = await self._call(pipe.execute) if chosen else []
+        steps = sum(sizes[i] + sizes[i + 1] for i in range(0, len(sizes), 3))
+        events = sum(sizes[i + 2] for i in range(0, len(sizes), 3))
+        return cursor, [h for h, _ in picked], RunReclaimed([r.id for r in chosen], steps, events)
+
+    async def _reclaimed_ranges(self) -> list[tuple[int, int]]:
+        found = await self._call(self.redis.hgetall, self.key("reclaimed"))
+        return sorted((int(lo), int(hi)) for lo, hi in found.items())
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
 
     # -- rescue and deadlines -----------------------------------------------------------
 
@@ -703,3 +837,8 @@ def _safe(url: str) -> str:
     credentials, host = rest.split("@", 1)
     user = credentials.split(":", 1)[0]
     return f"{scheme}//{user}:***@{host}"
+
+
+def _journal(run_id: int, entries: dict[str, str]) -> list[StepRecord]:
+    steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
+    return sorted(steps, key=lambda s: s.position)

@@ -24,11 +24,20 @@ __all__ = [
     "GET_MANY",
     "GET_RUN",
     "LIST_EVENTS",
+    "LEASE_TAKE",
     "LIST_STEPS",
+    "LIST_STEPS_RESUMABLE",
     "LOCK_RUN",
     "LOCK_RUNS",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUESTION_ANSWER",
+    "RECLAIMABLE",
+    "RECLAIMED_HAS",
+    "QUESTION_COLUMNS",
+    "QUESTION_GET",
+    "QUESTION_INSERT",
+    "QUESTIONS_ASKING",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
@@ -93,6 +102,15 @@ SELECT run_id, seq, kind, data, at FROM events WHERE run_id = $1 AND seq > $2 OR
 LIST_STEPS = """
 SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
 WHERE run_id = $1 ORDER BY position
+"""
+# From the last snapshot on: the subquery walks the primary key backwards from the newest
+# step and stops at the first snapshot, so it reads only the steps since then.
+LIST_STEPS_RESUMABLE = """
+SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
+WHERE run_id = $1 AND position >= coalesce((
+    SELECT position FROM steps WHERE run_id = $1 AND name = 'snapshot' AND status = 'done'
+    ORDER BY position DESC LIMIT 1), 0)
+ORDER BY position
 """
 DROP_STEPS = "DELETE FROM steps WHERE run_id = $1 AND position IN_ARRAY($2)"
 
@@ -237,3 +255,34 @@ WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
 WORKER_DELETE_MANY = "DELETE FROM workers WHERE id IN_ARRAY($1)"
 WORKER_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"
+
+# -- questions --------------------------------------------------------------------------
+
+QUESTION_COLUMNS = "q.run_id, q.position, q.kind, q.body, q.asked_at, q.answer, q.answered_by, q.answered_at"
+QUESTION_GET = f"SELECT {QUESTION_COLUMNS} FROM questions q WHERE q.run_id = $1 AND q.position = $2"
+QUESTION_INSERT = """
+INSERT INTO questions (run_id, position, kind, body, asked_at)
+VALUES ($1, CAST($2 AS integer), $3, $4, CAST($5 AS double precision))
+"""
+# Written once: a second answer (the caller checked under the run's lock) changes nothing.
+QUESTION_ANSWER = """
+UPDATE questions SET answer = $3, answered_by = $4, answered_at = CAST($5 AS double precision)
+WHERE run_id = $1 AND position = $2 AND answered_at IS NULL
+"""
+# Which of these runs wait on a question nobody answered yet (rules.plan_busy).
+QUESTIONS_ASKING = "SELECT DISTINCT run_id FROM questions WHERE run_id IN_ARRAY($1) AND answered_at IS NULL"
+
+# -- retention --------------------------------------------------------------------------
+
+# Taken when free, lapsed, or ours (renewed); one row changed means we hold it.
+LEASE_TAKE = """
+INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, NOW($3) + $4)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
+"""
+# Ended before the cut-off, oldest ids first: the state index orders each state by id.
+RECLAIMABLE = """
+SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+AND finished_at < $1 ORDER BY id LIMIT $2
+"""
+RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"

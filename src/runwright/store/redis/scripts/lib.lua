@@ -277,6 +277,27 @@ local function insert_one(i, now)
   return id, false
 end
 
+-- A run's journal is the hash steps:<id>, position -> identity .. "\n" .. created_at,
+-- where identity is JSON [fence, name, status, result, error]. A done snapshot at
+-- position p moves the entries before it to steps_old:<id> and is noted in the run's
+-- snapshot_at, so a resume reads only steps:<id>: the snapshot and what came after.
+local function archive_before(id, p)
+  local steps, old = P .. 'steps:' .. id, P .. 'steps_old:' .. id
+  local flat = redis.call('HGETALL', steps)
+  for i = 1, #flat, 2 do
+    if tonumber(flat[i]) < p then
+      redis.call('HSET', old, flat[i], flat[i + 1])
+      redis.call('HDEL', steps, flat[i])
+    end
+  end
+  redis.call('HSET', run_key(id), 'snapshot_at', p)
+end
+
+local function is_snapshot(entry)
+  local held = cjson.decode(string.match(entry, '^(.-)\n'))
+  return held[2] == 'snapshot' and held[3] == 'done'
+end
+
 -- The notifications ride along with the change: a hint to re-read, never the truth.
 local function publish()
   flush_counts()
