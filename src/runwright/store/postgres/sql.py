@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from importlib import resources
 
 from ..rules import REQUEUE_STOPS
 from ..sql.columns import R_COLUMNS, RUN_COLUMNS
@@ -250,8 +251,10 @@ WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
 # same way) refuses a search_path startup parameter, and a session `SET` would leave it on
 # whichever server session ran it, for other clients. `SET LOCAL` inside every transaction
 # would cost the one-statement hot path a BEGIN and a COMMIT. A qualified name costs nothing.
-TABLES = ("runs", "events", "steps", "workers", "threads", "thread_messages", "schedules",
-          "schema_versions")
+# Every table of the schema (read from schema.sql, so that a migration's new table is
+# qualified without anyone remembering to list it), and the migrations' own table.
+TABLES = (*re.findall(r"^CREATE TABLE (\w+)", resources.files(__package__).joinpath(
+    "schema.sql").read_text(), flags=re.M), "schema_versions")
 _TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN|INTO|UPDATE)(\s+)({'|'.join(TABLES)})\b")
 
 
