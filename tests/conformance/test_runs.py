@@ -196,3 +196,24 @@ async def test_one_key_submitted_at_once_from_many_connections_makes_one_run(sto
         runs = [batch[position] for batch in batches]
         assert {r.key for r in runs} == {key} and len({r.id for r in runs}) == 1
         assert sum(not r.existed for r in runs) == 1
+
+
+async def test_a_runs_traceparent_is_kept_through_every_read_and_claim(store):
+    """The traceparent given at submission is stored with the run and read back wherever
+    the run is read (the attempt that claims it continues that trace); none means none."""
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    traced = insert("traced")
+    traced.traceparent = traceparent
+    threaded = insert("threaded")
+    threaded.traceparent, threaded.thread = traceparent, "th"
+    (run, plain) = await store.run_insert_many([traced, insert("plain")])
+    assert (run.traceparent, plain.traceparent) == (traceparent, None)
+    assert (await store.run_insert_threaded(threaded)).traceparent == traceparent
+    (again,) = await store.run_insert_many([insert("traced")])
+    assert again.existed and again.traceparent == traceparent, "the first submission's, kept"
+    assert (await store.run_get(run.id)).traceparent == traceparent
+    assert {r.key: r.traceparent for r in await store.run_list(RunListParams())} == {
+        "traced": traceparent, "plain": None, "threaded": traceparent}
+    wid = await store.worker_register(worker())
+    claimed = {r.key: r.traceparent for r in await store.run_claim(claim(wid))}
+    assert claimed == {"traced": traceparent, "plain": None, "threaded": traceparent}

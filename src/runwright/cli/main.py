@@ -115,12 +115,17 @@ def worker(
 
             start_http_server(metrics_port, addr="127.0.0.1")
         from ..engine.worker import WorkerCrashed
+        from ..trace_export import setup_tracing
 
+        tracing = setup_tracing()  # only if OTEL_* ask for it and runwright[otel] is installed
         try:
             run_worker(lambda: app.worker(**options), app.close)
         except WorkerCrashed as exc:
             err.print(f"[bold red]worker crashed:[/] {exc}")
             raise typer.Exit(1) from None
+        finally:
+            if tracing is not None:
+                tracing.shutdown()  # exports the spans still batched
 
 
 @cli.command()
@@ -173,6 +178,8 @@ def submit(
     priority: int | None = typer.Option(None, help="0 critical .. 3 low."),
     delay_s: float | None = typer.Option(None, help="Start no sooner than this many seconds."),
     queue: str | None = typer.Option(None),
+    traceparent: str | None = typer.Option(None, help="W3C traceparent: the run's spans continue "
+                                           "this trace (default: the run starts its own)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
     url: str | None = URL,
 ) -> None:
@@ -189,6 +196,7 @@ def submit(
             priority = priority if priority is not None else document.get("priority")
             delay_s = delay_s if delay_s is not None else document.get("delay_s")
             queue = queue or document.get("queue")
+            traceparent = traceparent or document.get("traceparent")
         else:
             kwargs = _json_object(_parse_json(args, "--args"), "--args")
         if not task:
@@ -199,7 +207,7 @@ def submit(
     async def go() -> Any:
         try:
             handle = await app.submit(task, key=key, priority=priority, delay_s=delay_s,
-                                      queue=queue, **kwargs)
+                                      queue=queue, traceparent=traceparent, **kwargs)
             verb = "exists" if handle.existed else "submitted"
             out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})")
             if wait:

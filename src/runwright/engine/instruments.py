@@ -8,13 +8,16 @@ with the same outcome names, so they cannot drift apart.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from ..runs import Run, RunState
+from .. import telemetry
+from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.params import RunFinishParams
+from ..tracing import RunTrace
 
 __all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "OUTCOMES", "RUN_SECONDS", "START_DELAY",
            "TAKEOVERS", "Instruments", "WorkerStats", "outcome_of_finish"]
@@ -86,16 +89,32 @@ class Instruments:
         if run.started_at is not None:
             self._child(START_DELAY, run.queue).observe(max(0.0, run.started_at - run.run_at))
 
-    def finished(self, run: Run, finish: RunFinishParams, duration_s: float) -> None:
-        """An attempt's end, once it is durable (a refused write is `lease_lost` instead)."""
+    def attempt_span(self, run: Run, worker_id: int) -> AbstractContextManager[Any]:
+        """The span of this claim's execution, under the run's own span (see tracing)."""
+        trace = RunTrace.of(run)
+        return telemetry.span(f"attempt {run.task}", trace, trace.attempt_span_id(run.fence),
+                              trace.root_span_id, {
+                                  "runwright.run.id": run.id, "runwright.task": run.task,
+                                  "runwright.queue": run.queue, "runwright.attempt": run.attempt,
+                                  "runwright.fence": run.fence, "runwright.worker": worker_id,
+                                  "runwright.recoveries": run.recoveries})
+
+    def finished(self, run: Run, finish: RunFinishParams, duration_s: float, worker_id: int = 0,
+                 span: Any = None) -> None:
+        """An attempt's end, once it is durable (a refused write is `lease_lost` instead).
+        An end of the run also closes the run's own span."""
         outcome = outcome_of_finish(finish)
         setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
         self._child(FINISHED, run.task, outcome).inc()
         self._child(RUN_SECONDS, run.task, outcome).observe(duration_s)
+        telemetry.outcome(span, outcome)
+        if finish.state in TERMINAL_STATES:
+            telemetry.run_ended(run, finish.state.value, worker_id)
 
-    def lease_lost(self) -> None:
+    def lease_lost(self, span: Any = None) -> None:
         self.stats.lease_lost += 1
         LEASE_LOSSES.inc()
+        telemetry.outcome(span, "lease_lost")
 
     def rescued(self, _run: Run) -> None:
         self.stats.rescued += 1

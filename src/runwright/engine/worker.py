@@ -247,28 +247,29 @@ class Worker:
               task=run.task, fence=run.fence)
         active = self._active[run.id]
         began = time.monotonic()
-        try:
-            active.signals.interrupt = run.interrupt
-            finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
-            if finish is None:
-                self._instruments.lease_lost()
-                return
-            crash_point("worker.before_finish")
-            active.finishing = True
-            self._finishing += 1
-            self._slot_freed.set()
+        with self._instruments.attempt_span(run, self.id) as span:
             try:
-                await self._completer.finish(finish)
+                active.signals.interrupt = run.interrupt
+                finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
+                if finish is None:
+                    self._instruments.lease_lost(span)
+                    return
+                crash_point("worker.before_finish")
+                active.finishing = True
+                self._finishing += 1
+                self._slot_freed.set()
+                try:
+                    await self._completer.finish(finish)
+                finally:
+                    self._finishing -= 1
+                self._instruments.finished(run, finish, time.monotonic() - began, self.id, span)
+            except LeaseLost as exc:
+                self._instruments.lease_lost(span)
+                event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
+                      run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
             finally:
-                self._finishing -= 1
-            self._instruments.finished(run, finish, time.monotonic() - began)
-        except LeaseLost as exc:
-            self._instruments.lease_lost()
-            event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
-                  run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
-        finally:
-            self._active.pop(run.id, None)
-            self._slot_freed.set()
+                self._active.pop(run.id, None)
+                self._slot_freed.set()
 
     # -- side tasks -----------------------------------------------------------------
 

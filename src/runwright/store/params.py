@@ -71,6 +71,7 @@ class RunInsertParams:
     thread: str | None = None
     on_busy: str = "reject"
     tenant: str | None = None
+    traceparent: str | None = None  # W3C, checked: the trace every attempt continues
     now: float | None = None
 
 

@@ -32,7 +32,8 @@ CREATE TABLE runs (
     deadline_at      double precision,
     thread           text,
     interrupt        text,
-    tenant           text
+    tenant           text,
+    traceparent      text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index

@@ -649,7 +649,7 @@ def _insert_fields(p: RunInsertParams) -> list[Any]:
     return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
             int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
             p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
-            rules.submitted_event(stub), thread]
+            rules.submitted_event(stub), thread, p.traceparent]
 
 
 def _float_or_none(value: float | None) -> float | None:

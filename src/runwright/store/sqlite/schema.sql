@@ -34,7 +34,8 @@ CREATE TABLE runs (
     deadline_at      REAL,
     thread           TEXT,
     interrupt        TEXT,
-    tenant           TEXT
+    tenant           TEXT,
+    traceparent      TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index

@@ -242,7 +242,7 @@ end
 
 -- Insert one new run from ARGV[i .. i+15] (see insert.lua), with its `submitted` event.
 -- Returns the run's id, or the existing run's id and true when its (tenant, key) exists.
-local INSERT_FIELDS = 16
+local INSERT_FIELDS = 17
 local function insert_one(i, now)
   local ident = ARGV[i]
   local existing = redis.call('HGET', P .. 'keys', ident)
@@ -252,11 +252,13 @@ local function insert_one(i, now)
                args = ARGV[i + 5], max_attempts = ARGV[i + 6], timeout_s = opt(ARGV[i + 7]),
                run_at = opt(ARGV[i + 8]) or num(now), parent_id = opt(ARGV[i + 9]),
                budget = opt(ARGV[i + 10]), deadline_at = opt(ARGV[i + 11]),
-               thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13])}
+               thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13]),
+               traceparent = opt(ARGV[i + 16])}
   local fields = {'id', id, 'state', 'queued', 'attempt', 0, 'fence', 0, 'recoveries', 0,
                   'cancel_requested', 0, 'wake_requested', 0, 'last_seq', 0, 'created_at', num(now)}
   for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
-                         'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant'}) do
+                         'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant',
+                         'traceparent'}) do
     if run[name] then fields[#fields + 1] = name; fields[#fields + 1] = run[name] end
   end
   if run.thread then

@@ -1,0 +1,134 @@
+"""One trace per run across worker processes, exported over OTLP/HTTP to a real receiver.
+
+Workers run with the standard OTEL_* variables pointing at `OtlpReceiver` (http/protobuf
+on loopback). A run whose first worker is SIGKILLed mid-run and which another worker
+finishes is one trace: the spans of both claims, under the one root span that every
+machine names alike. A submitted traceparent's trace is the one used, and a child run's
+spans sit under the parent's step that submitted it. No argument value reaches an
+attribute. Every wait is on a condition (the ledger, the receiver, the store).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Iterator
+
+import pytest
+
+import runwright as rw
+from runwright.runs import Run, RunState
+from runwright.tracing import RunTrace
+
+from ..otlp_receiver import OtlpReceiver, ReceivedSpan
+from . import trace_apps
+from .harness import WorkerFleet, wait_until
+
+pytestmark = pytest.mark.process
+
+TRACE_APP = "tests.process.trace_apps:app"
+SECRET = "s3cr3t-argument-value"
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture
+def traced_app(app: rw.App) -> rw.App:
+    app.tasks.update(trace_apps.app.tasks)
+    return app
+
+
+def _of_run(receiver: OtlpReceiver, run_id: int) -> list[ReceivedSpan]:
+    return [s for s in receiver.received() if s.attributes.get("runwright.run.id") == run_id]
+
+
+def _named(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
+    (found,) = [s for s in spans if s.name == name]
+    return found
+
+
+def _hex(span_id: int) -> str:
+    return f"{span_id:016x}"
+
+
+async def _ended(app: rw.App, run_id: int) -> Run | None:
+    run = await app.store.run_get(run_id)
+    return run if run is not None and run.done else None
+
+
+def _assert_no_argument_values(spans: list[ReceivedSpan]) -> None:
+    for span in spans:
+        for name, value in span.attributes.items():
+            assert SECRET not in str(value), f"span {span.name!r}: attribute {name} holds an argument"
+        assert SECRET not in span.name
+
+
+async def test_a_run_is_one_trace_across_a_sigkill_takeover(
+        traced_app: rw.App, fleet: WorkerFleet, receiver: OtlpReceiver) -> None:
+    first = fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+    handle = await traced_app.submit(trace_apps.traced_steps, secret=SECRET, steps=3, gate=1)
+    # Step 0 is done and exported; step 1 waits at its gate: kill the worker there.
+    await wait_until(lambda: ("gate-1", handle.id, 1, first.pid) in fleet.ledger_lines(),
+                     "the first worker reaches step 1's gate")
+    await wait_until(lambda: any(s.name == "step-0" for s in _of_run(receiver, handle.id)),
+                     "step 0's span is exported")
+    first.kill()
+    fleet.open_gate(handle.id, 1)
+    fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+    run = await wait_until(lambda: _ended(traced_app, handle.id), "the run ends on the second worker")
+    assert (run.state, run.fence, run.recoveries) == (RunState.SUCCEEDED, 2, 1), "one takeover"
+    spans = await wait_until(
+        lambda: (found := _of_run(receiver, handle.id)) and any(s.name.startswith("run ") for s in found)
+        and found, "the run's own span is exported")
+
+    trace = RunTrace.of(run)  # no traceparent given: the run's own trace, derived
+    assert {s.trace_id for s in spans} == {f"{trace.trace_id:032x}"}, "one trace id for both claims"
+    root = _named(spans, "run traced_steps")
+    assert (root.span_id, root.parent_span_id) == (_hex(trace.root_span_id), ""), "a root of its own"
+    step_fences = {s.name: s.attributes["runwright.fence"] for s in spans if s.name.startswith("step-")}
+    assert step_fences == {"step-0": 1, "step-1": 2, "step-2": 2}, "spans of both claims"
+    for span in spans:
+        if span.name.startswith("step-"):
+            fence, position = span.attributes["runwright.fence"], span.attributes["runwright.step.position"]
+            assert span.span_id == _hex(trace.step_span_id(fence, position))
+            assert span.parent_span_id == _hex(trace.attempt_span_id(fence)), f"{span.name} under its claim"
+    recovered = _named(spans, "attempt traced_steps")  # the killed claim's span never ended
+    assert recovered.attributes["runwright.fence"] == 2
+    assert recovered.span_id == _hex(trace.attempt_span_id(2))
+    assert recovered.parent_span_id == root.span_id, "the recovered attempt is under the same root"
+    _assert_no_argument_values(spans)
+
+
+async def test_a_submitted_traceparent_is_continued_by_the_run_and_its_child(
+        traced_app: rw.App, fleet: WorkerFleet, receiver: OtlpReceiver) -> None:
+    trace_hex, caller_span = secrets.token_hex(16), secrets.token_hex(8)
+    fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+    handle = await traced_app.submit(trace_apps.traced_parent, secret=SECRET,
+                                     traceparent=f"00-{trace_hex}-{caller_span}-01")
+    parent = await wait_until(lambda: _ended(traced_app, handle.id), "the parent ends")
+    assert parent.state is RunState.SUCCEEDED, parent.error
+    (child,) = await traced_app.list_runs(task="traced_child")
+
+    def both_roots() -> list[ReceivedSpan]:
+        found = [s for s in receiver.received() if s.trace_id == trace_hex]
+        return found if sum(s.name.startswith("run ") for s in found) == 2 else []
+
+    spans = await wait_until(both_roots, "both runs' own spans are exported")
+    assert {s.attributes.get("runwright.run.id") for s in spans} == {parent.id, child.id}
+    assert [s for s in receiver.received() if s.trace_id != trace_hex] == [], "no other trace"
+    parent_root = _named(spans, "run traced_parent")
+    assert parent_root.parent_span_id == caller_span, "the run sits under the submitter's span"
+    submit_span = _named(spans, "submit:traced_child")
+    child_root = _named(spans, "run traced_child")
+    assert child_root.parent_span_id == submit_span.span_id, "the child under the step that submitted it"
+    assert child.traceparent == f"00-{trace_hex}-{submit_span.span_id}-01"
+    child_work = _named(spans, "child-work")
+    assert child_work.attributes["runwright.run.id"] == child.id
+    child_attempt = _named([s for s in spans if s.attributes["runwright.run.id"] == child.id],
+                           "attempt traced_child")
+    assert (child_work.parent_span_id, child_attempt.parent_span_id) == (
+        child_attempt.span_id, child_root.span_id)
+    _assert_no_argument_values(spans)
