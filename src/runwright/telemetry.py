@@ -31,7 +31,7 @@ from .tracing import RunTrace
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["DERIVED_IDS", "FAILED_OUTCOMES", "annotate", "outcome", "run_ended", "span"]
+__all__ = ["DERIVED_IDS", "FAILED_OUTCOMES", "annotate", "attempt_lost", "outcome", "run_ended", "span"]
 
 TRACER_NAME = "runwright"
 # (trace id, span id) for the span being started: read by otel_setup.DerivedIds.
@@ -39,7 +39,7 @@ DERIVED_IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.Contex
     "runwright_derived_ids", default=None)
 _tracer_cache: dict[int, Tracer] = {}
 Attributes = Mapping[str, str | int | float | bool]
-FAILED_OUTCOMES = frozenset({"failed", "dead", "retrying"})
+FAILED_OUTCOMES = frozenset({"failed", "dead", "retrying", "worker_lost"})
 
 
 def _tracer() -> Tracer | None:
@@ -131,6 +131,25 @@ def outcome(current: Span | None, name: str) -> None:
         from opentelemetry import trace as api
 
         current.set_status(api.Status(api.StatusCode.ERROR, name))
+
+
+def attempt_lost(run: Run, worker_id: int) -> None:
+    """The span of a claim whose worker died (SIGKILL, a lost machine): that worker never
+    ended it, so the worker that takes the run over emits it in its stead, under the same
+    id (derived), from the claim's start to the takeover, so that the steps it did finish
+    keep their parent in the trace."""
+    tracer = _tracer()
+    if tracer is None or run.started_at is None:
+        return
+    trace = RunTrace.of(run)
+    lost = _start(tracer, f"attempt {run.task}", trace, trace.attempt_span_id(run.fence),
+                  trace.root_span_id, {
+                      "runwright.run.id": run.id, "runwright.task": run.task,
+                      "runwright.queue": run.queue, "runwright.attempt": run.attempt,
+                      "runwright.fence": run.fence, "runwright.rescuer": worker_id},
+                  start_time_ns=int(run.started_at * 1e9))
+    outcome(lost, "worker_lost")
+    lost.end(time.time_ns())
 
 
 def run_ended(run: Run, result: str, worker_id: int) -> None:

@@ -95,10 +95,13 @@ async def test_a_run_is_one_trace_across_a_sigkill_takeover(
             fence, position = span.attributes["runwright.fence"], span.attributes["runwright.step.position"]
             assert span.span_id == _hex(trace.step_span_id(fence, position))
             assert span.parent_span_id == _hex(trace.attempt_span_id(fence)), f"{span.name} under its claim"
-    recovered = _named(spans, "attempt traced_steps")  # the killed claim's span never ended
-    assert recovered.attributes["runwright.fence"] == 2
-    assert recovered.span_id == _hex(trace.attempt_span_id(2))
-    assert recovered.parent_span_id == root.span_id, "the recovered attempt is under the same root"
+    attempts = {s.attributes["runwright.fence"]: s for s in spans if s.name == "attempt traced_steps"}
+    assert sorted(attempts) == [1, 2], "the killed claim's span (ended by its rescuer) and the recovery's"
+    for fence, attempt in attempts.items():
+        assert attempt.span_id == _hex(trace.attempt_span_id(fence))
+        assert attempt.parent_span_id == root.span_id, "both attempts under the same root"
+    assert attempts[1].attributes["runwright.outcome"] == "worker_lost"
+    assert attempts[2].attributes["runwright.outcome"] == "succeeded"
     _assert_no_argument_values(spans)
 
 

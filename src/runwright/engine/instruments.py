@@ -116,6 +116,10 @@ class Instruments:
         LEASE_LOSSES.inc()
         telemetry.outcome(span, "lease_lost")
 
-    def rescued(self, _run: Run) -> None:
+    def rescued(self, run: Run, worker_id: int = 0) -> None:
+        """A run taken over from a lost worker: its lost claim's span is ended here."""
         self.stats.rescued += 1
         TAKEOVERS.inc()
+        telemetry.attempt_lost(run, worker_id)
+        if run.state in TERMINAL_STATES:  # it kept killing its workers: dead
+            telemetry.run_ended(run, run.state.value, worker_id)

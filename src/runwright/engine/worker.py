@@ -335,7 +335,7 @@ class Worker:
                           config.orphan_check_s, config.orphan_age_s, self.clock)
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
-            await rescuer.tick(self.id, self._instruments.rescued)
+            await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
