@@ -25,9 +25,11 @@ from .listing import checked_listing
 from .runs import Run, RunState
 from .runtime import Runtime
 from .store.params import (
+    EndedTimes,
     QueueStat,
     RunCancelParams,
     RunCountParams,
+    RunEndedParams,
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
@@ -223,6 +225,11 @@ class RunScope:
         await self._ready()
         return await self._runtime.store.run_queue_stats(RunQueueStatsParams(
             self.tenant_name, self._runtime.clock.now(now)))
+
+    async def ended_times(self, since: float, limit: int) -> list[EndedTimes]:
+        """(run_at, started_at, finished_at) of the latest `limit` runs ended since `since`."""
+        await self._ready()
+        return await self._runtime.store.run_ended_times(RunEndedParams(since, limit, self.tenant_name))
 
     # -- threads --------------------------------------------------------------------
 

@@ -9,8 +9,10 @@ import pytest
 from runwright.runs import RunState
 from runwright.store import store_from_url
 from runwright.store.params import (
+    RunCancelParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunFinishParams,
     RunListParams,
     RunNextDueParams,
@@ -217,3 +219,27 @@ async def test_a_runs_traceparent_is_kept_through_every_read_and_claim(store):
     wid = await store.worker_register(worker())
     claimed = {r.key: r.traceparent for r in await store.run_claim(claim(wid))}
     assert claimed == {"traced": traceparent, "plain": None, "threaded": traceparent}
+
+
+async def test_ended_times_are_the_latest_ended_runs_of_the_window(store):
+    """The summary's sample: (run_at, started_at, finished_at) of runs ended since `since`,
+    latest ended first, at most `limit`, of one tenant's runs when asked; open runs and
+    runs ended before the window are not in it; a queued run cancelled has no start."""
+    wid = await store.worker_register(worker())
+    runs = await store.run_insert_many([insert(run_at=T0 - 5) for _ in range(4)])
+    mine = insert(run_at=T0 - 5)
+    mine.tenant = "acme"
+    (theirs,) = await store.run_insert_many([mine])
+    claimed = {r.id: r for r in await store.run_claim(claim(wid, limit=4, now=T0))}
+    ends = {runs[0].id: T0 - 100, runs[1].id: T0 + 1, runs[2].id: T0 + 3}  # runs[3] stays running
+    for run_id, at in ends.items():
+        assert await store.run_finish_many([RunFinishParams(
+            run_id, claimed[run_id].fence, RunState.SUCCEEDED, result="1", now=at)]) == []
+    await store.run_cancel(RunCancelParams(theirs.id, now=T0 + 2))
+
+    sample = await store.run_ended_times(RunEndedParams(since=T0 - 10))
+    assert sample == [(T0 - 5, T0, T0 + 3), (T0 - 5, None, T0 + 2), (T0 - 5, T0, T0 + 1)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 - 10, limit=1)) == [(T0 - 5, T0, T0 + 3)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 - 10, tenant="acme")) == [
+        (T0 - 5, None, T0 + 2)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 + 4)) == []

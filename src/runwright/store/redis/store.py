@@ -26,6 +26,7 @@ Keys (after the prefix):
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
+    ended                                runs ended in the last hour, by finished_at
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1
     steps:<id>                           a run's journal: position -> entry
@@ -56,6 +57,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
+    EndedTimes,
     EventAppendParams,
     EventListParams,
     QueueStat,
@@ -63,6 +65,7 @@ from ..params import (
     RunClaimParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunExtendParams,
     RunExtendResult,
@@ -357,6 +360,20 @@ class RedisStore:
         for run_id in run_ids:
             pipe.hget(self.key(f"run:{run_id}"), "tenant")
         return list(await self._call(pipe.execute))
+
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        ids = await self._call(lambda: self.redis.zrevrangebyscore(
+            self.key("ended"), "+inf", repr(float(params.since)), start=0, num=params.limit))
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hmget(self.key(f"run:{run_id}"), "run_at", "started_at", "finished_at", "tenant")
+        out: list[EndedTimes] = []
+        for run_at, started_at, finished_at, tenant in await self._call(pipe.execute) if ids else ():
+            # A run retried since it ended has no finish any more; another tenant's is not ours.
+            if finished_at is not None and (params.tenant is None or tenant == params.tenant):
+                out.append((float(run_at), None if started_at is None else float(started_at),
+                            float(finished_at)))
+        return out
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         value = await self._script("next_due", len(params.queues), *params.queues, *params.tasks)

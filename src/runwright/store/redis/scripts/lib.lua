@@ -16,6 +16,8 @@
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
+-- `ended` keeps the runs that ended in the last hour: the summary looks back 15 minutes.
+local ENDED_KEEP_S, last_ended_at = 3600, nil
 
 -- Formatting a double exactly is dear (glibc's multi-precision path), and most calls of a
 -- script format the same `now`: the last one is kept.
@@ -211,6 +213,9 @@ local function ended(id, run, now)
   if run.deadline_at then redis.call('ZREM', P .. 'deadlines', id) end
   if run.parent_id then wake_parent(run.parent_id, now) end
   done_ids[#done_ids + 1] = id
+  -- The summary's latency sample: ended runs by end time, trimmed in publish().
+  redis.call('ZADD', P .. 'ended', now, id)
+  last_ended_at = now
 end
 
 -- A queued run (not started, or parked) ends now: cancelled, or interrupted by a newer
@@ -282,6 +287,9 @@ end
 -- The notifications ride along with the change: a hint to re-read, never the truth.
 local function publish()
   flush_counts()
+  if last_ended_at then
+    redis.call('ZREMRANGEBYSCORE', P .. 'ended', '-inf', '(' .. num(last_ended_at - ENDED_KEEP_S))
+  end
   settle_owners()
   if #done_ids > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done_ids, ',')) end
   if #event_ids > 0 then redis.call('PUBLISH', P .. 'events', table.concat(event_ids, ',')) end
