@@ -81,7 +81,11 @@ def worker(
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
-    metrics_port: int | None = typer.Option(None, help="Serve this process's Prometheus metrics here."),
+    metrics_port: int | None = typer.Option(
+        None, min=1, max=65535, help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
+        "on this port; with --processes N, worker process k serves on port+k-1."),
+    metrics_host: str = typer.Option("127.0.0.1", help="The address --metrics-port listens on "
+                                     "(0.0.0.0: every interface)."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -97,8 +101,19 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+
+        def argv_of(slot: int) -> list[str]:
+            # One port per process: each keeps its own counters and its own readiness.
+            if metrics_port is None:
+                return argv
+            return [*argv, "--metrics-host", metrics_host, "--metrics-port", str(metrics_port + slot - 1)]
+
+        if metrics_port is not None and metrics_port + processes - 1 > 65535:
+            err.print(f"[bold red]error:[/] ConfigError: --metrics-port {metrics_port} with "
+                      f"--processes {processes} needs ports up to {metrics_port + processes - 1}")
+            raise typer.Exit(2)
         try:
-            code = supervise(argv, processes)
+            code = supervise(argv_of, processes)
         except PoolCannotStart as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             code = exc.exit_code
@@ -110,16 +125,16 @@ def worker(
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts
-        if metrics_port is not None:
-            from prometheus_client import start_http_server
+        from ..engine.probes import Probes
 
-            start_http_server(metrics_port, addr="127.0.0.1")
+        probes = Probes(metrics_host, metrics_port) if metrics_port is not None else None
         from ..engine.worker import WorkerCrashed
         from ..trace_export import setup_tracing
 
         tracing = setup_tracing()  # only if OTEL_* ask for it and runwright[otel] is installed
         try:
-            run_worker(lambda: app.worker(**options), app.close)
+            run_worker(lambda: app.worker(**options), app.close,
+                       on_started=probes.attach if probes is not None else lambda _worker: None)
         except WorkerCrashed as exc:
             err.print(f"[bold red]worker crashed:[/] {exc}")
             raise typer.Exit(1) from None
