@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import inspect
 import json
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from .blocking import in_thread
@@ -26,7 +27,7 @@ from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
 from .store.params import EventAppendParams, StepRecordParams, ThreadForgetParams
 from .submission import Submission, insert_params
-from .telemetry import span
+from .telemetry import active, span
 from .tracing import RunTrace
 
 if TYPE_CHECKING:
@@ -68,9 +69,11 @@ class Context:
             self._trace = RunTrace.of(self.run)
         return self._trace
 
-    def _span(self, name: str, position: int) -> Any:
+    def _span(self, name: str, position: int) -> AbstractContextManager[Any]:
         """The span of the durable operation at `position` of this attempt, under the
         attempt's span (names and places only: never arguments or results)."""
+        if not active():
+            return nullcontext()
         trace, fence = self.trace, self.run.fence
         return span(name, trace, trace.step_span_id(fence, position), trace.attempt_span_id(fence), {
             "runwright.run.id": self.run.id, "runwright.step.name": name,

@@ -31,7 +31,8 @@ from .tracing import RunTrace
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["DERIVED_IDS", "FAILED_OUTCOMES", "annotate", "attempt_lost", "outcome", "run_ended", "span"]
+__all__ = ["DERIVED_IDS", "FAILED_OUTCOMES", "active", "annotate", "attempt_lost", "outcome", "run_ended",
+           "span"]
 
 TRACER_NAME = "runwright"
 # (trace id, span id) for the span being started: read by otel_setup.DerivedIds.
@@ -55,6 +56,11 @@ def _tracer() -> Tracer | None:
         _tracer_cache.clear()
         tracer = _tracer_cache[id(provider)] = provider.get_tracer(TRACER_NAME)
     return tracer
+
+
+def active() -> bool:
+    """True once a tracer provider is set: callers skip deriving ids for no one."""
+    return _tracer() is not None
 
 
 def _start(tracer: Tracer, name: str, trace: RunTrace, span_id: int, parent_span_id: int | None,

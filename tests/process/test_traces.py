@@ -5,7 +5,8 @@ on loopback). A run whose first worker is SIGKILLed mid-run and which another wo
 finishes is one trace: the spans of both claims, under the one root span that every
 machine names alike. A submitted traceparent's trace is the one used, and a child run's
 spans sit under the parent's step that submitted it. No argument value reaches an
-attribute. Every wait is on a condition (the ledger, the receiver, the store).
+attribute, nor any message content of an agent's model and tool calls. Every wait is on a
+condition (the ledger, the receiver, the store).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from runwright.runs import Run, RunState
 from runwright.tracing import RunTrace
 
 from ..otlp_receiver import OtlpReceiver, ReceivedSpan
-from . import trace_apps
+from . import agent_apps, trace_apps
+from .agent_harness import APP_SPEC as AGENT_APP
+from .agent_harness import AgentFleet
 from .harness import WorkerFleet, wait_until
+from .test_agents import ask_once_then_report
 
 pytestmark = pytest.mark.process
 
@@ -134,4 +138,37 @@ async def test_a_submitted_traceparent_is_continued_by_the_run_and_its_child(
                            "attempt traced_child")
     assert (child_work.parent_span_id, child_attempt.parent_span_id) == (
         child_attempt.span_id, child_root.span_id)
+    _assert_no_argument_values(spans)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the spans are the agent loop's, on any store
+async def test_an_agents_model_and_tool_calls_are_spans_without_content(
+        app: rw.App, store_url: str, tmp_path, receiver: OtlpReceiver) -> None:
+    agents = AgentFleet(store_url, tmp_path)
+    model = agents.serve_model(ask_once_then_report("prepare", {"order": SECRET}))
+    try:
+        WorkerFleet.start(agents, app_spec=AGENT_APP, env={
+            agent_apps.LEDGER_ENV: str(agents.ledger), "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "test", **receiver.env()})
+        app.tasks.update(agent_apps.app.tasks)
+        handle = await app.submit("assistant", input=f"prepare the order {SECRET}")
+        run = await wait_until(lambda: _ended(app, handle.id), "the agent's run ends")
+        assert run.state is RunState.SUCCEEDED, run.error
+        spans = await wait_until(
+            lambda: (found := _of_run(receiver, handle.id)) and any(s.name.startswith("run ") for s in found)
+            and found, "the run's own span is exported")
+    finally:
+        agents.close()
+    models = [s for s in spans if s.name == "model"]
+    assert len(models) == 2, "two model calls: the tool call, then the answer"
+    for span in models:
+        assert span.attributes["gen_ai.request.model"] == agent_apps.MODEL
+        assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) \
+            == (10, 5)
+    tool = _named(spans, "tool:prepare")
+    assert (tool.attributes["gen_ai.tool.name"], tool.attributes["runwright.tool.delivery"]) == (
+        "prepare", "at_least_once")
+    trace = RunTrace.of(run)
+    attempt = _hex(trace.attempt_span_id(run.fence))
+    assert {s.parent_span_id for s in [*models, tool]} == {attempt}, "steps of the one attempt"
     _assert_no_argument_values(spans)

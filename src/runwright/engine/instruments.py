@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,8 @@ class Instruments:
 
     def attempt_span(self, run: Run, worker_id: int) -> AbstractContextManager[Any]:
         """The span of this claim's execution, under the run's own span (see tracing)."""
+        if not telemetry.active():
+            return nullcontext()
         trace = RunTrace.of(run)
         return telemetry.span(f"attempt {run.task}", trace, trace.attempt_span_id(run.fence),
                               trace.root_span_id, {
