@@ -4,6 +4,7 @@ process (the counters are the process's own: each test reads how much they moved
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from ..conftest import PG_BASE
 from ..process.harness import wait_until
 from ..tcp_proxy import TcpProxy
 from .conftest import running_worker
+from .test_execution import wait_for_log
 
 
 def value(name: str, **labels: str) -> float:
@@ -93,7 +95,7 @@ async def test_claims_commits_renewals_queue_wait_and_deferrals_are_counted(app:
     assert moved("runwright_deferrals_total", reason="children") == 1
 
 
-async def test_a_graceful_stop_counts_runs_drained_and_given_back(app: rw.App) -> None:
+async def test_a_graceful_stop_counts_runs_drained_and_given_back(app: rw.App, caplog) -> None:
     release, started = asyncio.Event(), asyncio.Event()
 
     @app.task
@@ -112,7 +114,9 @@ async def test_a_graceful_stop_counts_runs_drained_and_given_back(app: rw.App) -
     first, second = await app.submit(short), await app.submit(endless)
     await wait_until(lambda: _both_running(app, first.id, second.id), "both runs are running")
     await started.wait()
-    worker.stop()
+    with caplog.at_level(logging.INFO, logger="runwright"):
+        worker.stop()
+        await wait_for_log(caplog, "draining")  # both runs are in flight as the drain begins
     release.set()  # the short run ends within the grace; the endless one is given back
     await running
     assert (await first.refresh()).state is rw.RunState.SUCCEEDED
