@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import inspect
 import json
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
 from .blocking import in_thread
@@ -27,6 +28,8 @@ from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
 from .store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
 from .submission import Submission, insert_params
+from .telemetry import active, span
+from .tracing import RunTrace
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -66,6 +69,25 @@ class Context:
         # read only if the code asks for it, i.e. replays from the top without `restore`.
         self._base = min(self._journal, default=0)
         self._position = 0
+        self._trace: RunTrace | None = None
+
+    @property
+    def trace(self) -> RunTrace:
+        """The run's trace: the ids of its spans, the same on every machine."""
+        if self._trace is None:
+            self._trace = RunTrace.of(self.run)
+        return self._trace
+
+    def _span(self, name: str, position: int) -> AbstractContextManager[Any]:
+        """The span of the durable operation at `position` of this attempt, under the
+        attempt's span (names and places only: never arguments or results)."""
+        if not active():
+            return nullcontext()
+        trace, fence = self.trace, self.run.fence
+        return span(name, trace, trace.step_span_id(fence, position), trace.attempt_span_id(fence), {
+            "runwright.run.id": self.run.id, "runwright.step.name": name,
+            "runwright.step.position": position, "runwright.attempt": self.run.attempt,
+            "runwright.fence": fence})
 
     @property
     def run_id(self) -> int:
@@ -198,18 +220,19 @@ class Context:
             crash_point("step.after_started_mark", name)
             retry = 0
         policy = RetryPolicy(retries=retry) if isinstance(retry, int) else retry or RetryPolicy(0)
-        try:
-            value = await _call_with_retries(fn, args, kwargs, policy)
-        except Exception as exc:
-            if not policy.is_final(exc):
-                raise
+        with self._span(name, position):
+            try:
+                value = await _call_with_retries(fn, args, kwargs, policy)
+            except Exception as exc:
+                if not policy.is_final(exc):
+                    raise
+                crash_point("step.after_side_effect", name)
+                detail = encode_error(exc)
+                await self._record(position, name, "failed", error=detail)
+                raise StepFailed(name, position, json.loads(detail)) from exc
+            result = encode(value, f"result of step {name!r}", self.runtime.limits.max_payload_bytes)
             crash_point("step.after_side_effect", name)
-            detail = encode_error(exc)
-            await self._record(position, name, "failed", error=detail)
-            raise StepFailed(name, position, json.loads(detail)) from exc
-        result = encode(value, f"result of step {name!r}", self.runtime.limits.max_payload_bytes)
-        crash_point("step.after_side_effect", name)
-        await self._record(position, name, "done", result=result)
+            await self._record(position, name, "done", result=result)
         crash_point("step.after_journal", name)
         return value
 
@@ -329,13 +352,20 @@ class Context:
             return ChildRun(self, record.value())
         # The child's key is fixed by this position: if we crash before journaling, the
         # replay submits the same key again and gets the same child back. It is of the
-        # parent's tenant, so its key is unique among that tenant's keys.
+        # parent's tenant, so its key is unique among that tenant's keys. Its trace is the
+        # parent's, under the span of this submission (derived: the same on a replay).
+        name = f"submit:{spec.name}"
+        traceparent = self.trace.traceparent(self.trace.step_span_id(self.run.fence, position))
         submission = Submission(key=key or f"{self.run.key}/{position}", priority=priority,
-                                queue=queue, tenant=self.run.tenant, parent_id=self.run.id)
+                                queue=queue, tenant=self.run.tenant, parent_id=self.run.id,
+                                traceparent=traceparent)
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self.runtime.clock(), limits=self.runtime.limits)
-        (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
-        await self._record(position, f"submit:{spec.name}", "done", result=json.dumps(child.id))
+        with self._span(name, position) as current:
+            (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
+            if current is not None:
+                current.set_attribute("runwright.child.id", child.id)
+            await self._record(position, name, "done", result=json.dumps(child.id))
         return ChildRun(self, child.id)
 
     async def gather(self, *children: ChildRun, return_exceptions: bool = False) -> list[Any]:

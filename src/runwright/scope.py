@@ -27,11 +27,13 @@ from .runs import Run, RunState
 from .runtime import Runtime
 from .serde import encode
 from .store.params import (
+    EndedTimes,
     QuestionAnswerParams,
     QuestionListParams,
     QueueStat,
     RunCancelParams,
     RunCountParams,
+    RunEndedParams,
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
@@ -55,6 +57,7 @@ class Call:
     priority: int | None = None
     delay_s: float | None = None
     run_at: float | dt.datetime | None = None
+    traceparent: str | None = None
 
 
 class RunScope:
@@ -75,7 +78,7 @@ class RunScope:
                      run_at: float | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
                      on_busy: str = "reject", tenant: str | None = None,
-                     **kwargs: Any) -> RunHandle:
+                     traceparent: str | None = None, **kwargs: Any) -> RunHandle:
         """Submit one run. The same `key` always names the same run of a tenant:
         submitting it again returns the existing run (`handle.existed` is True), whatever
         its state.
@@ -84,11 +87,14 @@ class RunScope:
         runs of a thread never overlap, and `on_busy` says what happens when the thread
         has an open run: "reject" (ThreadBusy), "enqueue" (run after it), "interrupt" (it
         stops at its next step boundary and ends `interrupted`; this run goes next) or
-        "rollback" (as interrupt, and what it added to the thread is discarded)."""
+        "rollback" (as interrupt, and what it added to the thread is discarded).
+
+        `traceparent` (W3C) puts the run in the submitter's trace: every attempt's spans
+        continue it. Without one the run starts a trace of its own."""
         spec = self._runtime.registry.task_spec(task)
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
-                                tenant=self._tenant_for(tenant))
+                                tenant=self._tenant_for(tenant), traceparent=traceparent)
         # Opened first: opening sets the store's clock (see runwright.clock), which a delay
         # and a deadline count from.
         await self._ready()
@@ -103,10 +109,12 @@ class RunScope:
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,
-                          queue: str | None = None, tenant: str | None = None) -> list[RunHandle]:
+                          queue: str | None = None, tenant: str | None = None,
+                          traceparent: str | None = None) -> list[RunHandle]:
         """Submit many runs of one task in one round trip. Each item is the task's keyword
-        arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
-        is checked before anything is written: one bad item refuses the whole batch."""
+        arguments, or a `Call` carrying its own key, priority, delay, run_at or
+        traceparent. Every item is checked before anything is written: one bad item
+        refuses the whole batch."""
         spec = self._runtime.registry.task_spec(task)
         await self._ready()  # first, as in submit
         now_s = self._runtime.clock()
@@ -117,7 +125,8 @@ class RunScope:
             submission = Submission(
                 key=call.key, priority=call.priority if call.priority is not None else priority,
                 delay_s=call.delay_s if call.delay_s is not None else delay_s,
-                run_at=call.run_at, queue=queue, tenant=tenant)
+                run_at=call.run_at, queue=queue, tenant=tenant,
+                traceparent=call.traceparent if call.traceparent is not None else traceparent)
             try:
                 params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
                                             now_s=now_s, limits=self._runtime.limits))
@@ -232,6 +241,11 @@ class RunScope:
         await self._ready()
         return await self._runtime.store.run_queue_stats(RunQueueStatsParams(
             self.tenant_name, self._runtime.clock.now(now)))
+
+    async def ended_times(self, since: float, limit: int) -> list[EndedTimes]:
+        """(run_at, started_at, finished_at) of the latest `limit` runs ended since `since`."""
+        await self._ready()
+        return await self._runtime.store.run_ended_times(RunEndedParams(since, limit, self.tenant_name))
 
     # -- threads --------------------------------------------------------------------
 

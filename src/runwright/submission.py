@@ -18,6 +18,7 @@ from .limits import Limits
 from .serde import due_at, encode, finite
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
+from .tracing import check_traceparent
 
 __all__ = ["Submission", "insert_params", "parse_run_at"]
 
@@ -41,6 +42,7 @@ class Submission:
     on_busy: str = "reject"
     tenant: str | None = None
     parent_id: int | None = None
+    traceparent: str | None = None  # W3C: the trace the run continues (None: its own)
 
 
 def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
@@ -53,6 +55,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
     _check_queue(submission.queue)
     if submission.thread is not None:
         _check_thread(submission.thread, submission.on_busy)
+    traceparent = check_traceparent(submission.traceparent)
     if spec.check is not None:
         spec.check(arguments)
     budget = submission.budget
@@ -71,6 +74,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         thread=submission.thread,
         on_busy=submission.on_busy,
         tenant=submission.tenant,
+        traceparent=traceparent,
         now=now_s,
     )
 

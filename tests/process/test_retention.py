@@ -26,7 +26,7 @@ async def _gone(app: rw.App, run_id: int) -> bool:
 
 async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it_dies(
         app: rw.App, fleet: WorkerFleet) -> None:
-    first = fleet.start(extra=SWEEP)
+    first = fleet.start(args=SWEEP)
     kept = fleet.start()  # no retention setting: it never sweeps
     handle = await app.submit(apps.record, n=1)
     assert (await handle.result(timeout_s=60)) == 1
@@ -39,7 +39,7 @@ async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it
 
     first.signal(signal.SIGKILL)
     await first.wait_exit()
-    second = fleet.start(extra=SWEEP)
+    second = fleet.start(args=SWEEP)
     later = await app.submit(apps.record, n=2)
     assert (await later.result(timeout_s=60)) == 2
     await wait_until(lambda: _gone(app, later.id), "the next sweeper reclaims it once the lease lapsed")

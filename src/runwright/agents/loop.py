@@ -18,6 +18,7 @@ from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, Pay
 from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
+from ..telemetry import annotate
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
 
@@ -222,6 +223,13 @@ async def _call_model(ctx: Context, agent: AgentSpec, messages: list[dict[str, A
     # not journaled), and the next run need not wait for the model to finish.
     reply = await ctx.interruptible(
         agent.model.complete(messages, agent.schemas, publish if agent.stream else None))
+    usage = reply["usage"]
+    annotate(None, **{  # on this step's span: the model and the counts, never the messages
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": reply["model"],
+        "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
+        "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
+        "runwright.agent.turn": turn,
+        "runwright.agent.tool_calls": len(reply["message"].get("tool_calls") or ())})
     await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],
                              "cost_usd": reply["cost_usd"], "priced": reply["priced"],
                              "tool_calls": [c["function"]["name"]
@@ -248,6 +256,8 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
     key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
 
     async def invoke() -> str:
+        annotate(None, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                          "runwright.tool.delivery": tool.delivery})
         try:
             return _as_text(await tool.invoke(arguments, key))
         except Exception as exc:

@@ -84,7 +84,11 @@ def worker(
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
-    metrics_port: int | None = typer.Option(None, help="Serve this process's Prometheus metrics here."),
+    metrics_port: int | None = typer.Option(
+        None, min=1, max=65535, help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
+        "on this port; with --processes N, worker process k serves on port+k-1."),
+    metrics_host: str = typer.Option("127.0.0.1", help="The address --metrics-port listens on "
+                                     "(0.0.0.0: every interface)."),
     retain_max_age_s: float | None = typer.Option(
         None, help="Remove ended runs older than this, with their journal and log (one worker "
                    "at a time sweeps). Unset: keep everything."),
@@ -106,8 +110,19 @@ def worker(
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
         if retain_max_age_s is not None:
             argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
+
+        def argv_of(slot: int) -> list[str]:
+            # One port per process: each keeps its own counters and its own readiness.
+            if metrics_port is None:
+                return argv
+            return [*argv, "--metrics-host", metrics_host, "--metrics-port", str(metrics_port + slot - 1)]
+
+        if metrics_port is not None and metrics_port + processes - 1 > 65535:
+            err.print(f"[bold red]error:[/] ConfigError: --metrics-port {metrics_port} with "
+                      f"--processes {processes} needs ports up to {metrics_port + processes - 1}")
+            raise typer.Exit(2)
         try:
-            code = supervise(argv, processes)
+            code = supervise(argv_of, processes)
         except PoolCannotStart as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             code = exc.exit_code
@@ -121,17 +136,22 @@ def worker(
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts
-        if metrics_port is not None:
-            from prometheus_client import start_http_server
+        from ..engine.probes import Probes
 
-            start_http_server(metrics_port, addr="127.0.0.1")
+        probes = Probes(metrics_host, metrics_port) if metrics_port is not None else None
         from ..engine.worker import WorkerCrashed
+        from ..trace_export import setup_tracing
 
+        tracing = setup_tracing()  # only if OTEL_* ask for it and runwright[otel] is installed
         try:
-            run_worker(lambda: app.worker(**options), app.close)
+            run_worker(lambda: app.worker(**options), app.close,
+                       on_started=probes.attach if probes is not None else lambda _worker: None)
         except WorkerCrashed as exc:
             err.print(f"[bold red]worker crashed:[/] {exc}")
             raise typer.Exit(1) from None
+        finally:
+            if tracing is not None:
+                tracing.shutdown()  # exports the spans still batched
 
 
 @cli.command()
@@ -182,6 +202,9 @@ def submit(
                                            help="With --wait: stop waiting after this long, exit 6 "
                                                 "(the run goes on)."),
     queue: str | None = typer.Option(None, metavar="QUEUE", help="The queue. Defaults to the task's."),
+    traceparent: str | None = typer.Option(None, metavar="TRACEPARENT",
+                                           help="W3C traceparent: the run's spans continue this "
+                                                "trace (default: the run starts its own)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
     url: str | None = URL,
 ) -> None:
@@ -192,7 +215,8 @@ def submit(
     with clear_errors():
         _use_url(url)
         task, kwargs, options = gather_submission(task, args, spec, dict(
-            key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue))
+            key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue,
+            traceparent=traceparent))
         if timeout_s is not None and not (wait and timeout_s > 0):
             raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()
@@ -203,7 +227,8 @@ def submit(
                                       delay_s=options.get("delay_s"), run_at=options.get("run_at"),
                                       queue=options.get("queue"), budget=options.get("budget"),
                                       thread=options.get("thread"),
-                                      on_busy=options.get("on_busy", "reject"), **kwargs)
+                                      on_busy=options.get("on_busy", "reject"),
+                                      traceparent=options.get("traceparent"), **kwargs)
             verb = "exists" if handle.existed else "submitted"
             out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})",
                       highlight=False, markup=False)

@@ -42,13 +42,17 @@ from .sweeper import Sweeper
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-__all__ = ["Worker", "WorkerConfig", "WorkerCrashed"]
+__all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 
 
 class WorkerCrashed(RuntimeError):
     """A side task of the worker died; the worker stopped rather than limp on."""
+
+
+class NotReady(RuntimeError):
+    """The worker cannot take work now (see `Worker.check_ready`)."""
 
 
 @dataclass(slots=True)
@@ -115,8 +119,9 @@ class Worker:
         self._finishing = 0
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._completer = Completer(self.store)
+        self._completer = Completer(self.store, on_batch=self._instruments.finish_batch)
         self._tasks: list[str] = []
+        self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
 
     @property
     def stats(self) -> WorkerStats:
@@ -152,6 +157,7 @@ class Worker:
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
             self._scheduler, self._sweeper)]
+        self._loops = [completer, *sides]
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
               concurrency=self.config.concurrency, tasks=len(self._tasks))
         if ready is not None:
@@ -173,6 +179,22 @@ class Worker:
             reason = "cancelled" if first.cancelled() else repr(first.exception())
             raise WorkerCrashed(f"side task {first.get_name()} died: {reason}")
 
+    async def check_ready(self, timeout_s: float = 5.0) -> None:
+        """Raise NotReady unless this worker has started, is not stopping, its side tasks
+        are alive, and its store answers within `timeout_s` (what /readyz reports)."""
+        if not self._loops:
+            raise NotReady("the worker has not started")
+        if self._stopping.is_set():
+            raise NotReady("the worker is stopping")
+        ended = [task.get_name() for task in self._loops if task.done()]
+        if ended:
+            raise NotReady(f"side task {', '.join(ended)} ended")
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.store.schema_version()
+        except (StoreError, TimeoutError) as exc:
+            raise NotReady(f"the store does not answer: {str(exc) or type(exc).__name__}") from None
+
     async def _register(self) -> None:
         self.id = await self.store.worker_register(WorkerRegisterParams(
             host=socket.gethostname(), pid=os.getpid(), queues=list(self.config.queues),
@@ -189,6 +211,7 @@ class Worker:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)
             await asyncio.wait(running, timeout=grace_s)
         rest = list(self._active.values())
+        self._instruments.shut_down(drained=len(running) - len(rest), given_back=len(rest))
         for active in rest:
             active.interrupt(Stop.SHUTDOWN)
         if rest:
@@ -225,6 +248,7 @@ class Worker:
                     self.id, config.queues, self._tasks, limit, config.lease_s))
                 if runs:
                     crash_point("worker.after_claim")
+                    self._instruments.claimed_batch(len(runs))
                 for run in runs or ():
                     self._start(run)
                 if runs is not None and len(runs) == limit:
@@ -256,28 +280,29 @@ class Worker:
               task=run.task, fence=run.fence)
         active = self._active[run.id]
         began = time.monotonic()
-        try:
-            active.signals.interrupt = run.interrupt
-            finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
-            if finish is None:
-                self._instruments.lease_lost()
-                return
-            crash_point("worker.before_finish")
-            active.finishing = True
-            self._finishing += 1
-            self._slot_freed.set()
+        with self._instruments.attempt_span(run, self.id) as span:
             try:
-                await self._completer.finish(finish)
+                active.signals.interrupt = run.interrupt
+                finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
+                if finish is None:
+                    self._instruments.lease_lost(span)
+                    return
+                crash_point("worker.before_finish")
+                active.finishing = True
+                self._finishing += 1
+                self._slot_freed.set()
+                try:
+                    await self._completer.finish(finish)
+                finally:
+                    self._finishing -= 1
+                self._instruments.finished(run, finish, time.monotonic() - began, self.id, span)
+            except LeaseLost as exc:
+                self._instruments.lease_lost(span)
+                event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
+                      run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
             finally:
-                self._finishing -= 1
-            self._instruments.finished(run, finish, time.monotonic() - began)
-        except LeaseLost as exc:
-            self._instruments.lease_lost()
-            event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
-                  run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
-        finally:
-            self._active.pop(run.id, None)
-            self._slot_freed.set()
+                self._active.pop(run.id, None)
+                self._slot_freed.set()
 
     # -- side tasks -----------------------------------------------------------------
 
@@ -290,7 +315,10 @@ class Worker:
                 continue
             result = await self._store_call(self.store.run_extend, RunExtendParams(
                 self.id, runs, self.config.lease_s))
-            if result is not None:
+            if result is None:
+                self._instruments.renewed(0, failed=len(runs))
+            else:
+                self._instruments.renewed(len(runs) - len(result.lost), failed=0)
                 self._apply(result.lost, Stop.LEASE_LOST)
                 self._apply(result.cancel_requested, Stop.CANCEL)
 
@@ -311,7 +339,7 @@ class Worker:
                     if active is None:
                         continue
                     if run.fence != active.run.fence or run.state is not RunState.RUNNING:
-                        active.interrupt(Stop.LEASE_LOST)
+                        self._interrupt(active, Stop.LEASE_LOST)
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
                     elif run.interrupt:
@@ -322,7 +350,13 @@ class Worker:
         for run_id in run_ids:
             active = self._active.get(run_id)
             if active is not None:
-                active.interrupt(why)
+                self._interrupt(active, why)
+
+    def _interrupt(self, active: Active, why: Stop) -> None:
+        # A loss is counted once, by whichever check (renewal or re-read) found it first.
+        if why is Stop.LEASE_LOST and active.stop is None and not active.finishing:
+            self._instruments.lease_found_lost()
+        active.interrupt(why)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -340,10 +374,11 @@ class Worker:
         config = self.config
         rescuer = Rescuer(self.store, config.queues, self.runtime.registry.tasks,
                           RunRescueParams(config.max_recoveries, config.worker_stale_s),
-                          config.orphan_check_s, config.orphan_age_s, self.clock)
+                          config.orphan_check_s, config.orphan_age_s, self.clock,
+                          on_unrunnable=self._instruments.unrunnable)
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
-            await rescuer.tick(self.id, self._instruments.rescued)
+            await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""

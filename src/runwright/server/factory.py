@@ -104,10 +104,13 @@ def create_server(app: App, auth: Auth) -> FastAPI:
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})
-    async def submit(body: SubmitIn, response: Response, who: Tenant) -> RunOut:
+    async def submit(body: SubmitIn, response: Response, who: Tenant,
+                     traceparent: str | None = Header(
+                         None, description="W3C traceparent: the run's spans continue this trace.")
+                     ) -> RunOut:
         handle = await scope_of(who).submit(body.task, key=body.key, priority=body.priority,
                                             delay_s=body.delay_s, queue=body.queue, thread=body.thread,
-                                            on_busy=body.on_busy, **body.args)
+                                            on_busy=body.on_busy, traceparent=traceparent, **body.args)
         if handle.existed:
             response.status_code = 200
         return RunOut.of(handle.run)

@@ -17,6 +17,7 @@ from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
 from .params import (
+    EndedTimes,
     EventAppendParams,
     EventListParams,
     LeaseTakeParams,
@@ -28,6 +29,7 @@ from .params import (
     RunClaimParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunExtendParams,
     RunExtendResult,
@@ -119,6 +121,10 @@ class RunStore(Protocol):
     async def run_count_by_state(self, params: RunCountParams) -> dict[str, int]: ...
 
     async def run_queue_stats(self, params: RunQueueStatsParams) -> list[QueueStat]: ...
+
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        """(run_at, started_at, finished_at) of runs ended since `params.since`, the latest
+        ended first, at most `params.limit` (a run ended without starting has no start)."""
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]: ...
 

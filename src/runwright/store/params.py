@@ -15,6 +15,7 @@ from ..runs import RunState
 
 __all__ = [
     "ON_BUSY",
+    "EndedTimes",
     "EventAppendParams",
     "EventListParams",
     "LeaseTakeParams",
@@ -26,6 +27,7 @@ __all__ = [
     "RunClaimParams",
     "RunCountDueParams",
     "RunCountParams",
+    "RunEndedParams",
     "RunExpireParams",
     "RunExtendParams",
     "RunExtendResult",
@@ -53,6 +55,7 @@ __all__ = [
 
 ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
 QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at
+EndedTimes = tuple[float, "float | None", float]  # an ended run's run_at, started_at, finished_at
 
 
 # -- runs ---------------------------------------------------------------------------
@@ -77,6 +80,7 @@ class RunInsertParams:
     thread: str | None = None
     on_busy: str = "reject"
     tenant: str | None = None
+    traceparent: str | None = None  # W3C, checked: the trace every attempt continues
     now: float | None = None
 
 
@@ -100,6 +104,17 @@ class RunListParams:
 class RunCountParams:
     """Runs by state, of one tenant's runs when `tenant` is given."""
 
+    tenant: str | None = None
+
+
+@dataclass(slots=True)
+class RunEndedParams:
+    """The times of runs that ended at or after `since`, the latest ended first, at most
+    `limit` of them (of one tenant's runs when `tenant` is given): the bounded sample
+    behind the latency percentiles and throughput of the summary."""
+
+    since: float
+    limit: int = 2000
     tenant: str | None = None
 
 

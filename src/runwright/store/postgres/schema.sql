@@ -32,7 +32,8 @@ CREATE TABLE runs (
     deadline_at      double precision,
     thread           text,
     interrupt        text,
-    tenant           text
+    tenant           text,
+    traceparent      text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -45,6 +46,8 @@ CREATE INDEX runs_state ON runs (state, id);
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
+-- The summary's latency sample: the latest ended runs, a range of this index.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (

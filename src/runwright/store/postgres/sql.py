@@ -30,16 +30,16 @@ INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
                          $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
-                         $13::float8[], $14::text[], $15::text[])
+                         $13::float8[], $14::text[], $15::text[], $16::text[])
         WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, budget, deadline_at, thread, tenant, ord)
+                             parent_id, budget, deadline_at, thread, tenant, traceparent, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, budget, deadline_at, thread, tenant, last_seq)
+                      created_at, parent_id, budget, deadline_at, thread, tenant, traceparent, last_seq)
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
-           parent_id, budget, deadline_at, thread, tenant, 1
+           parent_id, budget, deadline_at, thread, tenant, traceparent, 1
     FROM input ORDER BY ord
     ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
     RETURNING {RUN_COLUMNS}

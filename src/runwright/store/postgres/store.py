@@ -325,7 +325,8 @@ class PostgresStore(SqlStore):
                       now: float) -> list[Run]:
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
                               p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at, p.thread, p.tenant) for p in params]))
+                              p.budget, p.deadline_at, p.thread, p.tenant, p.traceparent)
+                             for p in params]))
         rows = await conn.fetch(self._sql(sql.INSERT_MANY), *columns[:8], now, self.channels["queued"],
                                 *columns[8:])
         found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}

@@ -27,6 +27,7 @@ Keys (after the prefix):
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
+    ended                                runs ended in the last hour, by finished_at
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1
     steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
@@ -65,6 +66,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
+    EndedTimes,
     EventAppendParams,
     EventListParams,
     LeaseTakeParams,
@@ -76,6 +78,7 @@ from ..params import (
     RunClaimParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunExtendParams,
     RunExtendResult,
@@ -388,6 +391,20 @@ class RedisStore:
         for run_id in run_ids:
             pipe.hget(self.key(f"run:{run_id}"), "tenant")
         return list(await self._call(pipe.execute))
+
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        ids = await self._call(lambda: self.redis.zrevrangebyscore(
+            self.key("ended"), "+inf", repr(float(params.since)), start=0, num=params.limit))
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hmget(self.key(f"run:{run_id}"), "run_at", "started_at", "finished_at", "tenant")
+        out: list[EndedTimes] = []
+        for run_at, started_at, finished_at, tenant in await self._call(pipe.execute) if ids else ():
+            # A run retried since it ended has no finish any more; another tenant's is not ours.
+            if finished_at is not None and (params.tenant is None or tenant == params.tenant):
+                out.append((float(run_at), None if started_at is None else float(started_at),
+                            float(finished_at)))
+        return out
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         value = await self._script("next_due", len(params.queues), *params.queues, *params.tasks)
@@ -792,7 +809,7 @@ def _insert_fields(p: RunInsertParams) -> list[Any]:
     return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
             int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
             p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
-            rules.submitted_event(stub), thread]
+            rules.submitted_event(stub), thread, p.traceparent]
 
 
 def _float_or_none(value: float | None) -> float | None:

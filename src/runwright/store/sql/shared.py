@@ -23,6 +23,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
+    EndedTimes,
     EventListParams,
     LeaseTakeParams,
     QuestionAnswerParams,
@@ -32,6 +33,7 @@ from ..params import (
     RunCancelParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunInsertParams,
     RunListParams,
@@ -178,6 +180,14 @@ class SqlStore(ABC):
             f" THEN run_at END) FROM runs WHERE {where} GROUP BY queue, state",
             *args, self.clock.now(params.now))
         return [(row[0], row[1], row[2], row[3]) for row in rows]
+
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        # A range of the runs_finished index, read backwards: as many rows as the limit,
+        # however many runs the table keeps.
+        where, args = self._where([("finished_at", ">=", params.since), *_tenant_only(params.tenant)])
+        rows = await self._fetch(f"SELECT run_at, started_at, finished_at FROM runs WHERE {where}"
+                                 f" ORDER BY finished_at DESC LIMIT {int(params.limit)}", *args)
+        return [(row[0], row[1], row[2]) for row in rows]
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         async with self._reading() as conn:

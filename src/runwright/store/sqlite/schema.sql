@@ -34,7 +34,8 @@ CREATE TABLE runs (
     deadline_at      REAL,
     thread           TEXT,
     interrupt        TEXT,
-    tenant           TEXT
+    tenant           TEXT,
+    traceparent      TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -47,6 +48,8 @@ CREATE INDEX runs_state ON runs (state, id);
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
+-- The summary's latency sample: the latest ended runs, a range of this index.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (

@@ -1,4 +1,4 @@
--- Schema 8: questions runs ask a person, and their answers.
+-- Schema 9: questions runs ask a person, and their answers.
 
 -- A question a run asked (ctx.ask, or a tool call waiting for approval), keyed by the
 -- run and the journal position of the ask, so a replay finds the same row. The answer

@@ -1,4 +1,4 @@
--- Schema 9: retention.
+-- Schema 10: retention.
 
 -- A named lease: one process at a time does what it guards (the retention sweep), and
 -- a holder that dies loses it when it lapses.
