@@ -97,10 +97,13 @@ async def kill_the_worker_inside(client: rw.App, agents: AgentFleet, handle: rw.
 
 
 async def taken_over_and_succeeded(handle: rw.RunHandle, at_kill: Run) -> Run:
-    """Wait for the run's end; check that it ended well, after exactly one takeover."""
+    """Wait for the run's end; check that it ended well, after a takeover. On a loaded
+    machine a survivor whose loop stalls past its liveness is taken for dead too, and the
+    run is taken over again: more than one takeover is allowed, what each tool promises
+    is checked by the caller whatever their number."""
     run = await wait_until(lambda: ended(handle), "the run is taken over and ends")
     assert run.state is RunState.SUCCEEDED, f"the run ended {run.state.value}: {run.error}"
-    assert run.recoveries == 1 and run.fence == at_kill.fence + 1, "one takeover, one new claim"
+    assert run.recoveries >= 1 and run.fence > at_kill.fence, "taken over, under a new claim"
     return run
 
 
@@ -133,8 +136,9 @@ async def test_sigkill_inside_an_at_most_once_tool_never_calls_it_again(
     outcome = json.loads(tool_results(last)["c1"])
     assert outcome["error"] == "ToolOutcomeUnknown", outcome
     assert json.loads(run.value()) == tool_results(last)
-    assert await journal(client, run.id) == [
-        ("model", at_kill.fence), ("tool:pay", run.fence), ("model", run.fence)]
+    (model_1, model_fence), (pay, pay_fence), (model_2, last_fence) = await journal(client, run.id)
+    assert (model_1, pay, model_2) == ("model", "tool:pay", "model")
+    assert model_fence == at_kill.fence < pay_fence <= last_fence == run.fence
     (pay_step,) = [s for s in await client.store.step_list(run.id) if s.name == "tool:pay"]
     assert pay_step.status == "failed" and json.loads(pay_step.error)["type"] == "OutcomeUnknown"
 
@@ -153,11 +157,14 @@ async def test_sigkill_inside_an_at_least_once_tool_calls_it_again(
     survivor = survivor_of(agents, victim)
 
     run = await taken_over_and_succeeded(handle, at_kill)
-    # Twice: once in the killed worker, once more by the survivor, which journaled it
-    # under its own claim (the higher fence).
-    assert sorted(c.pid for c in agents.calls("fetch")) == sorted([victim.pid, survivor.pid])
-    assert await journal(client, run.id) == [
-        ("model", at_kill.fence), ("tool:fetch", at_kill.fence + 1), ("model", at_kill.fence + 1)]
+    # Again after the kill: once in the killed worker, once more (at least) by the
+    # survivor, which journaled it under its own claim (a higher fence).
+    callers = [c.pid for c in agents.calls("fetch")]
+    assert callers.count(victim.pid) == 1 and survivor.pid in callers
+    assert set(callers) == {victim.pid, survivor.pid}
+    (model_1, model_fence), (fetch, fetch_fence), (model_2, last_fence) = await journal(client, run.id)
+    assert (model_1, fetch, model_2) == ("model", "tool:fetch", "model")
+    assert model_fence == at_kill.fence < fetch_fence <= last_fence == run.fence
     first, last = model.requests
     assert tool_results(last) == {"c1": "fetched https://example.com"}
     assert json.loads(run.value()) == {"c1": "fetched https://example.com"}
@@ -178,10 +185,12 @@ async def test_sigkill_inside_an_idempotent_tool_calls_it_again_with_the_same_ke
 
     run = await taken_over_and_succeeded(handle, at_kill)
     charges = agents.calls("charge")
-    assert sorted(c.pid for c in charges) == sorted([victim.pid, survivor.pid])
+    callers = [c.pid for c in charges]
+    assert callers.count(victim.pid) == 1 and survivor.pid in callers
+    assert set(callers) == {victim.pid, survivor.pid}
     (charge_step,) = [s for s in await client.store.step_list(run.id) if s.name == "tool:charge"]
     assert charge_step.position == 1  # after the first model call
-    assert [c.detail for c in charges] == [f"{run.id}:1"] * 2, "the same key both times"
+    assert [c.detail for c in charges] == [f"{run.id}:1"] * len(charges), "the same key every time"
     first, last = model.requests
     assert tool_results(last) == {"c1": "charged 7"}
 
