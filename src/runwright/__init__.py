@@ -34,6 +34,7 @@ from .errors import (
     ThreadNotFound,
     UnknownTask,
 )
+from .following import TokenText
 from .handles import RunHandle
 from .journal import Event, StepRecord
 from .retry import Backoff, RetryPolicy
@@ -92,6 +93,7 @@ __all__ = [
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadNotFound",
+    "TokenText",
     "ToolSpec",
     "UnknownTask",
     "Worker",

@@ -10,12 +10,15 @@ retried (`resilience.through_blinks`): a follower does not fail because the data
 A follow ends when the run has ended and its log has been given up to its last event:
 the run's state decides, not the look of one event (a dead run that is retried goes on
 after its `dead` event).
+
+`TokenText` folds a streamed model call's `tokens` events the way every follower must:
+a `tokens_reset` drops what its call streamed before it (a retried attempt's partial text).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterable
 
 from .errors import RunNotFound, StoreError
 from .journal import Event
@@ -25,7 +28,7 @@ from .store.hub import done_topic, events_topic
 from .store.interface import Store
 from .store.params import EventListParams
 
-__all__ = ["EVENT_PAGE", "Follower"]
+__all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 
 # Fallback re-read while waiting: covers a notification lost while the listener
 # reconnected. Short while the hub says it cannot deliver notifications.
@@ -98,3 +101,39 @@ async def _wait(woken: asyncio.Event, degraded: bool) -> None:
         await asyncio.wait_for(woken.wait(), DEGRADED_S if degraded else FALLBACK_S)
     except TimeoutError:
         pass
+
+
+class TokenText:
+    """The text streamed so far by the model calls of the events folded in.
+
+    A `tokens` event adds its text to its call (`call`: the model call's journal position,
+    of its run); a `tokens_reset` event drops what its call streamed before it: an attempt
+    that broke mid-stream, or the work of an owner that died, is void. So once a call's
+    `model` event is logged its text equals the final message's content, whatever was
+    retried. Other events are ignored; feed events in log order (what `run.events()`
+    gives, also resumed with `after=`)."""
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        self._calls: dict[tuple[int, int], list[str]] = {}
+        for item in events:
+            self.add(item)
+
+    def add(self, event: Event) -> bool:
+        """Fold one event in; True when it was a `tokens` or `tokens_reset` event."""
+        if event.kind not in ("tokens", "tokens_reset"):
+            return False
+        call = (event.run_id, int(event.data.get("call", -1)))
+        if event.kind == "tokens_reset":
+            self._calls[call] = []
+        else:
+            self._calls.setdefault(call, []).append(str(event.data.get("text", "")))
+        return True
+
+    def call_text(self, run_id: int, call: int) -> str:
+        """The text of one model call (its journal position in run `run_id`)."""
+        return "".join(self._calls.get((run_id, call), ()))
+
+    @property
+    def text(self) -> str:
+        """Every call's text, in the order the calls first streamed."""
+        return "".join("".join(parts) for parts in self._calls.values())
