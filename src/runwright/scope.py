@@ -224,6 +224,12 @@ class RunScope:
         await self._ready()
         return await self._threads.history(thread, self.tenant_name)
 
+    async def cancel_thread(self, thread: str) -> list[Run]:
+        """Cancel every open run of this scope's thread (queued ones end now, a running one
+        stops within a second); the thread and its history stay, and new runs may join it."""
+        await self._ready()
+        return await self._threads.cancel(thread, self.tenant_name)
+
     async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
         """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
         delete its history. Reading it afterwards raises ThreadDeleted."""

@@ -22,6 +22,8 @@ from ..errors import (
     SchemaError,
     StoreError,
     StoreUnreachable,
+    ThreadDeleted,
+    ThreadNotFound,
 )
 from ..logs import configure_logging
 from ..runs import RunState
@@ -42,7 +44,7 @@ URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL",
 # Exit codes: 1 a run failed or a worker crashed; 2 bad input or setting; 3 store unreachable;
 # 4 schema mismatch.
 EXIT_FOR = [(StoreUnreachable, 3), (SchemaError, 4), (StoreError, 3), (InvalidInput, 2),
-            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2)]
+            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2), (ThreadDeleted, 2), (ThreadNotFound, 2)]
 
 
 @contextmanager
@@ -410,6 +412,26 @@ def demo(
     with clear_errors():
         ok = run_demo(runs_count, workers, url)
     raise typer.Exit(0 if ok else 1)
+
+
+thread_cli = typer.Typer(help="A thread's runs: cancel them, follow them.", no_args_is_help=True)
+cli.add_typer(thread_cli, name="thread")
+TENANT = typer.Option(None, "--tenant", help="The thread's tenant (threads are named per tenant).")
+
+
+def _scope(app: App, tenant: str | None) -> Any:
+    return app if tenant is None else app.tenant(tenant)
+
+
+@thread_cli.command("cancel")
+def thread_cancel(name: str = typer.Argument(...), tenant: str | None = TENANT,
+                  url: str | None = URL) -> None:
+    """Cancel every open run of a thread; the thread and its history stay."""
+    runs = with_app(url, lambda app: _scope(app, tenant).cancel_thread(name))
+    for run in runs:
+        what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
+        out.print(f"run {run.id}: {what}")
+    out.print(f"thread {name!r}: {len(runs)} open run(s) cancelled")
 
 
 def _use_url(url: str | None) -> None:

@@ -199,6 +199,12 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
         return await list_runs(who, [], None, None, thread, before, limit, None, None)
 
+    @api.post("/threads/{thread}/cancel", response_model=RunPage)
+    async def cancel_thread(thread: str, who: Tenant) -> RunPage:
+        """Cancel every open run of the thread; the thread and its history stay."""
+        cancelled = await scope_of(who).cancel_thread(thread)
+        return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
+
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: str, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
