@@ -36,7 +36,7 @@ from .errors import (
 )
 from .following import TokenText
 from .handles import RunHandle
-from .journal import Event, StepRecord
+from .journal import Event, StepRecord, ThreadEvent
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
@@ -92,6 +92,7 @@ __all__ = [
     "TenantView",
     "ThreadBusy",
     "ThreadDeleted",
+    "ThreadEvent",
     "ThreadNotFound",
     "TokenText",
     "ToolSpec",

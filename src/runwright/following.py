@@ -11,6 +11,10 @@ A follow ends when the run has ended and its log has been given up to its last e
 the run's state decides, not the look of one event (a dead run that is retried goes on
 after its `dead` event).
 
+`thread_events` follows a whole thread: every event of every run of it, numbered per
+thread (`tseq`), resumable from one number; it never ends by itself, since a thread can
+always get another run.
+
 `TokenText` folds a streamed model call's `tokens` events the way every follower must:
 a `tokens_reset` drops what its call streamed before it (a retried attempt's partial text).
 """
@@ -21,12 +25,12 @@ import asyncio
 from typing import AsyncIterator, Iterable
 
 from .errors import RunNotFound, StoreError
-from .journal import Event
+from .journal import Event, ThreadEvent
 from .resilience import through_blinks
-from .runs import Run
-from .store.hub import done_topic, events_topic
+from .runs import Run, RunState
+from .store.hub import QUEUED, done_topic, events_topic
 from .store.interface import Store
-from .store.params import EventListParams
+from .store.params import EventListParams, RunListParams, ThreadEventListParams
 
 __all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 
@@ -35,6 +39,8 @@ __all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 FALLBACK_S = 2.0
 DEGRADED_S = 0.1
 EVENT_PAGE = 1000
+OPEN_STATES = (RunState.QUEUED, RunState.RUNNING)
+MAX_OPEN_RUNS = 10_000
 
 
 class Follower:
@@ -67,6 +73,34 @@ class Follower:
                     yield item
                     after = item.seq
                 if not follow or await self._ended_at(run_id, after):
+                    return
+                await _wait(grown, hub.degraded)
+
+    async def thread_page(self, thread: str, tenant: str | None, after: int = 0,
+                          limit: int = EVENT_PAGE) -> list[ThreadEvent]:
+        """One page of a thread's log: at most `limit` events with tseq > `after`."""
+        return await through_blinks(self._store.thread_event_list,
+                                    ThreadEventListParams(thread, tenant, after, limit))
+
+    async def thread_events(self, thread: str, tenant: str | None, after: int = 0,
+                            follow: bool = True) -> AsyncIterator[ThreadEvent]:
+        """The thread's events with tseq > `after`, in order; with `follow`, what comes
+        next too, for as long as the caller reads. Woken by the events of the thread's
+        open runs; while it has none, by any submission (a new run may be the thread's)."""
+        hub = self._store.hub
+        await self._store.listen()
+        while True:
+            open_runs = await through_blinks(self._store.run_list, RunListParams(
+                states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
+            topics = [events_topic(run.id) for run in open_runs] or [QUEUED]
+            with hub.watch(*topics) as grown:
+                while batch := await self.thread_page(thread, tenant, after):
+                    for item in batch:
+                        yield item
+                        after = item.tseq
+                    if len(batch) < EVENT_PAGE:
+                        break
+                if not follow:
                     return
                 await _wait(grown, hub.degraded)
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TERMINAL_EVENT_KINDS", "Event", "StepRecord"]
+__all__ = ["TERMINAL_EVENT_KINDS", "Event", "StepRecord", "ThreadEvent"]
 
 # The kinds of the event that closes a run's log: a follower stops after one of these.
 TERMINAL_EVENT_KINDS = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted"})
@@ -42,3 +42,11 @@ class Event:
     @property
     def terminal(self) -> bool:
         return self.kind in TERMINAL_EVENT_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadEvent(Event):
+    """An event of a thread's log: one of its runs' events, numbered `tseq` in the thread
+    (1, 2, 3 ... without a gap; each run's events keep their order)."""
+
+    tseq: int = 0

@@ -12,15 +12,13 @@ import json
 from typing import Any
 
 from .errors import RunEnded, ThreadNotFound
-from .following import Follower
-from .runs import Run, RunState
+from .following import MAX_OPEN_RUNS, OPEN_STATES, Follower
+from .runs import Run
 from .store.interface import Store
 from .store.params import RunCancelParams, RunListParams, ThreadDeleteParams, ThreadMessagesParams
 
 __all__ = ["Threads"]
 
-OPEN_STATES = (RunState.QUEUED, RunState.RUNNING)
-MAX_OPEN_RUNS = 10_000
 
 
 class Threads:

@@ -434,6 +434,20 @@ def thread_cancel(name: str = typer.Argument(...), tenant: str | None = TENANT,
     out.print(f"thread {name!r}: {len(runs)} open run(s) cancelled")
 
 
+@thread_cli.command("follow")
+def thread_follow(name: str = typer.Argument(...), tenant: str | None = TENANT,
+                  after: int = typer.Option(0, "--after", help="Start after this thread seq (tseq)."),
+                  url: str | None = URL) -> None:
+    """Print a thread's events live, run after run (`tseq run:seq time kind data`), until
+    interrupted. Resume with --after at the last tseq printed."""
+
+    async def go(app: App) -> None:
+        async for item in _scope(app, tenant).follow_thread(name, after=after):
+            out.print(f"{item.tseq:>5} {item.run_id}:{views.event_line(item).lstrip()}", highlight=False)
+
+    with_app(url, go)
+
+
 def _use_url(url: str | None) -> None:
     """--url wins over RUNWRIGHT_URL: set before the app module builds its App."""
     if url:

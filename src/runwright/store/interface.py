@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 from ..clock import Clock
-from ..journal import Event, StepRecord
+from ..journal import Event, StepRecord, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
@@ -39,6 +39,7 @@ from .params import (
     StepRecordParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -154,6 +155,12 @@ class ThreadStore(Protocol):
 
     async def thread_delete(self, params: ThreadDeleteParams) -> bool:
         """False if the thread does not exist."""
+
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        """A page of the thread's log: the events of all its runs, numbered per thread
+        (tseq 1, 2, 3 ... without a gap, each run's events in their order, a number never
+        given twice or changed), so that a follower resumes from one tseq. [] for a thread
+        that does not exist; ThreadDeleted once deleted (its log is purged with it)."""
 
 
 class ScheduleStore(Protocol):

@@ -38,6 +38,7 @@ __all__ = [
     "StepRecordParams",
     "ThreadAppendParams",
     "ThreadDeleteParams",
+    "ThreadEventListParams",
     "ThreadForgetParams",
     "ThreadMessagesParams",
     "WorkerHeartbeatParams",
@@ -265,6 +266,17 @@ class ThreadMessagesParams:
     thread: str
     tenant: str | None = None
     before_run: int | None = None
+
+
+@dataclass(slots=True)
+class ThreadEventListParams:
+    """A page of a thread's log (of `tenant`'s thread of that name): events with
+    tseq > `after`, in tseq order, at most `limit`."""
+
+    thread: str
+    tenant: str | None = None
+    after: int = 0
+    limit: int = 1000
 
 
 @dataclass(slots=True)

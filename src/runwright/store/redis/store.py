@@ -31,6 +31,8 @@ Keys (after the prefix):
     steps:<id>                           a run's journal: position -> entry
     counts                               (tenant, queue, state) -> number of runs
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
+    tev:<n>                              a thread's log: "<run id>:<seq>", tseq n at index n-1
+                                         (events appended since this key came to be)
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
     schema_version
@@ -49,7 +51,7 @@ from redis import exceptions as redis_errors
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
-from ...journal import Event, StepRecord
+from ...journal import Event, StepRecord, ThreadEvent
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
@@ -79,6 +81,7 @@ from ..params import (
     StepRecordParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -527,6 +530,26 @@ class RedisStore:
             run_id, idx = int(field[:20]), int(field[20:])
             if params.before_run is None or run_id < params.before_run:
                 out.append((run_id, idx, entries[field]))
+        return out
+
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        number = await self._call(self.redis.hget, self.key("threads"),
+                                  identity(params.tenant, params.thread))
+        if number is None or params.limit <= 0:
+            return []
+        if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
+            raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+        names = await self._call(self.redis.lrange, self.key(f"tev:{number}"),
+                                 params.after, params.after + params.limit - 1)
+        places = [tuple(int(part) for part in name.split(":")) for name in names]
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id, seq in places:
+            pipe.lindex(self.key(f"ev:{run_id}"), seq - 1)
+        entries = await self._call(pipe.execute) if places else []
+        out = []
+        for tseq, ((run_id, seq), entry) in enumerate(zip(places, entries), start=params.after + 1):
+            event = event_from_entry(run_id, seq, entry)
+            out.append(ThreadEvent(run_id, seq, event.kind, event.data, event.at, tseq=tseq))
         return out
 
     async def thread_append(self, params: ThreadAppendParams) -> bool:

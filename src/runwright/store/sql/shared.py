@@ -15,7 +15,7 @@ from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
 from ...errors import RunNotFound, ThreadDeleted
-from ...journal import Event, StepRecord
+from ...journal import Event, StepRecord, ThreadEvent
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
@@ -39,6 +39,7 @@ from ..params import (
     SchedulePauseParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -379,7 +380,38 @@ class SqlStore(ABC):
             found = await conn.execute(q.THREAD_DELETE, tenant, params.thread, self.clock.now(params.now))
             if params.purge:
                 await conn.execute(q.THREAD_PURGE, tenant, params.thread)
+                await conn.execute(q.THREAD_EVENTS_PURGE, tenant, params.thread)
         return found == 1
+
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        # Numbered on read (see migration 0009): a read that finds the thread's logs grown
+        # numbers the new events first, under the thread's row lock (SQLite: its write
+        # lock), so two readers never give a number twice; a read with nothing new writes
+        # nothing and takes no lock.
+        tenant = params.tenant or ""
+        async with self._reading() as conn:
+            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
+                                          tenant, params.thread)
+            if deleted is None:
+                return []
+            if deleted[0] is not None:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            behind = await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, params.thread)
+        if behind:
+            async with self._transaction() as conn:
+                await self._number_thread_events(conn, tenant, params.thread)
+        async with self._reading() as conn:
+            rows = await conn.fetch(q.THREAD_EVENT_PAGE, tenant, params.thread, params.after, params.limit)
+        return [ThreadEvent(row[1], row[2], row[3], json.loads(row[4]), row[5], tseq=row[0]) for row in rows]
+
+    async def _number_thread_events(self, conn: SqlConnection, tenant: str, thread: str) -> None:
+        if await conn.fetchrow(q.THREAD_LOCK, tenant, thread) is None:
+            return
+        top = int(await conn.fetchval(q.THREAD_EVENTS_TOP, tenant, thread))
+        for run_id, numbered, last_seq in await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, thread):
+            await conn.execute(q.THREAD_NUMBER_EVENTS, tenant, thread, top - numbered, run_id,
+                               numbered, last_seq)
+            top += last_seq - numbered
 
     # -- schedules ----------------------------------------------------------------------
 
