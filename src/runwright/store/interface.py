@@ -16,6 +16,7 @@ from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
 from .params import (
+    BucketTakeParams,
     EventAppendParams,
     EventListParams,
     QueueStat,
@@ -49,6 +50,7 @@ from .params import (
 
 __all__ = [
     "JournalStore",
+    "LimitStore",
     "Notifications",
     "RunStore",
     "ScheduleStore",
@@ -191,6 +193,12 @@ class WorkerStore(Protocol):
     async def worker_list(self) -> list[WorkerInfo]: ...
 
 
+class LimitStore(Protocol):
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        """Take from a shared token bucket, atomically across every process: 0.0 when
+        taken, else the seconds until the take could be granted (nothing taken)."""
+
+
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, ScheduleStore,
-            WorkerStore, Protocol):
+            WorkerStore, LimitStore, Protocol):
     """What every backend provides."""

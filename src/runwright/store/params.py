@@ -15,6 +15,7 @@ from ..runs import RunState
 
 __all__ = [
     "ON_BUSY",
+    "BucketTakeParams",
     "EventAppendParams",
     "EventListParams",
     "QueueStat",
@@ -254,6 +255,22 @@ class EventListParams:
     run_id: int
     after: int = 0
     limit: int = 1000
+
+
+# -- rate limits --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BucketTakeParams:
+    """Take `amount` from the token bucket `name` (capacity and refill rate given by the
+    caller, who owns the limit), atomically for every process (see `rules.take_from_bucket`)."""
+
+    name: str
+    capacity: float
+    refill_per_s: float
+    amount: float = 1.0
+    force: bool = False
+    now: float | None = None
 
 
 # -- threads ------------------------------------------------------------------------

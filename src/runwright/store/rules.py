@@ -14,10 +14,11 @@ from typing import Sequence
 from ..errors import InvalidInput, SchemaError, ThreadBusy
 from ..journal import StepRecord
 from ..runs import Run, RunState, check_transition
-from .params import ON_BUSY, RunListParams
+from .params import ON_BUSY, BucketTakeParams, RunListParams
 
 __all__ = [
     "REQUEUE_STOPS",
+    "BucketTake",
     "BusyPlan",
     "CancelPlan",
     "Rescue",
@@ -33,6 +34,7 @@ __all__ = [
     "rescue_fate",
     "retry_drops",
     "step_event",
+    "take_from_bucket",
     "submitted_event",
     "worker_lost_error",
 ]
@@ -195,6 +197,38 @@ def rescue_fate(run: Run, max_recoveries: int, now: float) -> Rescue:
 
 
 # -- listing runs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BucketTake:
+    """What a take from a token bucket decided: the level to store (`tokens` as of `at`)
+    when it was granted, or how long until it would be (`wait_s` > 0: store nothing)."""
+
+    tokens: float
+    at: float
+    wait_s: float
+
+    @property
+    def granted(self) -> bool:
+        return self.wait_s == 0.0
+
+
+def take_from_bucket(params: BucketTakeParams, tokens: float | None, updated_at: float | None,
+                     now: float) -> BucketTake:
+    """A token bucket shared through the store: it holds up to `capacity` and refills at
+    `refill_per_s` since its level was last stored (a new bucket starts full). A take of
+    more than it holds waits, except a forced take, which may leave it in debt (a
+    request's real cost, known only once made, is paid even when it overran the estimate;
+    a negative amount gives back). An amount over the capacity is taken as the capacity,
+    or it could never be granted."""
+    level = params.capacity if tokens is None else tokens
+    at = now if updated_at is None else max(now, updated_at)  # a late clock never refills twice
+    if updated_at is not None:
+        level = min(params.capacity, level + (at - updated_at) * params.refill_per_s)
+    amount = min(params.amount, params.capacity)
+    if params.force or amount <= level:
+        return BucketTake(min(params.capacity, level - amount), at, 0.0)
+    return BucketTake(level, at, max((amount - level) / params.refill_per_s, 1e-6))
 
 
 def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:

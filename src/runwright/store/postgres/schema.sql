@@ -140,3 +140,11 @@ CREATE TABLE thread_events (
 );
 -- An event is numbered once; how far a run's log is numbered is one probe of this index.
 CREATE UNIQUE INDEX thread_events_event ON thread_events (run_id, seq);
+
+-- Token buckets shared by every worker (rate limits per model): a level and when it was
+-- stored; what refilled since is reckoned at each take (store/rules.py, take_from_bucket).
+CREATE TABLE rate_buckets (
+    name       text PRIMARY KEY,
+    tokens     double precision NOT NULL,
+    updated_at double precision NOT NULL
+);

@@ -19,7 +19,7 @@ from .codec import RUN_FIELDS
 __all__ = ["SCRIPT_NAMES", "Scripts"]
 
 SCRIPT_NAMES = (
-    "cancel", "claim", "count_due", "event_append", "expire", "extend", "finish", "insert",
+    "bucket_take", "cancel", "claim", "count_due", "event_append", "expire", "extend", "finish", "insert",
     "insert_threaded", "migrate", "next_due", "rescue", "rescue_scan", "retry",
     "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",
     "thread_append", "thread_delete", "thread_forget", "thread_probe", "worker_deregister",

@@ -35,6 +35,7 @@ Keys (after the prefix):
                                          (events appended since this key came to be)
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
+    bucket:<name>                        a rate limit's token bucket {tokens, updated_at}
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -58,6 +59,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
+    BucketTakeParams,
     EventAppendParams,
     EventListParams,
     QueueStat,
@@ -563,6 +565,20 @@ class RedisStore:
         now = await self._now(params.now)
         return bool(await self._script("thread_delete", identity(params.tenant, params.thread),
                                        now, params.purge))
+
+    # -- rate limits --------------------------------------------------------------------
+
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        key = self.key(f"bucket:{params.name}")
+        for _ in range(STALE_RETRIES):
+            now = await self._now(params.now)
+            tokens, updated_at = await self._call(self.redis.hmget, key, "tokens", "updated_at")
+            take = rules.take_from_bucket(params, _float_or_none(tokens), _float_or_none(updated_at), now)
+            if not take.granted:
+                return take.wait_s
+            if await self._script("bucket_take", params.name, tokens, updated_at, take.tokens, take.at):
+                return 0.0
+        raise StoreError(f"rate bucket {params.name!r}: it kept changing under the take; try again")
 
     # -- schedules ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
+    BucketTakeParams,
     EventListParams,
     QueueStat,
     RunCancelParams,
@@ -412,6 +413,19 @@ class SqlStore(ABC):
             await conn.execute(q.THREAD_NUMBER_EVENTS, tenant, thread, top - numbered, run_id,
                                numbered, last_seq)
             top += last_seq - numbered
+
+    # -- rate limits --------------------------------------------------------------------
+
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            await conn.execute(q.BUCKET_ENSURE, params.name, params.capacity, now)
+            row = await conn.fetchrow(q.BUCKET_LOCK, params.name)
+            assert row is not None, "the bucket was just made"
+            take = rules.take_from_bucket(params, float(row[0]), float(row[1]), now)
+            if take.granted:
+                await conn.execute(q.BUCKET_SET, params.name, take.tokens, take.at)
+        return take.wait_s
 
     # -- schedules ----------------------------------------------------------------------
 

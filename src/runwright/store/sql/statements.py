@@ -11,6 +11,9 @@ from .columns import RUN_COLUMNS, SCHEDULE_COLUMNS, WORKER_COLUMNS
 
 __all__ = [
     "APPEND_EVENT",
+    "BUCKET_ENSURE",
+    "BUCKET_LOCK",
+    "BUCKET_SET",
     "BUMP_SEQ",
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
@@ -266,3 +269,11 @@ WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
 WORKER_DELETE_MANY = "DELETE FROM workers WHERE id IN_ARRAY($1)"
 WORKER_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"
+
+# -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
+# Made first (full), so that two first takes lock one row instead of both inserting.
+BUCKET_ENSURE = """
+INSERT INTO rate_buckets (name, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING
+"""
+BUCKET_LOCK = "SELECT tokens, updated_at FROM rate_buckets WHERE name = $1 FOR_UPDATE"
+BUCKET_SET = "UPDATE rate_buckets SET tokens = $2, updated_at = $3 WHERE name = $1"

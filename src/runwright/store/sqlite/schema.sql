@@ -142,3 +142,11 @@ CREATE TABLE thread_events (
 ) WITHOUT ROWID;
 -- An event is numbered once; how far a run's log is numbered is one probe of this index.
 CREATE UNIQUE INDEX thread_events_event ON thread_events (run_id, seq);
+
+-- Token buckets shared by every worker (rate limits per model): a level and when it was
+-- stored; what refilled since is reckoned at each take (store/rules.py, take_from_bucket).
+CREATE TABLE rate_buckets (
+    name       TEXT PRIMARY KEY,
+    tokens     REAL NOT NULL,
+    updated_at REAL NOT NULL
+) WITHOUT ROWID;
