@@ -62,6 +62,7 @@ class ScriptedOpenAI:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.received_at: list[float] = []  # time.monotonic() of each request, in order
         self._lock = threading.Lock()
         server = self
 
@@ -80,6 +81,7 @@ class ScriptedOpenAI:
                 with server._lock:
                     index = len(server.requests)
                     server.requests.append(body)
+                    server.received_at.append(time.monotonic())
                 server._answer(self, body, server.script(body, index))
 
         self._http = _Server(("127.0.0.1", 0), Handler)

@@ -61,3 +61,4 @@ async def test_a_follower_that_reconnects_mid_stream_sees_exactly_the_rest(app):
     assert folded.text == TEXT
     kinds = [e.kind for e in await app.store.event_list(EventListParams(handle.id))]
     assert "tokens_reset" in kinds and len(kinds) == len(seen)
+

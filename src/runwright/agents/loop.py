@@ -18,6 +18,7 @@ from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from .models import DEFAULT_PRICES, ModelClient, Price
+from .rate_limits import within_quota
 from .tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -192,11 +193,16 @@ class ModelCall:
 async def _call_model(call: ModelCall, agent: AgentSpec, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """One model call (runs only when not journaled): its usage and cost become an event."""
     ctx, turn = call.ctx, call.turn
-    if agent.stream:
+
+    async def complete() -> dict[str, Any]:
+        if not agent.stream:
+            return await agent.model.complete(messages, agent.schemas)
         await call.start()
-        reply = await agent.model.complete(messages, agent.schemas, call.tokens, call.retrying)
-    else:
-        reply = await agent.model.complete(messages, agent.schemas)
+        return await agent.model.complete(messages, agent.schemas, call.tokens, call.retrying)
+
+    runtime, spec = ctx.runtime, agent.model.spec
+    reply = await within_quota(runtime.store, runtime.clock, spec, runtime.registry.rate_limits.get(spec),
+                               messages, agent.schemas, complete)
     await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],
                              "cost_usd": reply["cost_usd"], "priced": reply["priced"],
                              "tool_calls": [c["function"]["name"]

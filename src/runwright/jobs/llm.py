@@ -1,4 +1,5 @@
 """The `llm` job: a prompt template -> a model -> the answer, with an optional callback.
+The model's rate limit, when the deployment set one (`app.rate_limit`), is kept.
 
 `prompt` is templated like a chain step (`{{input}}`, `{{input.field}}`). The model call
 and the callback are journaled steps: a takeover neither pays for the answer twice nor
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..agents.models import ModelClient
+from ..agents.rate_limits import within_quota
 from .chain import render
 from .webhook import CALLBACK_FIELDS, call_back, check_callback
 
@@ -48,7 +50,9 @@ def register_llm(registry: Registry) -> TaskSpec:
         messages.append({"role": "user", "content": str(render(prompt, input, {}))})
 
         async def ask() -> dict[str, Any]:
-            reply = await client_for(model).complete(messages, [])
+            runtime = ctx.runtime
+            reply = await within_quota(runtime.store, runtime.clock, model, registry.rate_limits.get(model),
+                                       messages, [], lambda: client_for(model).complete(messages, []))
             await ctx.emit("model", {"model": reply["model"], "usage": reply["usage"],
                                      "cost_usd": reply["cost_usd"], "priced": reply["priced"]})
             return reply

@@ -196,7 +196,9 @@ class WorkerStore(Protocol):
 class LimitStore(Protocol):
     async def bucket_take(self, params: BucketTakeParams) -> float:
         """Take from a shared token bucket, atomically across every process: 0.0 when
-        taken, else the seconds until the take could be granted (nothing taken)."""
+        taken, else the seconds until the take could be granted (nothing taken). A
+        forced take is always taken: it returns the seconds until the debt it leaves
+        is paid off by the refill (0.0 when it leaves none)."""
 
 
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, ScheduleStore,

@@ -577,7 +577,7 @@ class RedisStore:
             if not take.granted:
                 return take.wait_s
             if await self._script("bucket_take", params.name, tokens, updated_at, take.tokens, take.at):
-                return 0.0
+                return take.wait_s
         raise StoreError(f"rate bucket {params.name!r}: it kept changing under the take; try again")
 
     # -- schedules ----------------------------------------------------------------------
