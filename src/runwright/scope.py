@@ -235,7 +235,8 @@ class RunScope:
         """Every event of every run of this scope's thread, in order, as one log numbered
         per thread (`event.tseq` 1, 2, 3 ... without a gap; each run's events in their own
         order). Resume with `after=<the last tseq seen>`. With `follow`, it waits for
-        more for as long as it is read (a thread can always get another run)."""
+        more for as long as it is read (a thread can always get another run).
+        ThreadNotFound before the thread's first run; ThreadDeleted once deleted."""
         await self._ready()
         async for item in self._follower.thread_events(thread, self.tenant_name, after, follow):
             yield item

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runwright.errors import ThreadDeleted
+from runwright.errors import ThreadDeleted, ThreadNotFound
 from runwright.following import Follower
 from runwright.runs import RunState
 from runwright.store.params import (
@@ -97,7 +97,8 @@ async def test_a_thread_log_numbers_every_event_of_its_runs_gapless_and_stably(s
     assert await thread_log(store, after=4) == log[4:]  # resumable from a tseq
     assert {e.run_id for e in await thread_log(store, tenant="x")} == {same_name.id}
     assert {e.run_id for e in await thread_log(store, thread="t2")} == {elsewhere.id}
-    assert await thread_log(store, thread="never-made") == []
+    with pytest.raises(ThreadNotFound):
+        await store.thread_event_list(ThreadEventListParams("never-made"))
 
 
 async def test_a_deleted_threads_log_is_gone(store):

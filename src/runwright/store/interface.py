@@ -161,8 +161,9 @@ class ThreadStore(Protocol):
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
         """A page of the thread's log: the events of all its runs, numbered per thread
         (tseq 1, 2, 3 ... without a gap, each run's events in their order, a number never
-        given twice or changed), so that a follower resumes from one tseq. [] for a thread
-        that does not exist; ThreadDeleted once deleted (its log is purged with it)."""
+        given twice or changed), so that a follower resumes from one tseq. ThreadNotFound
+        for a thread no run was submitted to; ThreadDeleted once deleted (its log is
+        purged with it)."""
 
 
 class ScheduleStore(Protocol):

@@ -51,7 +51,7 @@ import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
+from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted, ThreadNotFound
 from ...journal import Event, StepRecord, ThreadEvent
 from ...runs import Run, RunState
 from ...schedules import Schedule
@@ -537,10 +537,12 @@ class RedisStore:
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
         number = await self._call(self.redis.hget, self.key("threads"),
                                   identity(params.tenant, params.thread))
-        if number is None or params.limit <= 0:
-            return []
+        if number is None:
+            raise ThreadNotFound(f"thread {params.thread!r} does not exist")
         if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
             raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+        if params.limit <= 0:
+            return []
         names = await self._call(self.redis.lrange, self.key(f"tev:{number}"),
                                  params.after, params.after + params.limit - 1)
         places = [tuple(int(part) for part in name.split(":")) for name in names]

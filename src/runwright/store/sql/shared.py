@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
-from ...errors import RunNotFound, ThreadDeleted
+from ...errors import RunNotFound, ThreadDeleted, ThreadNotFound
 from ...journal import Event, StepRecord, ThreadEvent
 from ...runs import Run, RunState
 from ...schedules import Schedule
@@ -394,7 +394,7 @@ class SqlStore(ABC):
             deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
                                           tenant, params.thread)
             if deleted is None:
-                return []
+                raise ThreadNotFound(f"thread {params.thread!r} does not exist")
             if deleted[0] is not None:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
             behind = await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, params.thread)
