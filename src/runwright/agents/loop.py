@@ -201,6 +201,7 @@ async def _call_model(call: ModelCall, agent: AgentSpec, messages: list[dict[str
         return await agent.model.complete(messages, agent.schemas, call.tokens, call.retrying)
 
     runtime, spec = ctx.runtime, agent.model.spec
+    agent.model.prepare()
     reply = await within_quota(runtime.store, runtime.clock, spec, runtime.registry.rate_limits.get(spec),
                                messages, agent.schemas, complete)
     await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],

@@ -51,6 +51,7 @@ def register_llm(registry: Registry) -> TaskSpec:
 
         async def ask() -> dict[str, Any]:
             runtime = ctx.runtime
+            client_for(model).prepare()
             reply = await within_quota(runtime.store, runtime.clock, model, registry.rate_limits.get(model),
                                        messages, [], lambda: client_for(model).complete(messages, []))
             await ctx.emit("model", {"model": reply["model"], "usage": reply["usage"],
