@@ -37,8 +37,9 @@ from .errors import (
     ThreadNotFound,
     UnknownTask,
 )
+from .following import TokenText
 from .handles import RunHandle
-from .journal import Event, StepRecord
+from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
@@ -99,7 +100,9 @@ __all__ = [
     "TenantView",
     "ThreadBusy",
     "ThreadDeleted",
+    "ThreadEvent",
     "ThreadNotFound",
+    "TokenText",
     "ToolSpec",
     "UnknownTask",
     "Worker",

@@ -15,6 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .agents.loop import define_agent
+from .agents.rate_limits import RateLimit
 from .clock import Clock
 from .following import Follower
 from .jobs import register_builtin_jobs
@@ -103,6 +104,17 @@ class App(RunScope):
         return define_agent(self.registry, name, model=model, tools=tools, instructions=instructions,
                             max_turns=max_turns, stream=stream, prices=prices,
                             snapshot_every=snapshot_every, **task_options)
+
+    def rate_limit(self, model: str, *, requests_per_min: float | None = None,
+                   tokens_per_min: float | None = None, burst_s: float = 60.0) -> RateLimit:
+        """Keep every call of `model` ("openai:gpt-4o-mini"), by any agent or llm job on any
+        worker, within a provider's quota: token buckets in the store, shared by all
+        workers. A call whose turn is more than a second away parks its run (no slot
+        held). `burst_s`: seconds' worth of the quota that may go at once. Declare it in
+        every worker's app, like the tasks."""
+        limit = RateLimit(requests_per_min, tokens_per_min, burst_s)
+        self.registry.rate_limits[model] = limit
+        return limit
 
     def task_spec(self, task: TaskSpec | str) -> TaskSpec:
         return self.registry.task_spec(task)

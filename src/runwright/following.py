@@ -10,28 +10,37 @@ retried (`resilience.through_blinks`): a follower does not fail because the data
 A follow ends when the run has ended and its log has been given up to its last event:
 the run's state decides, not the look of one event (a dead run that is retried goes on
 after its `dead` event).
+
+`thread_events` follows a whole thread: every event of every run of it, numbered per
+thread (`tseq`), resumable from one number; it never ends by itself, since a thread can
+always get another run.
+
+`TokenText` folds a streamed model call's `tokens` events the way every follower must:
+a `tokens_reset` drops what its call streamed before it (a retried attempt's partial text).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterable
 
 from .errors import RunNotFound, StoreError
-from .journal import Event
+from .journal import Event, ThreadEvent
 from .resilience import through_blinks
-from .runs import Run
-from .store.hub import done_topic, events_topic
+from .runs import Run, RunState
+from .store.hub import QUEUED, done_topic, events_topic
 from .store.interface import Store
-from .store.params import EventListParams
+from .store.params import EventListParams, RunListParams, ThreadEventListParams
 
-__all__ = ["EVENT_PAGE", "Follower"]
+__all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 
 # Fallback re-read while waiting: covers a notification lost while the listener
 # reconnected. Short while the hub says it cannot deliver notifications.
 FALLBACK_S = 2.0
 DEGRADED_S = 0.1
 EVENT_PAGE = 1000
+OPEN_STATES = (RunState.QUEUED, RunState.RUNNING)
+MAX_OPEN_RUNS = 10_000
 
 
 class Follower:
@@ -67,6 +76,34 @@ class Follower:
                     return
                 await _wait(grown, hub.degraded)
 
+    async def thread_page(self, thread: str, tenant: str | None, after: int = 0,
+                          limit: int = EVENT_PAGE) -> list[ThreadEvent]:
+        """One page of a thread's log: at most `limit` events with tseq > `after`."""
+        return await through_blinks(self._store.thread_event_list,
+                                    ThreadEventListParams(thread, tenant, after, limit))
+
+    async def thread_events(self, thread: str, tenant: str | None, after: int = 0,
+                            follow: bool = True) -> AsyncIterator[ThreadEvent]:
+        """The thread's events with tseq > `after`, in order; with `follow`, what comes
+        next too, for as long as the caller reads. Woken by the events of the thread's
+        open runs; while it has none, by any submission (a new run may be the thread's)."""
+        hub = self._store.hub
+        await self._store.listen()
+        while True:
+            open_runs = await through_blinks(self._store.run_list, RunListParams(
+                states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
+            topics = [events_topic(run.id) for run in open_runs] or [QUEUED]
+            with hub.watch(*topics) as grown:
+                while batch := await self.thread_page(thread, tenant, after):
+                    for item in batch:
+                        yield item
+                        after = item.tseq
+                    if len(batch) < EVENT_PAGE:
+                        break
+                if not follow:
+                    return
+                await _wait(grown, hub.degraded)
+
     async def wait_done(self, run_id: int) -> Run:
         """The run once it has ended, woken by the store's notifications."""
         hub = self._store.hub
@@ -98,3 +135,39 @@ async def _wait(woken: asyncio.Event, degraded: bool) -> None:
         await asyncio.wait_for(woken.wait(), DEGRADED_S if degraded else FALLBACK_S)
     except TimeoutError:
         pass
+
+
+class TokenText:
+    """The text streamed so far by the model calls of the events folded in.
+
+    A `tokens` event adds its text to its call (`call`: the model call's journal position,
+    of its run); a `tokens_reset` event drops what its call streamed before it: an attempt
+    that broke mid-stream, or the work of an owner that died, is void. So once a call's
+    `model` event is logged its text equals the final message's content, whatever was
+    retried. Other events are ignored; feed events in log order (what `run.events()`
+    gives, also resumed with `after=`)."""
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        self._calls: dict[tuple[int, int], list[str]] = {}
+        for item in events:
+            self.add(item)
+
+    def add(self, event: Event) -> bool:
+        """Fold one event in; True when it was a `tokens` or `tokens_reset` event."""
+        if event.kind not in ("tokens", "tokens_reset"):
+            return False
+        call = (event.run_id, int(event.data.get("call", -1)))
+        if event.kind == "tokens_reset":
+            self._calls[call] = []
+        else:
+            self._calls.setdefault(call, []).append(str(event.data.get("text", "")))
+        return True
+
+    def call_text(self, run_id: int, call: int) -> str:
+        """The text of one model call (its journal position in run `run_id`)."""
+        return "".join(self._calls.get((run_id, call), ()))
+
+    @property
+    def text(self) -> str:
+        """Every call's text, in the order the calls first streamed."""
+        return "".join("".join(parts) for parts in self._calls.values())

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SNAPSHOT", "TERMINAL_EVENT_KINDS", "Event", "StepRecord"]
+__all__ = ["SNAPSHOT", "TERMINAL_EVENT_KINDS", "Event", "StepRecord", "ThreadEvent"]
 
 # The journal name of a snapshot (`ctx.snapshot`): a resume reads the journal from the
 # last done one on, not from the start.
@@ -46,3 +46,11 @@ class Event:
     @property
     def terminal(self) -> bool:
         return self.kind in TERMINAL_EVENT_KINDS
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadEvent(Event):
+    """An event of a thread's log: one of its runs' events, numbered `tseq` in the thread
+    (1, 2, 3 ... without a gap; each run's events keep their order)."""
+
+    tseq: int = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Sequence, overload
 
+from .agents.rate_limits import RateLimit
 from .agents.tools import ToolSpec, tool_spec
 from .errors import ConfigError, UnknownTask
 from .retry import Backoff, RetryPolicy
@@ -26,6 +27,7 @@ class Registry:
         self.tasks: dict[str, TaskSpec] = {}
         self.tools: dict[str, ToolSpec] = {}
         self.schedules: dict[str, Schedule] = {}  # declared in code; workers save them at start
+        self.rate_limits: dict[str, RateLimit] = {}  # by model ("openai:gpt-4o-mini")
         self.closers: list[Callable[[], Awaitable[None]]] = []
 
     @overload

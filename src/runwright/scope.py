@@ -20,7 +20,7 @@ from .budget import Budget
 from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
-from .journal import Event
+from .journal import Event, ThreadEvent
 from .listing import checked_listing
 from .questions import Question
 from .runs import Run, RunState
@@ -253,6 +253,29 @@ class RunScope:
         """The messages of this scope's thread, in order (ThreadDeleted once deleted)."""
         await self._ready()
         return await self._threads.history(thread, self.tenant_name)
+
+    async def cancel_thread(self, thread: str) -> list[Run]:
+        """Cancel every open run of this scope's thread (queued ones end now, a running one
+        stops within a second); the thread and its history stay, and new runs may join it."""
+        await self._ready()
+        return await self._threads.cancel(thread, self.tenant_name)
+
+    async def follow_thread(self, thread: str, after: int = 0,
+                            follow: bool = True) -> AsyncIterator[ThreadEvent]:
+        """Every event of every run of this scope's thread, in order, as one log numbered
+        per thread (`event.tseq` 1, 2, 3 ... without a gap; each run's events in their own
+        order). Resume with `after=<the last tseq seen>`. With `follow`, it waits for
+        more for as long as it is read (a thread can always get another run).
+        ThreadNotFound before the thread's first run; ThreadDeleted once deleted."""
+        await self._ready()
+        async for item in self._follower.thread_events(thread, self.tenant_name, after, follow):
+            yield item
+
+    async def thread_events_page(self, thread: str, after: int = 0,
+                                 limit: int = EVENT_PAGE) -> list[ThreadEvent]:
+        """One page of the thread's log: at most `limit` events with tseq > `after`."""
+        await self._ready()
+        return await self._follower.thread_page(thread, self.tenant_name, after, limit)
 
     async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
         """Refuse new runs on the thread, cancel its open runs, wait for them to end, then

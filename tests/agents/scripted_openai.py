@@ -1,6 +1,7 @@
 """A real HTTP server on loopback that speaks the OpenAI chat-completions protocol, with
-replies scripted by the test: tool calls, parallel tool calls, streaming (SSE), 429 with
-Retry-After, 5xx, 4xx, slow replies. It records every request it receives.
+replies scripted by the test: tool calls, parallel tool calls, streaming (SSE), a stream
+cut mid-way (the connection dropped after part of the content), 429 with Retry-After, 5xx,
+4xx, slow replies. It records every request it receives.
 
 A script is a function of (request body, index of this request) to a Reply, so that any
 worker process, after any crash, gets the reply that fits the conversation so far.
@@ -9,6 +10,7 @@ worker process, after any crash, gets the reply that fits the conversation so fa
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +29,10 @@ class Reply:
     retry_after: str | None = None
     delay_s: float = 0.0
     usage: tuple[int, int] = (10, 5)
+    # Streaming only: send this many characters of the content, then drop the connection
+    # (no last chunk, no [DONE]), as a provider or a proxy does when it fails mid-reply.
+    cut_after: int | None = None
+    chunk_delay_s: float = 0.0  # between streamed chunks, so that a reply spans time
 
 
 def call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -56,6 +62,7 @@ class ScriptedOpenAI:
     def __init__(self, script: Script) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.received_at: list[float] = []  # time.monotonic() of each request, in order
         self._lock = threading.Lock()
         server = self
 
@@ -74,6 +81,7 @@ class ScriptedOpenAI:
                 with server._lock:
                     index = len(server.requests)
                     server.requests.append(body)
+                    server.received_at.append(time.monotonic())
                 server._answer(self, body, server.script(body, index))
 
         self._http = _Server(("127.0.0.1", 0), Handler)
@@ -144,7 +152,13 @@ def _stream(handler: BaseHTTPRequestHandler, body: dict[str, Any], reply: Reply)
     chunk({"role": "assistant", "content": ""})
     content = reply.content or ""
     for start in range(0, len(content), 4):
+        if reply.cut_after is not None and start >= reply.cut_after:
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)  # mid-body: the client sees a cut
+            return
         chunk({"content": content[start:start + 4]})
+        if reply.chunk_delay_s:
+            time.sleep(reply.chunk_delay_s)
     for index, c in enumerate(reply.tool_calls):
         chunk({"tool_calls": [{"index": index, "id": c["id"], "type": "function",
                                "function": {"name": c["name"], "arguments": ""}}]})

@@ -41,6 +41,9 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/threads/{thread}/messages"): 200,  # bob's thread of that name: empty
     ("GET", "/threads/{thread}/runs"): 200,  # likewise
     ("DELETE", "/threads/{thread}"): 404,  # bob has no such thread
+    ("POST", "/threads/{thread}/cancel"): 200,  # bob's thread of that name: nothing to cancel
+    ("GET", "/threads/{thread}/events"): 404,  # bob has no such thread
+    ("GET", "/threads/{thread}/events/stream"): 404,
     ("GET", "/schedules"): 403,
     ("POST", "/schedules/{name}/pause"): 403,
     ("POST", "/schedules/{name}/resume"): 403,
@@ -111,7 +114,8 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
     """A 2xx answer is bob's own, empty view, and a 404 reads exactly like an id that never
     existed (ids cannot be probed)."""
     body = answer.json() if answer.headers.get("content-type", "").endswith("json") else None
-    if (method, path) in (("GET", "/runs"), ("GET", "/dead"), ("GET", "/threads/{thread}/runs")):
+    if (method, path) in (("GET", "/runs"), ("GET", "/dead"), ("GET", "/threads/{thread}/runs"),
+                          ("POST", "/threads/{thread}/cancel")):
         assert body["items"] == []
     elif path == "/threads/{thread}/messages":
         assert body["messages"] == []

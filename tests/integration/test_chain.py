@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams, RunListParams
+from runwright.store.params import EventListParams, RunCountParams, RunListParams
 
 from .conftest import running_worker
+from .test_webhook import SECRET, Receiver, verified
 
 
 def register(app: rw.App, made: list[str]) -> None:
@@ -82,3 +86,133 @@ async def test_a_bad_dag_is_refused_at_submission_and_nothing_is_stored(app, ste
     with pytest.raises(rw.InvalidInput, match=match):
         await app.submit("chain", steps=steps, input="x")
     assert await app.store.run_count_by_state(RunCountParams()) == {}
+
+
+async def child_runs(app: rw.App, chain_id: int) -> dict[str, rw.Run]:
+    """The chain's child runs by step id (from its `chain_step` events)."""
+    events = await app.store.event_list(EventListParams(chain_id))
+    ids = {e.data["step"]: e.data["run_id"] for e in events
+           if e.kind == "chain_step" and e.data["status"] == "started"}
+    runs = {run.id: run for run in await app.store.run_get_many(list(ids.values()))}
+    return {step: runs[run_id] for step, run_id in ids.items()}
+
+
+async def test_a_step_starts_once_its_needs_succeeded_not_when_its_level_has(app):
+    released = asyncio.Event()
+
+    @app.task
+    async def slow(ctx: rw.Context) -> str:
+        # Ends only once `then` has started (or after a long timeout): with level-by-level
+        # scheduling `then` would wait for this step, and this step would time out.
+        try:
+            await asyncio.wait_for(released.wait(), 30)
+            return "released"
+        except TimeoutError:
+            return "timed out"
+
+    @app.task
+    async def quick(ctx: rw.Context) -> int:
+        return 1
+
+    @app.task
+    async def then(ctx: rw.Context, value: int) -> int:
+        released.set()
+        return value + 1
+
+    steps = [{"id": "a", "task": "slow"}, {"id": "b", "task": "quick"},
+             {"id": "c", "task": "then", "args": {"value": "{{steps.b.output}}"}}]
+    async with running_worker(app, concurrency=4):
+        run = await app.submit("chain", steps=steps)
+        assert await run.result(timeout_s=60) == {"a": "released", "b": 1, "c": 2}
+    children = await child_runs(app, run.id)
+    assert children["b"].finished_at <= children["c"].started_at < children["a"].finished_at
+
+
+def register_branches(app: rw.App, made: list[str]) -> None:
+    @app.task
+    async def inspect(ctx: rw.Context, text: str) -> dict:
+        return {"verdict": {"spam": "buy" in text}, "words": text.split()}
+
+    @app.task
+    async def act(ctx: rw.Context, what: str, on: object = None) -> str:
+        made.append(what)
+        return what
+
+
+BRANCHES = [
+    {"id": "check", "task": "inspect", "args": {"text": "{{input}}"}},
+    {"id": "block", "task": "act", "args": {"what": "block"},
+     "when": {"step": "check", "path": "verdict.spam", "equals": True}},
+    {"id": "deliver", "task": "act", "args": {"what": "deliver"},
+     "when": {"not": {"step": "check", "path": "verdict.spam", "equals": True}}},
+    {"id": "notify", "task": "act", "args": {"what": "notify", "on": "{{steps.block.output}}"}},
+    {"id": "audit", "task": "act", "needs": ["block", "deliver"], "if_needs_skipped": "run",
+     "args": {"what": "audit"}},
+]
+
+
+async def test_when_branches_skip_a_step_and_its_dependents_unless_they_say_run(app):
+    made: list[str] = []
+    register_branches(app, made)
+    async with running_worker(app, concurrency=4):
+        run = await app.submit("chain", steps=BRANCHES, input="hello there")
+        outputs = await run.result(timeout_s=60)
+    assert outputs == {"check": {"verdict": {"spam": False}, "words": ["hello", "there"]},
+                       "block": None, "deliver": "deliver", "notify": None, "audit": "audit"}
+    assert sorted(made) == ["audit", "deliver"]
+    events = await app.store.event_list(EventListParams(run.id))
+    statuses = {(e.data["step"], e.data["status"]) for e in events if e.kind == "chain_step"}
+    assert {("block", "skipped"), ("notify", "skipped"), ("deliver", "succeeded"),
+            ("audit", "succeeded")} <= statuses
+    assert not {("block", "started"), ("notify", "started")} & statuses
+    assert sum(1 for e in events if e.kind == "chain_step" and e.data["status"] == "skipped") == 2
+
+    made.clear()
+    async with running_worker(app, concurrency=4):
+        spam = await app.submit("chain", steps=BRANCHES, input="buy now")
+        assert (await spam.result(timeout_s=60))["notify"] == "notify"
+    assert sorted(made) == ["audit", "block", "notify"]
+
+
+@pytest.mark.parametrize("when, match", [
+    ("b == 1", "`when` must be an object"),
+    ({"step": "a"}, "exactly one of"),
+    ({"step": "a", "equals": 1, "in": [1]}, "exactly one of"),
+    ({"step": "a", "matches": ".*"}, "unknown: \\['matches'\\]"),
+    ({"step": "ghost", "equals": 1}, "needs 'ghost'"),
+    ({"all": []}, "non-empty list"),
+    ({"step": "a", "in": 3}, "takes a list"),
+])
+async def test_a_malformed_condition_is_refused_at_submission(app, when, match):
+    register(app, [])
+    steps = [{"id": "a", "task": "split", "args": {"text": "x"}},
+             {"id": "b", "task": "split", "args": {"text": "y"}, "when": when}]
+    with pytest.raises(rw.InvalidInput, match=match):
+        await app.submit("chain", steps=steps)
+    assert await app.store.run_count_by_state(RunCountParams()) == {}
+
+
+async def test_the_chain_calls_back_signed_when_it_ends(app, monkeypatch):
+    monkeypatch.setenv("RUNWRIGHT_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("RUNWRIGHT_WEBHOOK_ALLOW", "127.0.0.1")
+    register(app, [])
+    receiver = Receiver(lambda i: (200, "{}", 0))
+    good = [{"id": "words", "task": "split", "args": {"text": "{{input}}"}}]
+    bad = [*good, {"id": "boom", "task": "explode", "args": {"words": "{{steps.words.output}}"}}]
+    try:
+        async with running_worker(app):
+            ok = await app.submit("chain", steps=good, input="a b", callback={"url": receiver.url})
+            await ok.result(timeout_s=60)
+            failed = await app.submit("chain", steps=bad, input="a b", callback={"url": receiver.url})
+            with pytest.raises(rw.RunFailed, match="chain step 'boom'"):
+                await failed.result(timeout_s=60)
+    finally:
+        receiver.close()
+    assert len(receiver.requests) == 2 and all(verified(r) for r in receiver.requests)
+    first, second = (json.loads(r["body"]) for r in receiver.requests)
+    assert first == {"run_id": ok.id, "state": "succeeded", "outputs": {"words": ["a", "b"]},
+                     "skipped": [], "error": None}
+    assert second["run_id"] == failed.id and second["state"] == "failed"
+    assert second["error"].startswith("chain step 'boom' (explode) ended failed: FinalError")
+    with pytest.raises(rw.InvalidInput, match="unknown fields \\['allow'\\]"):
+        await app.submit("chain", steps=good, callback={"url": receiver.url, "allow": "10.0.0.0/8"})

@@ -91,3 +91,7 @@ async def transfer(order: str) -> str:
 # retries=0: a failed attempt ends the run, so a test sees it instead of a silent retry.
 # (A takeover after a lost worker is no attempt: it is not limited by this.)
 app.agent("assistant", model=MODEL, tools=[pay, fetch, charge, prepare, transfer], retries=0)
+
+# A model with a quota: a request a second, one at once (see test_rate_limits.py).
+LIMITED = "openai:limited"
+app.rate_limit(LIMITED, requests_per_min=60, burst_s=1)

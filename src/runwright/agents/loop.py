@@ -20,6 +20,7 @@ from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from ..telemetry import annotate
 from .models import DEFAULT_PRICES, ModelClient, Price
+from .rate_limits import within_quota
 from .tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
     while turn < max_turns:
         turn += 1
         _check_deadline(ctx)
-        reply = await ctx.step("model", _call_model, ctx, agent, list(conversation.messages), turn)
+        model_call = ModelCall(ctx, turn, ctx.next_position)  # the position this step takes
+        reply = await ctx.step("model", _call_model, model_call, agent, list(conversation.messages))
         spent_usd += reply["cost_usd"]
         message = reply["message"]
         await conversation.add(message)
@@ -212,17 +214,59 @@ def _check_deadline(ctx: Context) -> None:
         raise BudgetExceeded("budget exceeded: the run's deadline passed")
 
 
-async def _call_model(ctx: Context, agent: AgentSpec, messages: list[dict[str, Any]],
-                      turn: int) -> dict[str, Any]:
+@dataclass
+class ModelCall:
+    """One model call's `tokens` events. Each carries the call (its journal position), the
+    claim's fence and the HTTP attempt; a `tokens_reset` event says that the call's text
+    streamed so far is void (an attempt failed mid-stream, or a new owner runs the call
+    again after a takeover), so a follower that drops the call's text at each reset shows
+    exactly the final message (`rw.TokenText` folds this)."""
+
+    ctx: Context
+    turn: int
+    position: int
+    attempt: int = 1
+    streamed: bool = False
+
+    async def start(self) -> None:
+        # A call made again under a later claim may follow tokens of an earlier owner
+        # that died mid-stream; reset unconditionally (a reset before any text is a no-op).
+        if self.ctx.fence > 1:
+            await self._reset()
+
+    async def tokens(self, text: str) -> None:
+        self.streamed = True
+        await self.ctx.emit("tokens", {"turn": self.turn, "call": self.position, "fence": self.ctx.fence,
+                                       "attempt": self.attempt, "text": text})
+
+    async def retrying(self, failed_attempt: int) -> None:
+        self.attempt = failed_attempt + 1
+        if self.streamed:
+            await self._reset()
+
+    async def _reset(self) -> None:
+        self.streamed = False
+        await self.ctx.emit("tokens_reset", {"turn": self.turn, "call": self.position,
+                                             "fence": self.ctx.fence, "attempt": self.attempt})
+
+
+async def _call_model(call: ModelCall, agent: AgentSpec, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """One model call (runs only when not journaled): its usage and cost become an event."""
+    ctx, turn = call.ctx, call.turn
 
-    async def publish(text: str) -> None:
-        await ctx.emit("tokens", {"turn": turn, "text": text})
+    async def complete() -> dict[str, Any]:
+        if not agent.stream:
+            return await agent.model.complete(messages, agent.schemas)
+        await call.start()
+        return await agent.model.complete(messages, agent.schemas, call.tokens, call.retrying)
 
-    # A newer message on the thread cuts the call: no partial reply is kept (the step is
-    # not journaled), and the next run need not wait for the model to finish.
-    reply = await ctx.interruptible(
-        agent.model.complete(messages, agent.schemas, publish if agent.stream else None))
+    runtime, spec = ctx.runtime, agent.model.spec
+    agent.model.prepare()
+    # A newer message on the thread cuts the call (or its wait for the model's quota): no
+    # partial reply is kept (the step is not journaled), and the next run need not wait.
+    reply = await ctx.interruptible(within_quota(
+        runtime.store, runtime.clock, spec, runtime.registry.rate_limits.get(spec), messages,
+        agent.schemas, complete))
     usage = reply["usage"]
     annotate(None, **{  # on this step's span: the model and the counts, never the messages
         "gen_ai.operation.name": "chat", "gen_ai.request.model": reply["model"],

@@ -5,9 +5,9 @@ environment: `openai` uses OPENAI_BASE_URL (else the SDK's default) and OPENAI_A
 any other provider P uses RUNWRIGHT_P_BASE_URL and RUNWRIGHT_P_API_KEY, with defaults for
 the well-known ones (groq, ollama). So OpenAI, Groq, vLLM, Ollama and gateways all work.
 
-A call retries 429, 5xx, timeouts and connection errors with backoff, honouring
-Retry-After; any other 4xx is a clear ModelError at once (a bad request does not get
-better by repeating it).
+A call retries 429, 5xx, timeouts and connection errors (a stream cut mid-way among
+them) with backoff, honouring Retry-After; any other 4xx is a clear ModelError at once (a
+bad request does not get better by repeating it).
 """
 
 from __future__ import annotations
@@ -112,14 +112,23 @@ class ModelClient:
                                               max_retries=0, timeout=self.timeout_s)
         return self._client
 
+    def prepare(self) -> None:
+        """Build the client now (the SDK takes 0.4 s to load): a call that waited for its
+        turn under a rate limit is then made at its turn, not that much later."""
+        self.client  # noqa: B018 (built on first access)
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
             self._client = None
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                       on_tokens: Callable[[str], Awaitable[None]] | None = None) -> dict[str, Any]:
-        """The assistant's message, the usage and its cost in USD."""
+                       on_tokens: Callable[[str], Awaitable[None]] | None = None,
+                       on_retry: Callable[[int], Awaitable[None]] | None = None) -> dict[str, Any]:
+        """The assistant's message, the usage and its cost in USD. `on_retry(attempt)` is
+        awaited after attempt `attempt` failed and before the next one starts: what that
+        attempt streamed through `on_tokens` is void."""
+        import httpx
         import openai
 
         attempt = 1
@@ -127,10 +136,14 @@ class ModelClient:
             try:
                 return await self._call(messages, tools, on_tokens)
             except (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                    openai.InternalServerError) as exc:
+                    openai.InternalServerError, httpx.TransportError) as exc:
+                # httpx.TransportError: a stream cut after its headers is raised by the
+                # SDK's iterator as httpx's own error, not wrapped in APIConnectionError.
                 if attempt > self.max_retries:
                     raise ModelUnavailable(f"{self.spec}: {_describe(exc)} after "
                                            f"{attempt} attempts") from exc
+                if on_retry is not None:
+                    await on_retry(attempt)
                 await asyncio.sleep(_retry_after_s(exc) or self.backoff.delay_s(attempt))
                 attempt += 1
             except openai.APIStatusError as exc:

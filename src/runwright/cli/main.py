@@ -514,6 +514,40 @@ def demo(
     raise typer.Exit(0 if ok else 1)
 
 
+thread_cli = typer.Typer(help="A thread's runs: cancel them, follow them.", no_args_is_help=True)
+cli.add_typer(thread_cli, name="thread")
+TENANT = typer.Option(None, "--tenant", help="The thread's tenant (threads are named per tenant).")
+
+
+def _scope(app: App, tenant: str | None) -> Any:
+    return app if tenant is None else app.tenant(tenant)
+
+
+@thread_cli.command("cancel")
+def thread_cancel(name: str = typer.Argument(...), tenant: str | None = TENANT,
+                  url: str | None = URL) -> None:
+    """Cancel every open run of a thread; the thread and its history stay."""
+    runs = with_app(url, lambda app: _scope(app, tenant).cancel_thread(name))
+    for run in runs:
+        what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
+        out.print(f"run {run.id}: {what}")
+    out.print(f"thread {name!r}: {len(runs)} open run(s) cancelled")
+
+
+@thread_cli.command("follow")
+def thread_follow(name: str = typer.Argument(...), tenant: str | None = TENANT,
+                  after: int = typer.Option(0, "--after", help="Start after this thread seq (tseq)."),
+                  url: str | None = URL) -> None:
+    """Print a thread's events live, run after run (`tseq run:seq time kind data`), until
+    interrupted. Resume with --after at the last tseq printed."""
+
+    async def go(app: App) -> None:
+        async for item in _scope(app, tenant).follow_thread(name, after=after):
+            out.print(f"{item.tseq:>5} {item.run_id}:{views.event_line(item).lstrip()}", highlight=False)
+
+    with_app(url, go)
+
+
 def _use_url(url: str | None) -> None:
     """--url wins over RUNWRIGHT_URL: set before the app module builds its App."""
     if url:

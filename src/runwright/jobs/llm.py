@@ -1,4 +1,5 @@
 """The `llm` job: a prompt template -> a model -> the answer, with an optional callback.
+The model's rate limit, when the deployment set one (`app.rate_limit`), is kept.
 
 `prompt` is templated like a chain step (`{{input}}`, `{{input.field}}`). The model call
 and the callback are journaled steps: a takeover neither pays for the answer twice nor
@@ -13,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..agents.models import ModelClient
-from ..errors import BadArguments
+from ..agents.rate_limits import within_quota
 from .chain import render
-from .webhook import call_checked
+from .webhook import CALLBACK_FIELDS, call_back, check_callback
 
 if TYPE_CHECKING:
     from ..context import Context
@@ -25,21 +26,11 @@ if TYPE_CHECKING:
 __all__ = ["CALLBACK_FIELDS", "LLM", "check_llm", "register_llm"]
 
 LLM = "llm"
-CALLBACK_FIELDS = frozenset({"url", "headers", "timeout_s", "secret"})
 
 
 def check_llm(arguments: dict[str, Any]) -> None:
     """Refuse a callback that is not a dict of the known fields, with a url."""
-    callback = arguments.get("callback")
-    if callback is None:
-        return
-    if not isinstance(callback, dict) or not isinstance(callback.get("url"), str):
-        raise BadArguments("llm: `callback` must be an object with a `url`")
-    unknown = sorted(set(callback) - CALLBACK_FIELDS)
-    if unknown:
-        raise BadArguments(f"llm: `callback` has unknown fields {unknown}; it takes "
-                           f"{sorted(CALLBACK_FIELDS)} (private targets and signing keys are the "
-                           f"operator's settings, not a job's)")
+    check_callback("llm", arguments.get("callback"))
 
 
 def register_llm(registry: Registry) -> TaskSpec:
@@ -59,7 +50,10 @@ def register_llm(registry: Registry) -> TaskSpec:
         messages.append({"role": "user", "content": str(render(prompt, input, {}))})
 
         async def ask() -> dict[str, Any]:
-            reply = await client_for(model).complete(messages, [])
+            runtime = ctx.runtime
+            client_for(model).prepare()
+            reply = await within_quota(runtime.store, runtime.clock, model, registry.rate_limits.get(model),
+                                       messages, [], lambda: client_for(model).complete(messages, []))
             await ctx.emit("model", {"model": reply["model"], "usage": reply["usage"],
                                      "cost_usd": reply["cost_usd"], "priced": reply["priced"]})
             return reply
@@ -68,9 +62,7 @@ def register_llm(registry: Registry) -> TaskSpec:
         answer = {"output": reply["message"].get("content") or "", "usage": reply["usage"],
                   "cost_usd": reply["cost_usd"]}
         if callback:
-            await ctx.step("callback", call_checked, callback.get("url", ""), "POST",
-                           callback.get("headers"), {"run_id": ctx.run_id, **answer},
-                           float(callback.get("timeout_s", 10)), 1 << 20, callback.get("secret"))
+            await ctx.step("callback", call_back, callback, {"run_id": ctx.run_id, **answer})
         return answer
 
     return llm

@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError, FinalError, RunwrightError
+from ..errors import BadArguments, ConfigError, FinalError, RunwrightError
 from .addresses import parse, refusal
 from .outbound import ALLOW_ENV, OutboundPolicy, UnknownSecret
 
@@ -36,11 +36,15 @@ if TYPE_CHECKING:
     from ..registry import Registry
     from ..tasks import TaskSpec
 
-__all__ = ["WEBHOOK", "WebhookRefused", "call_checked", "register_webhook", "signature_header"]
+__all__ = ["CALLBACK_FIELDS", "WEBHOOK", "WebhookRefused", "call_back", "call_checked", "check_callback",
+           "register_webhook", "signature_header"]
 
 WEBHOOK = "webhook"
 SIGNATURE_HEADER = "X-Runwright-Signature"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+# What a job's `callback` may say (the llm and chain jobs): where, and which of the
+# operator's secrets signs it. Private targets and keys stay the operator's settings.
+CALLBACK_FIELDS = frozenset({"url", "headers", "timeout_s", "secret"})
 
 
 class WebhookRefused(FinalError):
@@ -83,6 +87,25 @@ async def call_checked(url: str, method: str, headers: dict[str, str] | None, bo
     if key:
         sent[SIGNATURE_HEADER] = signature_header(key, int(time.time()), payload)
     return await _call(method, url, sent, payload, timeout_s, max_response_bytes)
+
+
+def check_callback(job: str, callback: Any) -> None:
+    """Refuse (at submission) a callback that is not a dict of the known fields, with a url."""
+    if callback is None:
+        return
+    if not isinstance(callback, dict) or not isinstance(callback.get("url"), str):
+        raise BadArguments(f"{job}: `callback` must be an object with a `url`")
+    unknown = sorted(set(callback) - CALLBACK_FIELDS)
+    if unknown:
+        raise BadArguments(f"{job}: `callback` has unknown fields {unknown}; it takes "
+                           f"{sorted(CALLBACK_FIELDS)} (private targets and signing keys are the "
+                           f"operator's settings, not a job's)")
+
+
+async def call_back(callback: dict[str, Any], body: Any) -> dict[str, Any]:
+    """POST `body` to a checked callback: signed, to an allowed target, as the webhook job."""
+    return await call_checked(callback.get("url", ""), "POST", callback.get("headers"), body,
+                              float(callback.get("timeout_s", 10)), 1 << 20, callback.get("secret"))
 
 
 def _policy_and_key(secret: str | None) -> tuple[OutboundPolicy, str | None]:

@@ -25,7 +25,7 @@ from .auth import Auth
 from .body_limit import BodyLimit
 from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
 from .fanout import Broadcaster
-from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
+from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn, ThreadEventOut, ThreadEventPage
 from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
 
@@ -177,6 +177,32 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
         return await list_runs(who, [], None, None, thread, before, limit, None, None)
 
+    @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
+    async def thread_events(thread: str, who: Tenant, after: After = 0) -> ThreadEventPage:
+        """A page of the thread's log: every run's events, numbered per thread (`tseq`)."""
+        page = await scope_of(who).thread_events_page(thread, after)
+        return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
+                               next_after=page[-1].tseq if page else after)
+
+    @api.get("/threads/{thread}/events/stream", response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}})
+    async def thread_stream(thread: str, who: Tenant, after: After = 0,
+                            last_event_id: str | None = Header(None)) -> StreamingResponse:
+        """Server-sent events of the whole thread, run after run, each with its `tseq` as
+        its id: replays after `after` (or the Last-Event-ID a reconnecting client sends),
+        then follows live for as long as the client stays."""
+        scope = scope_of(who)
+        await scope.thread_events_page(thread, 0, 1)  # a 410 for a deleted thread now, not a broken stream
+        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+        return StreamingResponse(_thread_sse(scope, thread, start), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    @api.post("/threads/{thread}/cancel", response_model=RunPage)
+    async def cancel_thread(thread: str, who: Tenant) -> RunPage:
+        """Cancel every open run of the thread; the thread and its history stay."""
+        cancelled = await scope_of(who).cancel_thread(thread)
+        return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
+
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: str, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
@@ -217,3 +243,9 @@ async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterat
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
         yield f"id: {item.seq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
 
+
+
+async def _thread_sse(scope: RunScope, thread: str, after: int) -> AsyncIterator[bytes]:
+    async for item in scope.follow_thread(thread, after):
+        data = ThreadEventOut.of_thread(item).model_dump_json()
+        yield f"id: {item.tseq}\nevent: {item.kind}\ndata: {data}\n\n".encode()

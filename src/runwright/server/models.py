@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..journal import Event
+from ..journal import Event, ThreadEvent
 from ..runs import Run
 
-__all__ = ["EventOut", "EventPage", "RunOut", "RunPage", "SubmitIn"]
+__all__ = ["EventOut", "EventPage", "RunOut", "RunPage", "SubmitIn", "ThreadEventOut", "ThreadEventPage"]
 
 
 class SubmitIn(BaseModel):
@@ -75,3 +75,20 @@ class EventOut(BaseModel):
 class EventPage(BaseModel):
     items: list[EventOut]
     next_after: int
+
+
+class ThreadEventOut(EventOut):
+    """An event of a thread's log: `tseq` numbers it in the thread, `run_id`/`seq` in its run."""
+
+    tseq: int
+    run_id: int
+
+    @classmethod
+    def of_thread(cls, event: ThreadEvent) -> ThreadEventOut:
+        return cls(tseq=event.tseq, run_id=event.run_id, seq=event.seq, kind=event.kind,
+                   data=event.data, at=event.at)
+
+
+class ThreadEventPage(BaseModel):
+    items: list[ThreadEventOut]
+    next_after: int = Field(description="Pass as `after` for the next page (a tseq).")

@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Protocol, Sequence
 
 from ..clock import Clock
-from ..journal import Event, StepRecord
+from ..journal import Event, StepRecord, ThreadEvent
 from ..questions import Question
 from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
 from .params import (
+    BucketTakeParams,
     EndedTimes,
     EventAppendParams,
     EventListParams,
@@ -48,6 +49,7 @@ from .params import (
     StepRecordParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -57,6 +59,7 @@ from .params import (
 
 __all__ = [
     "JournalStore",
+    "LimitStore",
     "Notifications",
     "QuestionStore",
     "RetentionStore",
@@ -177,6 +180,13 @@ class ThreadStore(Protocol):
     async def thread_delete(self, params: ThreadDeleteParams) -> bool:
         """False if the thread does not exist."""
 
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        """A page of the thread's log: the events of all its runs, numbered per thread
+        (tseq 1, 2, 3 ... without a gap, each run's events in their order, a number never
+        given twice or changed), so that a follower resumes from one tseq. ThreadNotFound
+        for a thread no run was submitted to; ThreadDeleted once deleted (its log is
+        purged with it)."""
+
 
 class QuestionStore(Protocol):
     async def question_open(self, params: QuestionOpenParams) -> Question | None:
@@ -232,6 +242,14 @@ class WorkerStore(Protocol):
     async def worker_list(self) -> list[WorkerInfo]: ...
 
 
+class LimitStore(Protocol):
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        """Take from a shared token bucket, atomically across every process: 0.0 when
+        taken, else the seconds until the take could be granted (nothing taken). A
+        forced take is always taken: it returns the seconds until the debt it leaves
+        is paid off by the refill (0.0 when it leaves none)."""
+
+
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, WorkerStore, Protocol):
+            RetentionStore, ScheduleStore, WorkerStore, LimitStore, Protocol):
     """What every backend provides."""

@@ -15,6 +15,7 @@ from ..runs import RunState
 
 __all__ = [
     "ON_BUSY",
+    "BucketTakeParams",
     "EndedTimes",
     "EventAppendParams",
     "EventListParams",
@@ -46,6 +47,7 @@ __all__ = [
     "StepRecordParams",
     "ThreadAppendParams",
     "ThreadDeleteParams",
+    "ThreadEventListParams",
     "ThreadForgetParams",
     "ThreadMessagesParams",
     "WorkerHeartbeatParams",
@@ -276,6 +278,22 @@ class EventListParams:
     limit: int = 1000
 
 
+# -- rate limits --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BucketTakeParams:
+    """Take `amount` from the token bucket `name` (capacity and refill rate given by the
+    caller, who owns the limit), atomically for every process (see `rules.take_from_bucket`)."""
+
+    name: str
+    capacity: float
+    refill_per_s: float
+    amount: float = 1.0
+    force: bool = False
+    now: float | None = None
+
+
 # -- threads ------------------------------------------------------------------------
 
 
@@ -286,6 +304,17 @@ class ThreadMessagesParams:
     thread: str
     tenant: str | None = None
     before_run: int | None = None
+
+
+@dataclass(slots=True)
+class ThreadEventListParams:
+    """A page of a thread's log (of `tenant`'s thread of that name): events with
+    tseq > `after`, in tseq order, at most `limit`."""
+
+    thread: str
+    tenant: str | None = None
+    after: int = 0
+    limit: int = 1000
 
 
 @dataclass(slots=True)

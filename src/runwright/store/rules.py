@@ -23,10 +23,11 @@ from ..errors import (
 from ..journal import SNAPSHOT, StepRecord
 from ..questions import Question, check_answer
 from ..runs import Run, RunState, check_transition
-from .params import ON_BUSY, QuestionAnswerParams, QuestionOpenParams, RunListParams
+from .params import ON_BUSY, BucketTakeParams, QuestionAnswerParams, QuestionOpenParams, RunListParams
 
 __all__ = [
     "REQUEUE_STOPS",
+    "BucketTake",
     "BusyPlan",
     "CancelPlan",
     "Rescue",
@@ -46,6 +47,7 @@ __all__ = [
     "rescue_fate",
     "retry_drops",
     "step_event",
+    "take_from_bucket",
     "submitted_event",
     "worker_lost_error",
 ]
@@ -225,6 +227,37 @@ def rescue_fate(run: Run, max_recoveries: int, now: float) -> Rescue:
 
 
 # -- listing runs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BucketTake:
+    """What a take from a token bucket decided: when `granted`, the level to store
+    (`tokens` as of `at`); `wait_s` is how long until a refused take could be granted,
+    or until a granted one's debt is paid off (0.0 when there is none)."""
+
+    tokens: float
+    at: float
+    wait_s: float
+    granted: bool
+
+
+def take_from_bucket(params: BucketTakeParams, tokens: float | None, updated_at: float | None,
+                     now: float) -> BucketTake:
+    """A token bucket shared through the store: it holds up to `capacity` and refills at
+    `refill_per_s` since its level was last stored (a new bucket starts full). A take of
+    more than it holds is refused, except a forced take, which may leave it in debt: a
+    reservation that waits its turn, or a request's real cost, known only once it was made
+    (a negative amount gives back). An amount over the capacity counts as the capacity,
+    or it could never be granted."""
+    level = params.capacity if tokens is None else tokens
+    at = now if updated_at is None else max(now, updated_at)  # a late clock never refills twice
+    if updated_at is not None:
+        level = min(params.capacity, level + (at - updated_at) * params.refill_per_s)
+    amount = min(params.amount, params.capacity)
+    if params.force or amount <= level:
+        left = min(params.capacity, level - amount)
+        return BucketTake(left, at, max(0.0, -left) / params.refill_per_s, True)
+    return BucketTake(level, at, max((amount - level) / params.refill_per_s, 1e-6), False)
 
 
 def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:

@@ -36,11 +36,14 @@ Keys (after the prefix):
                                          (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
+    tev:<n>                              a thread's log: "<run id>:<seq>", tseq n at index n-1
+                                         (events appended since this key came to be)
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
     lease:<name>                         named leases (the retention sweep's)
     reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
                                          scan of `runs` starts
+    bucket:<name>                        a rate limit's token bucket {tokens, updated_at}
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -57,8 +60,8 @@ import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
 from ...clock import Clock, StoreClock
-from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
-from ...journal import Event, StepRecord
+from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted, ThreadNotFound
+from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
@@ -66,6 +69,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
+    BucketTakeParams,
     EndedTimes,
     EventAppendParams,
     EventListParams,
@@ -97,6 +101,7 @@ from ..params import (
     StepRecordParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -693,6 +698,28 @@ class RedisStore:
                 out.append((run_id, idx, entries[field]))
         return out
 
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        number = await self._call(self.redis.hget, self.key("threads"),
+                                  identity(params.tenant, params.thread))
+        if number is None:
+            raise ThreadNotFound(f"thread {params.thread!r} does not exist")
+        if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
+            raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+        if params.limit <= 0:
+            return []
+        names = await self._call(self.redis.lrange, self.key(f"tev:{number}"),
+                                 params.after, params.after + params.limit - 1)
+        places = [tuple(int(part) for part in name.split(":")) for name in names]
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id, seq in places:
+            pipe.lindex(self.key(f"ev:{run_id}"), seq - 1)
+        entries = await self._call(pipe.execute) if places else []
+        out = []
+        for tseq, ((run_id, seq), entry) in enumerate(zip(places, entries), start=params.after + 1):
+            event = event_from_entry(run_id, seq, entry)
+            out.append(ThreadEvent(run_id, seq, event.kind, event.data, event.at, tseq=tseq))
+        return out
+
     async def thread_append(self, params: ThreadAppendParams) -> bool:
         return bool(await self._script("thread_append", params.run_id, params.fence, params.idx,
                                        params.message))
@@ -704,6 +731,20 @@ class RedisStore:
         now = await self._now(params.now)
         return bool(await self._script("thread_delete", identity(params.tenant, params.thread),
                                        now, params.purge))
+
+    # -- rate limits --------------------------------------------------------------------
+
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        key = self.key(f"bucket:{params.name}")
+        for _ in range(STALE_RETRIES):
+            now = await self._now(params.now)
+            tokens, updated_at = await self._call(self.redis.hmget, key, "tokens", "updated_at")
+            take = rules.take_from_bucket(params, _float_or_none(tokens), _float_or_none(updated_at), now)
+            if not take.granted:
+                return take.wait_s
+            if await self._script("bucket_take", params.name, tokens, updated_at, take.tokens, take.at):
+                return take.wait_s
+        raise StoreError(f"rate bucket {params.name!r}: it kept changing under the take; try again")
 
     # -- schedules ----------------------------------------------------------------------
 

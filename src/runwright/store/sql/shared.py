@@ -14,8 +14,8 @@ from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
-from ...errors import RunNotFound, ThreadDeleted
-from ...journal import Event, StepRecord
+from ...errors import RunNotFound, ThreadDeleted, ThreadNotFound
+from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
@@ -23,6 +23,7 @@ from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
+    BucketTakeParams,
     EndedTimes,
     EventListParams,
     LeaseTakeParams,
@@ -48,6 +49,7 @@ from ..params import (
     SchedulePauseParams,
     ThreadAppendParams,
     ThreadDeleteParams,
+    ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
     WorkerHeartbeatParams,
@@ -402,7 +404,38 @@ class SqlStore(ABC):
             found = await conn.execute(q.THREAD_DELETE, tenant, params.thread, self.clock.now(params.now))
             if params.purge:
                 await conn.execute(q.THREAD_PURGE, tenant, params.thread)
+                await conn.execute(q.THREAD_EVENTS_PURGE, tenant, params.thread)
         return found == 1
+
+    async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
+        # Numbered on read (see migration 0011): a read that finds the thread's logs grown
+        # numbers the new events first, under the thread's row lock (SQLite: its write
+        # lock), so two readers never give a number twice; a read with nothing new writes
+        # nothing and takes no lock.
+        tenant = params.tenant or ""
+        async with self._reading() as conn:
+            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
+                                          tenant, params.thread)
+            if deleted is None:
+                raise ThreadNotFound(f"thread {params.thread!r} does not exist")
+            if deleted[0] is not None:
+                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            behind = await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, params.thread)
+        if behind:
+            async with self._transaction() as conn:
+                await self._number_thread_events(conn, tenant, params.thread)
+        async with self._reading() as conn:
+            rows = await conn.fetch(q.THREAD_EVENT_PAGE, tenant, params.thread, params.after, params.limit)
+        return [ThreadEvent(row[1], row[2], row[3], json.loads(row[4]), row[5], tseq=row[0]) for row in rows]
+
+    async def _number_thread_events(self, conn: SqlConnection, tenant: str, thread: str) -> None:
+        if await conn.fetchrow(q.THREAD_LOCK, tenant, thread) is None:
+            return
+        top = int(await conn.fetchval(q.THREAD_EVENTS_TOP, tenant, thread))
+        for run_id, numbered, last_seq in await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, thread):
+            await conn.execute(q.THREAD_NUMBER_EVENTS, tenant, thread, top - numbered, run_id,
+                               numbered, last_seq)
+            top += last_seq - numbered
 
     # -- questions ----------------------------------------------------------------------
 
@@ -485,6 +518,19 @@ class SqlStore(ABC):
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))
+
+    # -- rate limits --------------------------------------------------------------------
+
+    async def bucket_take(self, params: BucketTakeParams) -> float:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            await conn.execute(q.BUCKET_ENSURE, params.name, params.capacity, now)
+            row = await conn.fetchrow(q.BUCKET_LOCK, params.name)
+            assert row is not None, "the bucket was just made"
+            take = rules.take_from_bucket(params, float(row[0]), float(row[1]), now)
+            if take.granted:
+                await conn.execute(q.BUCKET_SET, params.name, take.tokens, take.at)
+        return take.wait_s
 
     # -- schedules ----------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ from .columns import RUN_COLUMNS, SCHEDULE_COLUMNS, WORKER_COLUMNS
 
 __all__ = [
     "APPEND_EVENT",
+    "BUCKET_ENSURE",
+    "BUCKET_LOCK",
+    "BUCKET_SET",
     "BUMP_SEQ",
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
@@ -52,9 +55,14 @@ __all__ = [
     "THREAD_APPEND",
     "THREAD_DELETE",
     "THREAD_ENSURE",
+    "THREAD_EVENT_PAGE",
+    "THREAD_EVENTS_BEHIND",
+    "THREAD_EVENTS_PURGE",
+    "THREAD_EVENTS_TOP",
     "THREAD_FORGET_RUN",
     "THREAD_LOCK",
     "THREAD_MESSAGES",
+    "THREAD_NUMBER_EVENTS",
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
     "WAKE_PARENTS",
@@ -218,6 +226,32 @@ THREAD_FORGET_RUN = "DELETE FROM thread_messages WHERE run_id IN_ARRAY($1)"
 THREAD_DELETE = "UPDATE threads SET deleted_at = coalesce(deleted_at, $3) WHERE tenant = $1 AND id = $2"
 THREAD_PURGE = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
 
+# -- a thread's log (thread_events numbers the events of a thread's runs) -----------------
+# The thread's runs whose logs grew past what is numbered: runs_thread finds the runs, and
+# thread_events_event gives each one's numbered high-water mark in one probe.
+THREAD_EVENTS_BEHIND = """
+SELECT id, numbered, last_seq FROM (
+    SELECT id, last_seq,
+           coalesce((SELECT max(seq) FROM thread_events te WHERE te.run_id = runs.id), 0) AS numbered
+    FROM runs WHERE thread = $2 AND coalesce(tenant, '') = $1) AS runs_of_thread
+WHERE last_seq > numbered ORDER BY id
+"""
+THREAD_EVENTS_TOP = "SELECT coalesce(max(tseq), 0) FROM thread_events WHERE tenant = $1 AND thread_id = $2"
+# A run's seqs are gapless, so its events (numbered, last] take the next tseqs as
+# base + seq, with base = the thread's top tseq - numbered. Only events up to the
+# last_seq read: those are committed (the same commit moved last_seq).
+THREAD_NUMBER_EVENTS = """
+INSERT INTO thread_events (tenant, thread_id, tseq, run_id, seq)
+SELECT $1, $2, CAST($3 AS bigint) + seq, run_id, seq FROM events
+WHERE run_id = $4 AND seq > $5 AND seq <= $6
+"""
+THREAD_EVENT_PAGE = """
+SELECT te.tseq, e.run_id, e.seq, e.kind, e.data, e.at
+FROM thread_events te JOIN events e ON e.run_id = te.run_id AND e.seq = te.seq
+WHERE te.tenant = $1 AND te.thread_id = $2 AND te.tseq > $3 ORDER BY te.tseq LIMIT $4
+"""
+THREAD_EVENTS_PURGE = "DELETE FROM thread_events WHERE tenant = $1 AND thread_id = $2"
+
 # -- schedules ----------------------------------------------------------------------
 
 # A declaration in code updates the definition but keeps the run-time state: paused,
@@ -286,3 +320,11 @@ SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 
 AND finished_at < $1 ORDER BY id LIMIT $2
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
+
+# -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
+# Made first (full), so that two first takes lock one row instead of both inserting.
+BUCKET_ENSURE = """
+INSERT INTO rate_buckets (name, tokens, updated_at) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING
+"""
+BUCKET_LOCK = "SELECT tokens, updated_at FROM rate_buckets WHERE name = $1 FOR_UPDATE"
+BUCKET_SET = "UPDATE rate_buckets SET tokens = $2, updated_at = $3 WHERE name = $1"

@@ -120,9 +120,14 @@ end
 -- Append one event as seq `seq` (last_seq + 1): the log is a list where seq n is index
 -- n-1, so last_seq and the list length move together and the log stays gapless. The
 -- caller writes last_seq = seq in the same script.
+-- An event of a threaded run is also named ("<id>:<seq>") in its thread's log tev:<n>,
+-- whose index + 1 is the event's tseq: numbered as it is appended, in the one script
+-- that appends it, so the thread's numbers are gapless and in append order.
 local function append(id, seq, kind, data, now)
   redis.call('RPUSH', P .. 'ev:' .. id, cjson.encode({kind, data, num(now)}))
   event_ids[#event_ids + 1] = id
+  local thread_no = redis.call('HGET', run_key(id), 'thread_no')
+  if thread_no then redis.call('RPUSH', P .. 'tev:' .. thread_no, id .. ':' .. seq) end
 end
 
 local function log(id, kind, data, now)
