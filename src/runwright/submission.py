@@ -3,6 +3,11 @@
 One place checks what a submission may carry (priority, key, thread, busy policy, the
 task's own `check`, the payload limit) and turns it into what the store inserts, for
 `App.submit`, `App.submit_many`, a schedule's definition and `ctx.submit` alike.
+
+`OPTIONS` names the submission options, the keyword-only names of `submit` that every
+face (library, CLI, HTTP) takes beside a task's arguments. No task parameter may take
+one of these names (`@app.task` refuses it), so a task's arguments and the options of
+its submission never collide.
 """
 
 from __future__ import annotations
@@ -13,13 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from .budget import Budget
-from .errors import InvalidInput
+from .errors import InvalidInput, InvalidTime
 from .limits import Limits
 from .serde import due_at, encode
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
 
-__all__ = ["Submission", "insert_params"]
+__all__ = ["OPTIONS", "Submission", "insert_params", "run_at_of"]
+
+# The submission options, in one place: `Submission` has a field for each (and
+# `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
+OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread")
 
 MAX_KEY_CHARS = 512
 MAX_THREAD_CHARS = 256
@@ -34,7 +43,7 @@ class Submission:
     key: str | None = None
     priority: int | None = None
     delay_s: float | None = None
-    run_at: float | dt.datetime | None = None
+    run_at: float | str | dt.datetime | None = None  # epoch s, aware datetime, ISO 8601 text
     queue: str | None = None
     budget: Budget | None = None
     thread: str | None = None
@@ -64,7 +73,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         priority=priority,
         max_attempts=spec.retry.max_attempts,
         timeout_s=spec.timeout_s,
-        run_at=due_at(now_s, submission.delay_s, submission.run_at),
+        run_at=due_at(now_s, submission.delay_s, run_at_of(submission.run_at)),
         parent_id=submission.parent_id,
         budget=budget.to_json() if budget is not None else None,
         deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
@@ -73,6 +82,21 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         tenant=submission.tenant,
         now=now_s,
     )
+
+
+def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:
+    """`run_at` as `due_at` takes it: ISO 8601 text (with a time zone) becomes an aware
+    datetime; epoch seconds and datetimes pass as they are (`due_at` checks them)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidTime(f"run_at {value!r} is neither ISO 8601 (e.g. 2026-12-01T09:00:00Z) "
+                          f"nor epoch seconds") from None
+    if parsed.tzinfo is None:
+        raise InvalidTime(f"run_at {value!r} has no time zone; add one (Z, +02:00, ...)")
+    return parsed
 
 
 def _check_priority(priority: Any) -> None:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 __all__ = ["CHAIN", "check_chain", "register_chain", "render"]
 
 CHAIN = "chain"
+# `type` is read as an older spelling of `task`.
+STEP_FIELDS = frozenset({"id", "task", "type", "args", "needs"})
 _PLACEHOLDER = re.compile(r"\{\{\s*([\w.\-]+)\s*\}\}")
 
 
@@ -75,6 +77,10 @@ def check_chain(registry: Registry, steps: Any) -> list[list[dict[str, Any]]]:
 def _normalised(step: Any, index: int) -> dict[str, Any]:
     if not isinstance(step, dict) or not isinstance(step.get("id"), str) or not step["id"]:
         raise InvalidInput(f"chain step #{index} needs an `id` (a non-empty string)")
+    unknown = sorted(set(step) - STEP_FIELDS)
+    if unknown:  # a typo (`neds`) would otherwise be dropped without a word
+        raise InvalidInput(f"chain step {step['id']!r} has unknown fields {unknown}; a step takes "
+                           f"id, task, args and needs")
     task = step.get("task") or step.get("type")
     if not isinstance(task, str):
         raise InvalidInput(f"chain step {step['id']!r} needs a `task` (or `type`): a task name")
