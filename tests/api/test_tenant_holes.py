@@ -42,6 +42,8 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/threads/{thread}/runs"): 200,  # likewise
     ("DELETE", "/threads/{thread}"): 404,  # bob has no such thread
     ("GET", "/schedules"): 403,
+    ("POST", "/schedules"): 403,  # not even to redefine the deployment's schedule
+    ("DELETE", "/schedules/{name}"): 403,
     ("POST", "/schedules/{name}/pause"): 403,
     ("POST", "/schedules/{name}/resume"): 403,
     ("GET", "/workers"): 200,  # the deployment's workers: no tenant's data
@@ -81,6 +83,8 @@ def requests_for(method: str, path: str, ids: dict[str, Any]) -> list[dict[str, 
             probe = {"method": method, "url": url, "headers": as_("bob-token"),
                      "json": {"task": "record", "args": {"n": 1}, "key": "k", "thread": "t",
                               "delay_s": 3600}}
+        if (method, path) == ("POST", "/schedules"):
+            probe["json"] = {"name": "hourly", "cron": "* * * * * *", "task": "record", "args": {"n": 2}}
         if path.endswith("/stream"):
             probe["headers"]["Last-Event-ID"] = "0"
         probes.append(probe)
@@ -134,7 +138,7 @@ async def check_alice_untouched(http: httpx.AsyncClient, ids: dict[str, Any]) ->
     thread_runs = (await http.get("/threads/t/runs", headers=alice)).json()["items"]
     assert [r["id"] for r in thread_runs] == [ids["done"]]
     (hourly,) = (await http.get("/schedules", headers=as_(OPERATOR_TOKEN))).json()
-    assert hourly["paused"] is False
+    assert hourly["paused"] is False and hourly["cron"] == "0 * * * *"
     bobs = (await http.get("/runs", headers=as_("bob-token"))).json()["items"]
     assert [(r["key"], r["thread"]) for r in bobs] == [("k", "t")]  # his own, apart from alice's
 

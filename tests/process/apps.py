@@ -222,3 +222,22 @@ async def fan_out(ctx: rw.Context, count: int, hold_n: int) -> int:
     """Submit `count` children, park until they all ended, return the sum of their values."""
     children = [await ctx.submit(child, n=i, hold_n=hold_n) for i in range(count)]
     return sum(await ctx.gather(*children))
+
+
+# -- following over SSE (tests/api/test_sse.py) -----------------------------------------
+
+@app.task(retries=1, backoff=rw.Backoff(base_s=0.05, jitter=0))
+async def doomed(ctx: rw.Context) -> None:
+    """Fails on every attempt: retried once, then dead (and dead again after a retry)."""
+    await ctx.emit("trying", {"attempt": ctx.attempt})
+    raise RuntimeError("doomed")
+
+
+@app.task(retries=0)
+async def chatter(ctx: rw.Context, count: int) -> int:
+    """`count` events, then wait at gate 0 (gate_file(run, 0)) before ending."""
+    for i in range(count):
+        await ctx.emit("tick", {"i": i})
+    note("chattered", ctx)
+    await wait_for_file(gate_file(ledger_dir(), ctx.run_id, 0))
+    return count
