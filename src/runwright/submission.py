@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .budget import Budget
 from .errors import InvalidInput, InvalidTime
@@ -24,7 +24,7 @@ from .serde import due_at, encode
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
 
-__all__ = ["OPTIONS", "Submission", "insert_params", "run_at_of"]
+__all__ = ["OPTIONS", "Submission", "insert_params", "refuse_options_in", "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
@@ -82,6 +82,16 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         tenant=submission.tenant,
         now=now_s,
     )
+
+
+def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None:
+    """Refuse task arguments that name a submission option (no task parameter does): a face
+    that takes arguments as one JSON object (HTTP, the CLI) says so, naming it, rather than
+    letting `submit(task, **options, **arguments)` fail on a keyword given twice."""
+    shadowing = sorted(set(arguments) & set(OPTIONS))
+    if shadowing:
+        raise InvalidInput(f"{where}.{shadowing[0]}: {shadowing[0]!r} is a submission option, never a "
+                           f"task's argument; give it beside {where}")
 
 
 def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:

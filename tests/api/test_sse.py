@@ -57,7 +57,11 @@ async def test_a_run_retried_after_dying_streams_to_its_real_end(server: str,  #
             with pytest.raises(rw.RunFailed):
                 await (await worker_app.get(run["id"])).result(timeout_s=60)
         assert (await http.post(f"/runs/{run['id']}/retry")).json()["state"] == "queued"
-        follower = asyncio.create_task(read_stream(http, run["id"]))
+        first_life = await logged(worker_app, run["id"])
+        seen: list[int] = []
+        follower = asyncio.create_task(read_stream(http, run["id"], seen=seen))
+        # Past the first `dead` (and the retry's event) and still open: the run is queued.
+        await wait_until(lambda: len(seen) == len(first_life), "the follower read the first life")
         async with running_worker(worker_app):
             with pytest.raises(rw.RunFailed):
                 await (await worker_app.get(run["id"])).result(timeout_s=60)

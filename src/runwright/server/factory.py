@@ -20,11 +20,10 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .. import metrics
 from ..app import App
-from ..errors import InvalidInput
 from ..logs import event
 from ..runs import RunState
 from ..scope import RunScope
-from ..submission import OPTIONS
+from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
@@ -40,6 +39,7 @@ MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit app
 # stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
 PING_S = 15.0
 RETRY_MS = 3000
+SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 
 
 def _tenant(request: Request) -> str | None:
@@ -64,6 +64,7 @@ OPERATOR_ONLY: dict[str, Any] = {
 # Paths any caller may read: the dashboard's page (its data needs a token), the probes,
 # and the API's documentation.
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
+NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
 # Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
 MAX_ID = 2**63 - 1
 RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
@@ -115,12 +116,12 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         """The dashboard: one static page; its data comes from this API, with the caller's token."""
         return HTMLResponse(DASHBOARD.read_text())
 
-    @api.get("/healthz")
+    @api.get("/healthz", openapi_extra=NO_TOKEN)
     async def healthz() -> dict[str, str]:
         """The process is alive."""
         return {"status": "ok"}
 
-    @api.get("/readyz")
+    @api.get("/readyz", openapi_extra=NO_TOKEN)
     async def readyz() -> Response:
         """The store answers."""
         try:
@@ -148,10 +149,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         llm, chain: their `args` are published below); the other fields are the
         submission's options. An unknown field is refused, named."""
         arguments = body.arguments()
-        shadowing = sorted(set(arguments) & set(OPTIONS))
-        if shadowing:
-            raise InvalidInput(f"args.{shadowing[0]}: {shadowing[0]!r} is a submission option, "
-                               f"never a task's argument; give it beside `args`")
+        refuse_options_in(arguments)
         handle = await scope_of(who).submit(body.task, **body.submission(), **arguments)
         if handle.existed:
             response.status_code = 200
@@ -207,7 +205,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         if run.done and run.last_seq <= start:
             return Response(status_code=204)
         return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep="\n",
-                                   headers={"Cache-Control": "no-cache"})
+                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads", status_code=201)
     async def create_thread(who: Tenant) -> dict[str, str]:
