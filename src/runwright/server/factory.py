@@ -39,6 +39,9 @@ MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit app
 # stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
 PING_S = 15.0
 RETRY_MS = 3000
+# Lines end with a bare newline, so frames end with a blank line "\n\n" (each event
+# given here carries it too: sse-starlette encodes an event with the event's own).
+SSE_SEP = "\n"
 SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 
 
@@ -204,7 +207,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         if run.done and run.last_seq <= start:
             return Response(status_code=204)
-        return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep="\n",
+        return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
                                    send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads", status_code=201)
@@ -275,8 +278,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
 
 
 async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[ServerSentEvent]:
-    yield ServerSentEvent(comment=f"run {run_id} after {after}", retry=RETRY_MS)
+    yield ServerSentEvent(comment=f"run {run_id} after {after}", retry=RETRY_MS, sep=SSE_SEP)
     async for item in broadcaster.follow(run_id, after):
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
-        yield ServerSentEvent(data, id=str(item.seq), event=item.kind)
+        yield ServerSentEvent(data, id=str(item.seq), event=item.kind, sep=SSE_SEP)
 
