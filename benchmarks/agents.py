@@ -44,7 +44,11 @@ COUNTS = [
     common.Count("--turns", 20, "tool turns per timed run", at_least=1),
     common.Count("--runs", 500, "agent runs for the throughput phase", at_least=1),
     common.Count("--concurrency", 50, "runs at once per worker process in the throughput phase", at_least=1),
+    common.Count("--interrupts", 20, "runs cut mid-model-call by a newer message", at_least=1),
 ]
+SLOW_INPUT = "slow"  # a run with this input meets a model that answers only after SLOW_S
+SLOW_S = 600.0
+INTERRUPT_TIMEOUT_S = 30.0
 
 
 def noop() -> str:
@@ -74,6 +78,8 @@ class Figures:
     overhead_us: float | None = None  # per turn
     runs_per_s: float | None = None
     bare_runs_per_s: float | None = None  # the same model calls, without runwright
+    interrupt_ms: tuple[float, float] | None = None  # interrupt to the newer run's start, p50/p99
+    interrupted_answer_ms: tuple[float, float] | None = None  # ... to its answer
     notes: list[str] = field(default_factory=list)
 
 
@@ -83,6 +89,11 @@ def instant_model(body: dict[str, Any], index: int) -> Reply:
     """Ask for `noop` until the conversation holds as many tool results as the user's
     message says (the run's input is its number of turns), then answer. It depends on
     the request only, so any worker gets the reply that fits its run."""
+    last = body["messages"][-1]["content"]
+    if last == SLOW_INPUT:
+        return Reply(content="too late", delay_s=SLOW_S)
+    if last == "hi":
+        return Reply(content="hello")
     wanted = int(next(m["content"] for m in body["messages"] if m["role"] == "user"))
     done = sum(1 for m in body["messages"] if m["role"] == "tool")
     if done < wanted:
@@ -224,6 +235,37 @@ async def measure_throughput(bench: rw.App, workers: Workers, runs: int, figures
                          f"{figures.runs_per_s:,.0f} runs/s ({2 * figures.runs_per_s:,.0f} model calls/s)")
 
 
+# -- 3. an interrupt cutting a slow model call ------------------------------------------
+
+async def measure_interrupts(bench: rw.App, count: int, figures: Figures) -> None:
+    """A run on a thread waits on a model that answers after SLOW_S; a newer message
+    with on_busy="interrupt" must not wait for it. Timed from the newer submission to its
+    run's start (the cut run has ended and freed the thread) and to its answer."""
+    starts, answers = [], []
+    for i in range(count):
+        thread = f"interrupt-{i}"
+        slow = await bench.submit(AGENT, input=SLOW_INPUT, thread=thread)
+        await wait_for(lambda: _history_loaded(bench, slow.id), "the slow run calls its model")
+        t0 = bench.now()
+        newer = await bench.submit(AGENT, input="hi", thread=thread, on_busy="interrupt")
+        await asyncio.wait_for(newer.result(), INTERRUPT_TIMEOUT_S)
+        answered = bench.now()
+        run = await newer.refresh()
+        assert run.started_at is not None
+        starts.append((run.started_at - t0) * 1000)
+        answers.append((answered - t0) * 1000)
+    figures.interrupt_ms = (statistics.median(starts), common.p99(starts))
+    figures.interrupted_answer_ms = (statistics.median(answers), common.p99(answers))
+    say(figures.backend, "interrupt of a model call in flight -> newer run started p50 {:.0f} ms "
+                         "p99 {:.0f} ms, answered p50 {:.0f} ms p99 {:.0f} ms".format(
+                             *figures.interrupt_ms, *figures.interrupted_answer_ms))
+
+
+async def _history_loaded(bench: rw.App, run_id: int) -> bool:
+    """The run journaled its thread history: its model call is the next thing it does."""
+    return any(s.name == "thread:history" for s in await bench.store.step_list(run_id))
+
+
 def bare_client_process(base_url: str, runs: int, concurrency: int, ready: Any, go: Any,
                         out: Any) -> None:
     """Child: the model calls of `runs` agent runs made with the SDK alone, `concurrency`
@@ -321,6 +363,7 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path, base_
         await with_worker(session.bench, base_url, figures)
         await measure_bare(base_url, args.runs, args.concurrency, figures)
         await measure_throughput(session.bench, session.workers, args.runs, figures)
+        await measure_interrupts(session.bench, args.interrupts, figures)
     return figures
 
 
@@ -339,6 +382,8 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("engine overhead per turn", lambda f: num(f.overhead_us, "µs")),
         (f"agent runs/s, {WORKERS} workers", lambda f: num(f.runs_per_s, "/s")),
         ("  model calls alone", lambda f: num(f.bare_runs_per_s, "runs/s")),
+        ("interrupt -> newer run starts", lambda f: pair(f.interrupt_ms, "ms")),
+        ("interrupt -> newer run answers", lambda f: pair(f.interrupted_answer_ms, "ms")),
     ]
     header = f"turns {args.turns}, runs {args.runs}, worker concurrency {args.concurrency}"
     return common.render_table(header, rows, all_figures)

@@ -6,6 +6,7 @@ from .budget import Budget
 from .context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
+    AlreadyAnswered,
     BadArguments,
     BudgetExceeded,
     ChildFailed,
@@ -18,8 +19,10 @@ from .errors import (
     NonDeterminismError,
     OutcomeUnknown,
     PayloadTooLarge,
+    QuestionNotFound,
     RunCancelled,
     RunEnded,
+    RunExpired,
     RunFailed,
     RunNotFound,
     RunwrightError,
@@ -37,6 +40,7 @@ from .errors import (
 )
 from .handles import RunHandle
 from .journal import Event, StepRecord
+from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
@@ -50,6 +54,7 @@ __all__ = [
     "NORMAL",
     "TERMINAL_STATES",
     "TRANSITIONS",
+    "AlreadyAnswered",
     "App",
     "Backoff",
     "BadArguments",
@@ -72,10 +77,13 @@ __all__ = [
     "OutcomeUnknown",
     "PayloadTooLarge",
     "Price",
+    "Question",
+    "QuestionNotFound",
     "RetryPolicy",
     "Run",
     "RunCancelled",
     "RunEnded",
+    "RunExpired",
     "RunFailed",
     "RunHandle",
     "RunNotFound",

@@ -42,7 +42,8 @@ class App(RunScope):
 
     `App()` uses RUNWRIGHT_URL, else `sqlite:///./runwright.db`. It connects lazily, on
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
-    `runwright migrate`). A newer schema than this code knows is refused either way.
+    `runwright migrate`; a SQLite file that does not exist is then refused, not created).
+    A newer schema than this code knows is refused either way.
     The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
     `clock` defaults to the store's.
     """
@@ -92,12 +93,16 @@ class App(RunScope):
 
     def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,
-              prices: Mapping[str, Any] | None = None, **task_options: Any) -> TaskSpec:
+              prices: Mapping[str, Any] | None = None, snapshot_every: int = 20,
+              **task_options: Any) -> TaskSpec:
         """Register an agent: a task `name(input: str)` that loops model call -> tool calls
         -> model call, each journaled, until the model answers without tool calls or a
-        bound is hit. Submit it like any task; `budget=` bounds cost, time and turns."""
+        bound is hit. Submit it like any task; `budget=` bounds cost, time and turns.
+        Every `snapshot_every` turns it saves its conversation, so a resume replays only
+        the turns since."""
         return define_agent(self.registry, name, model=model, tools=tools, instructions=instructions,
-                            max_turns=max_turns, stream=stream, prices=prices, **task_options)
+                            max_turns=max_turns, stream=stream, prices=prices,
+                            snapshot_every=snapshot_every, **task_options)
 
     def task_spec(self, task: TaskSpec | str) -> TaskSpec:
         return self.registry.task_spec(task)
@@ -202,7 +207,7 @@ class App(RunScope):
 
     async def _open_store(self, migrate: bool) -> list[int]:
         try:
-            await self.store.open()
+            await self.store.open(create=migrate)
             if migrate:
                 return await self.store.migrate()
             await self.store.require_schema()

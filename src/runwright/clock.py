@@ -3,6 +3,15 @@
 Every store operation's params object carries an optional `now`; `Clock.now(given)` is
 that value when a caller (a test) brought one, else the clock's own reading. Tests inject
 a clock of their own instead of patching time.
+
+Whose clock: a store shared by machines (PostgreSQL, Redis) judges leases, due times and
+deadlines by the database server's clock, inside the statement or script, so that clock
+skew between machines changes nothing. Its default clock is a `StoreClock`: `judged()`
+answers None ("read the database's clock there"), and its reading in Python (for the
+times a process computes and writes: a retry's backoff, a sleep's wake-up, a deadline at
+submission) is this machine's clock corrected by the offset last measured against the
+server. SQLite is one machine: the system clock is the store's clock. An injected time
+(`now=`) or an injected clock still overrides both.
 """
 
 from __future__ import annotations
@@ -10,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-__all__ = ["SYSTEM_CLOCK", "Clock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "StoreClock"]
 
 
 class Clock:
@@ -23,10 +32,41 @@ class Clock:
 
     def now(self, given: float | None = None) -> float:
         """`given` when it is set (an injected time), else this clock's reading."""
-        return self._source() if given is None else given
+        return self() if given is None else given
+
+    def judged(self, given: float | None = None) -> float | None:
+        """The time a store's statement judges by: `given`, else this clock's reading.
+        None means "the database's own clock, read inside the statement" (StoreClock)."""
+        return self.now(given)
 
     def __call__(self) -> float:
         return self._source()
+
+
+class StoreClock(Clock):
+    """A database server's clock, as one process sees it (see the module docstring).
+
+    `observe` records one reading of the server's clock; the offset is how far this
+    machine's clock is from it, assuming the reading was taken halfway through its round
+    trip (an error of at most half the round trip: milliseconds).
+    """
+
+    __slots__ = ("offset_s",)
+
+    def __init__(self) -> None:
+        super().__init__(time.time)
+        self.offset_s = 0.0
+
+    def __call__(self) -> float:
+        return self._source() + self.offset_s
+
+    def judged(self, given: float | None = None) -> float | None:
+        return given
+
+    def observe(self, server_s: float, sent_s: float, received_s: float) -> None:
+        """Learn the offset from `server_s`, read between `sent_s` and `received_s`
+        (this machine's clock, not corrected)."""
+        self.offset_s = server_s - (sent_s + received_s) / 2
 
 
 SYSTEM_CLOCK = Clock()

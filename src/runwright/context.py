@@ -13,19 +13,23 @@ import asyncio
 import datetime as dt
 import inspect
 import json
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
 from .blocking import in_thread
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
-from .journal import TERMINAL_EVENT_KINDS, StepRecord
+from .journal import SNAPSHOT, TERMINAL_EVENT_KINDS, StepRecord
 from .parking import Interrupted, Park, RunSignals
+from .questions import schema_of
 from .resilience import through_blinks
 from .retry import RetryPolicy
 from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
-from .store.params import EventAppendParams, StepRecordParams, ThreadForgetParams
+from .store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
 from .submission import Submission, insert_params
+from .telemetry import active, span
+from .tracing import RunTrace
 
 if TYPE_CHECKING:
     from .runtime import Runtime
@@ -33,14 +37,19 @@ if TYPE_CHECKING:
 
 __all__ = ["ChildRun", "Context"]
 
+T = TypeVar("T")
+
 # A sleep this short is waited out in the slot: parking would cost more than it frees.
 INLINE_SLEEP_S = 0.05
 # A parent waiting on children is woken by the first child that ends; this re-check only
 # bounds the wait if that wake-up were ever lost.
 CHILD_RECHECK_S = 60.0
+# A run waiting for an answer is woken by the answer itself, in the same write; this
+# re-check only bounds the wait if that wake-up were ever lost.
+ANSWER_RECHECK_S = 3600.0
 RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
     "submitted", "started", "retrying", "released", "parked", "recovered", "requeued",
-    "cancel_requested", "step"}
+    "cancel_requested", "step", "asked", "answered"}
 
 
 class Context:
@@ -56,7 +65,29 @@ class Context:
         self.worker_id = worker_id
         self.signals = signals or RunSignals(run.interrupt)
         self._journal = {record.position: record for record in journal}
+        # The journal may start at a snapshot (`step_list_resumable`): what precedes it is
+        # read only if the code asks for it, i.e. replays from the top without `restore`.
+        self._base = min(self._journal, default=0)
         self._position = 0
+        self._trace: RunTrace | None = None
+
+    @property
+    def trace(self) -> RunTrace:
+        """The run's trace: the ids of its spans, the same on every machine."""
+        if self._trace is None:
+            self._trace = RunTrace.of(self.run)
+        return self._trace
+
+    def _span(self, name: str, position: int) -> AbstractContextManager[Any]:
+        """The span of the durable operation at `position` of this attempt, under the
+        attempt's span (names and places only: never arguments or results)."""
+        if not active():
+            return nullcontext()
+        trace, fence = self.trace, self.run.fence
+        return span(name, trace, trace.step_span_id(fence, position), trace.attempt_span_id(fence), {
+            "runwright.run.id": self.run.id, "runwright.step.name": name,
+            "runwright.step.position": position, "runwright.attempt": self.run.attempt,
+            "runwright.fence": fence})
 
     @property
     def run_id(self) -> int:
@@ -85,9 +116,11 @@ class Context:
 
     # -- the journal ----------------------------------------------------------------
 
-    def _next(self, name: str) -> tuple[int, StepRecord | None]:
+    async def _next(self, name: str) -> tuple[int, StepRecord | None]:
         """Take the next position; the journaled record there, if any, must bear `name`."""
         position = self._position
+        if position < self._base:
+            await self._read_whole_journal()
         self._position += 1
         record = self._journal.get(position)
         if record is not None and record.name != name:
@@ -95,6 +128,11 @@ class Context:
                 f"run {self.run.id}: step #{position} is {name!r} in this replay, but the journal "
                 f"holds {record.name!r} there; the task's code or inputs changed its steps")
         return position, record
+
+    async def _read_whole_journal(self) -> None:
+        journal = await through_blinks(self.runtime.store.step_list, self.run.id)
+        self._journal = {record.position: record for record in journal}
+        self._base = 0
 
     async def _record(self, position: int, name: str, status: str, result: str | None = None,
                       error: str | None = None) -> None:
@@ -111,19 +149,40 @@ class Context:
     @property
     def replaying(self) -> bool:
         """True while the next durable operation is already journaled (a replay)."""
-        return self._position in self._journal
+        return self._position < self._base or self._position in self._journal
 
-    async def stop_if_interrupted(self) -> None:
+    async def stop_if_interrupted(self, at_boundary: bool = True) -> None:
         """At a real step boundary (not during replay): end the run `interrupted` if asked.
-        With rollback, what this run added to its thread is dropped first."""
+        With rollback, what this run added to its thread is dropped first. Inside a step
+        (`at_boundary=False`, from `interruptible`), its position is taken but unjournaled."""
         mode = self.signals.interrupt
-        if mode is None or self.replaying:
+        if mode is None or (at_boundary and self.replaying):
             return
         if mode == "rollback" and self.run.thread is not None:
             forget = ThreadForgetParams(self.run.id, self.run.fence)
             if not await through_blinks(self.runtime.store.thread_forget_run, forget):
                 raise LeaseLost(self.run.id, self.run.fence)
         raise Interrupted(mode)
+
+    async def interruptible(self, awaitable: Awaitable[T]) -> T:
+        """Await `awaitable`, cut short if a newer run on this run's thread interrupts it:
+        then it is cancelled (a model call's HTTP request is dropped), nothing of it is
+        kept, and the run stops as at a step boundary (`Interrupted`). Use it for a long
+        wait inside a step whose partial outcome is worthless, as the agent does for each
+        model call."""
+        await self.stop_if_interrupted()
+        work = asyncio.ensure_future(awaitable)
+        interrupt = asyncio.ensure_future(self.signals.wait_interrupt())
+        try:
+            await asyncio.wait((work, interrupt), return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                return work.result()
+        finally:
+            for pending in (work, interrupt):
+                pending.cancel()
+            await asyncio.gather(work, interrupt, return_exceptions=True)
+        await self.stop_if_interrupted(at_boundary=False)
+        raise AssertionError("an interrupt was requested, so stop_if_interrupted raised")
 
     @property
     def next_position(self) -> int:
@@ -148,8 +207,10 @@ class Context:
         OutcomeUnknown (on every replay). No in-place retries then: a retry could be a
         second call.
         """
+        if name == SNAPSHOT:
+            raise ValueError(f"{SNAPSHOT!r} is the name of ctx.snapshot's entries; give the step another")
         await self.stop_if_interrupted()
-        position, record = self._next(name)
+        position, record = await self._next(name)
         if record is not None and record.status == "started":
             return await self._outcome_unknown(position, name)
         if record is not None:
@@ -159,18 +220,19 @@ class Context:
             crash_point("step.after_started_mark", name)
             retry = 0
         policy = RetryPolicy(retries=retry) if isinstance(retry, int) else retry or RetryPolicy(0)
-        try:
-            value = await _call_with_retries(fn, args, kwargs, policy)
-        except Exception as exc:
-            if not policy.is_final(exc):
-                raise
+        with self._span(name, position):
+            try:
+                value = await _call_with_retries(fn, args, kwargs, policy)
+            except Exception as exc:
+                if not policy.is_final(exc):
+                    raise
+                crash_point("step.after_side_effect", name)
+                detail = encode_error(exc)
+                await self._record(position, name, "failed", error=detail)
+                raise StepFailed(name, position, json.loads(detail)) from exc
+            result = encode(value, f"result of step {name!r}", self.runtime.limits.max_payload_bytes)
             crash_point("step.after_side_effect", name)
-            detail = encode_error(exc)
-            await self._record(position, name, "failed", error=detail)
-            raise StepFailed(name, position, json.loads(detail)) from exc
-        result = encode(value, f"result of step {name!r}", self.runtime.limits.max_payload_bytes)
-        crash_point("step.after_side_effect", name)
-        await self._record(position, name, "done", result=result)
+            await self._record(position, name, "done", result=result)
         crash_point("step.after_journal", name)
         return value
 
@@ -181,6 +243,35 @@ class Context:
                             "it ended; being at-most-once, it is not made again"}
         await self._record(position, name, "failed", error=json.dumps(error))
         raise OutcomeUnknown(name, position, error)
+
+    # -- snapshots: bounded replay --------------------------------------------------
+
+    async def snapshot(self, state: Any) -> None:
+        """Save `state` (JSON), all that the code needs to go on from here. A resume whose
+        function starts with `ctx.restore()` gets it back and replays only what came
+        after, so a run of thousands of steps resumes in the time of its last few. Fenced
+        and journaled like a step (a replay passes over it)."""
+        await self.stop_if_interrupted()
+        # Encoded before the position is taken: a state over the payload limit raises
+        # PayloadTooLarge and takes no position, so a caller may skip that snapshot.
+        result = encode({"state": state}, "a snapshot", self.runtime.limits.max_payload_bytes)
+        position, record = await self._next(SNAPSHOT)
+        if record is None:
+            await self._record(position, SNAPSHOT, "done", result=result)
+
+    async def restore(self) -> Any:
+        """The state of this run's last snapshot, going on from right after it; None when
+        it has none (then nothing is skipped). Call it first, before any other durable
+        operation: the code from there on must be what follows the `ctx.snapshot` that
+        saved the state."""
+        if self._position != 0:
+            raise RuntimeError("ctx.restore() must come before any other durable operation of the run")
+        done = [r for r in self._journal.values() if r.name == SNAPSHOT and r.status == "done"]
+        if not done:
+            return None
+        last = max(done, key=lambda r: r.position)
+        self._position = last.position + 1
+        return last.value()["state"]
 
     # -- durable timers -------------------------------------------------------------
 
@@ -196,7 +287,7 @@ class Context:
         await self._sleep_until(lambda: float(when))
 
     async def _sleep_until(self, wake_at_of: Callable[[], float]) -> None:
-        position, record = self._next("sleep")
+        position, record = await self._next("sleep")
         if record is None:
             wake_at = wake_at_of()
             await self._record(position, "sleep", "done", result=json.dumps({"until": wake_at}))
@@ -210,6 +301,44 @@ class Context:
             return
         raise Park(wake_at, "sleep")
 
+    # -- questions to a person ------------------------------------------------------
+
+    async def ask(self, question: str, *, schema: Any = None) -> Any:
+        """Ask a person, and return the answer. The run parks (no slot held) until an
+        answer comes from any process: `app.answer(run_id, question_id, value)`,
+        `runwright answer`, or `POST /runs/{id}/answers`; `app.questions()` lists what
+        is waiting. `schema`, a JSON Schema or a Python type (bool, a pydantic model, a
+        Literal...), is what the answer must fit: a value that does not is refused where
+        it is given. With a type, the answer comes back as that type.
+
+        Like a step, the answer is journaled: a replay returns it without asking again."""
+        if not isinstance(question, str) or not question:
+            raise ValueError("a question is a non-empty string")
+        answer = await self.ask_for("question", "ask", {"text": question, "schema": schema_of(schema)})
+        if schema is None or isinstance(schema, dict):
+            return answer["value"]
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(schema).validate_python(answer["value"])
+
+    async def ask_for(self, kind: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The journaled answer `{"value", "by", "at"}` to a question of `kind` asked at
+        the next position under step `name` (`ask` builds on it; so do tool approvals)."""
+        await self.stop_if_interrupted()
+        position, record = await self._next(name)
+        if record is not None:
+            return dict(_replay(record))
+        body_json = encode(body, f"question {name!r}", self.runtime.limits.max_payload_bytes)
+        asked = await through_blinks(self.runtime.store.question_open, QuestionOpenParams(
+            self.run.id, self.run.fence, position, kind, body_json))
+        if asked is None:
+            raise LeaseLost(self.run.id, self.run.fence)
+        if not asked.answered:
+            raise Park(self.runtime.clock() + ANSWER_RECHECK_S, "answer")
+        answer = {"value": asked.answer, "by": asked.answered_by, "at": asked.answered_at}
+        await self._record(position, name, "done", result=json.dumps(answer))
+        return answer
+
     # -- child runs -----------------------------------------------------------------
 
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
@@ -218,18 +347,25 @@ class Context:
         """Start a child run through_blinks: the same child on every replay, never two. `await`
         it (or `ctx.gather(...)` several) to park this run until it ends."""
         spec = self.runtime.registry.task_spec(task)
-        position, record = self._next(f"submit:{spec.name}")
+        position, record = await self._next(f"submit:{spec.name}")
         if record is not None:
             return ChildRun(self, record.value())
         # The child's key is fixed by this position: if we crash before journaling, the
         # replay submits the same key again and gets the same child back. It is of the
-        # parent's tenant, so its key is unique among that tenant's keys.
+        # parent's tenant, so its key is unique among that tenant's keys. Its trace is the
+        # parent's, under the span of this submission (derived: the same on a replay).
+        name = f"submit:{spec.name}"
+        traceparent = self.trace.traceparent(self.trace.step_span_id(self.run.fence, position))
         submission = Submission(key=key or f"{self.run.key}/{position}", priority=priority,
-                                queue=queue, tenant=self.run.tenant, parent_id=self.run.id)
+                                queue=queue, tenant=self.run.tenant, parent_id=self.run.id,
+                                traceparent=traceparent)
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self.runtime.clock(), limits=self.runtime.limits)
-        (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
-        await self._record(position, f"submit:{spec.name}", "done", result=json.dumps(child.id))
+        with self._span(name, position) as current:
+            (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
+            if current is not None:
+                current.set_attribute("runwright.child.id", child.id)
+            await self._record(position, name, "done", result=json.dumps(child.id))
         return ChildRun(self, child.id)
 
     async def gather(self, *children: ChildRun, return_exceptions: bool = False) -> list[Any]:

@@ -13,11 +13,14 @@
     │   ├── InvalidTime             a malformed run_at, delay or duration
     │   └── ScheduleNotFound        a schedule name that is not stored
     ├── RunNotFound                 an unknown run id
+    │   └── RunExpired              a run that existed, reclaimed by retention
+    ├── QuestionNotFound            no question of that run at that id (ctx.ask, approvals)
     ├── ThreadNotFound              a thread that does not exist
     ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
     ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
-    │   └── RunEnded                e.g. cancel of a run that already ended
+    │   ├── RunEnded                e.g. cancel of a run that already ended
+    │   └── AlreadyAnswered         a second, different answer to a question
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
     ├── TaskTimeout                 raised inside a run that passed its timeout (a TimeoutError)
     ├── ModelUnavailable            agents.models: a provider kept failing through every retry of a call
@@ -44,6 +47,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AlreadyAnswered",
     "BadArguments",
     "BudgetExceeded",
     "ChildFailed",
@@ -56,8 +60,10 @@ __all__ = [
     "NonDeterminismError",
     "OutcomeUnknown",
     "PayloadTooLarge",
+    "QuestionNotFound",
     "RunCancelled",
     "RunEnded",
+    "RunExpired",
     "RunFailed",
     "RunNotFound",
     "RunwrightError",
@@ -127,12 +133,26 @@ class RunNotFound(RunwrightError, LookupError):
     """No run has this id (or key)."""
 
 
+class RunExpired(RunNotFound):
+    """The run existed, ended, and was reclaimed by retention: its record, journal and log
+    are gone (an id that never named a run is RunNotFound)."""
+
+
 class InvalidTransition(RunwrightError):
     """A state change that the transition table does not allow."""
 
 
 class RunEnded(InvalidTransition):
     """The run has already ended, so it cannot be changed this way."""
+
+
+class AlreadyAnswered(InvalidTransition):
+    """The question was answered already, with another value (the same answer again is
+    accepted: answering is idempotent)."""
+
+
+class QuestionNotFound(RunwrightError, LookupError):
+    """The run asked no question with this id."""
 
 
 class LeaseLost(RunwrightError):

@@ -6,7 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TERMINAL_EVENT_KINDS", "Event", "StepRecord"]
+__all__ = ["SNAPSHOT", "TERMINAL_EVENT_KINDS", "Event", "StepRecord"]
+
+# The journal name of a snapshot (`ctx.snapshot`): a resume reads the journal from the
+# last done one on, not from the start.
+SNAPSHOT = "snapshot"
 
 # The kinds of the event that closes a run's log: a follower stops after one of these.
 TERMINAL_EVENT_KINDS = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted"})

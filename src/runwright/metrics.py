@@ -14,8 +14,9 @@ oldest due age, runs by state, workers), asked of the App at scrape time.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
@@ -26,10 +27,16 @@ if TYPE_CHECKING:
     from .scope import RunScope
 
 __all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "RUN_SECONDS", "START_DELAY", "TAKEOVERS",
-           "OTHER_QUEUE", "QueueStat", "fold_queues", "scrape", "summary"]
+           "LATENCY_SAMPLE", "LATENCY_WINDOW_S", "OTHER_QUEUE", "QueueStat", "fold_queues",
+           "latency_summary", "percentiles", "scrape", "summary"]
 
 OTHER_QUEUE = "other"  # the label of every queue the deployment did not configure
 QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at (the App's)
+# The summary's latencies: of the runs ended in the last 15 minutes, the latest 2000 at most
+# (a bounded read, whatever the load); throughput: runs ended in the last minute.
+LATENCY_WINDOW_S = 900.0
+LATENCY_SAMPLE = 2000
+THROUGHPUT_WINDOW_S = 60.0
 
 
 async def scrape(app: App) -> bytes:
@@ -73,11 +80,44 @@ def fold_queues(stats: Iterable[QueueStat], known: set[str]) -> list[QueueStat]:
     return [(queue, state, count, oldest[queue, state]) for (queue, state), count in counts.items()]
 
 
+def percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    """p50, p95 and p99 by nearest rank (a value that occurred), rounded to the ms."""
+    ordered = sorted(values)
+    out: dict[str, float | None] = {}
+    for p in (50, 95, 99):
+        out[f"p{p}"] = round(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)], 3) if ordered else None
+    return out
+
+
+def latency_summary(sample: Sequence[tuple[float, float | None, float]], now: float,
+                    limit: int = LATENCY_SAMPLE) -> dict[str, object]:
+    """Percentiles and throughput from the store's sample of ended runs (latest ended
+    first). Submit-to-start is due-to-start of the run's last claim (its run_at is when
+    it became due: a delay or a retry's backoff is not waiting); run duration is that
+    claim's start to the run's end. A run ended before it started (a cancel) counts in
+    throughput only. More than `limit` runs in the last minute: the rate over the
+    sample's span, flagged as an estimate."""
+    started = [(run_at, started_at, finished_at) for run_at, started_at, finished_at in sample
+               if started_at is not None]
+    recent = [finished_at for _, _, finished_at in sample if finished_at >= now - THROUGHPUT_WINDOW_S]
+    estimated = len(sample) >= limit and len(recent) == len(sample)
+    span_s = max(1e-3, now - sample[-1][2]) if estimated else THROUGHPUT_WINDOW_S
+    return {
+        "latency_window_s": LATENCY_WINDOW_S,
+        "latency_sample": len(sample),
+        "submit_to_start_s": percentiles([max(0.0, s - r) for r, s, _ in started]),
+        "run_duration_s": percentiles([max(0.0, f - s) for _, s, f in started]),
+        "throughput_per_min": round(len(recent) * 60 / span_s, 2),
+        "throughput_estimated": estimated,
+    }
+
+
 async def summary(scope: RunScope) -> dict[str, object]:
     """The JSON summary behind `runwright status` and the dashboard, of the runs `scope`
     sees (a tenant's view learns nothing about other tenants, not even counts)."""
     counts = await scope.count_by_state()
     now = scope.now()
+    sample = await scope.ended_times(now - LATENCY_WINDOW_S, LATENCY_SAMPLE)
     stats = await scope.queue_stats(now)
     oldest = [now - o for _, state, _, o in stats if state == "queued" and o is not None]
     return {
@@ -92,4 +132,5 @@ async def summary(scope: RunScope) -> dict[str, object]:
         "queues": sorted({queue for queue, *_ in stats}),
         "queue_depths": {queue: count for queue, state, count, oldest_due in stats
                          if state == "queued" and oldest_due is not None},
+        **latency_summary(sample, now),
     }

@@ -9,6 +9,8 @@ by replaying its journal. It derives from BaseException so that a task's own
 
 from __future__ import annotations
 
+import asyncio
+
 __all__ = ["Interrupted", "Park", "RunSignals"]
 
 
@@ -32,8 +34,25 @@ class RunSignals:
     """What the worker learns about a live run while it executes (set by its watcher,
     read by the run's Context at step boundaries)."""
 
-    __slots__ = ("interrupt", "stopping")
+    __slots__ = ("_interrupted", "interrupt", "stopping")
 
     def __init__(self, interrupt: str | None = None) -> None:
         self.interrupt = interrupt
         self.stopping = False  # the worker asked the run to stop (cancel, lease lost, shutdown)
+        self._interrupted: asyncio.Event | None = None
+
+    def request_interrupt(self, mode: str) -> None:
+        """A newer run on the thread asked this one to stop: honoured at its next step
+        boundary, and at once by what it awaits through `Context.interruptible`."""
+        self.interrupt = mode
+        if self._interrupted is not None:
+            self._interrupted.set()
+
+    async def wait_interrupt(self) -> str:
+        """Until an interrupt is requested; its mode."""
+        if self.interrupt is None:
+            if self._interrupted is None:
+                self._interrupted = asyncio.Event()
+            await self._interrupted.wait()
+        assert self.interrupt is not None
+        return self.interrupt

@@ -69,12 +69,15 @@ class Registry:
         return spec
 
     def tool(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
-             delivery: str = "at_least_once") -> Any:
+             delivery: str = "at_least_once",
+             approval: bool | Callable[[dict[str, Any]], bool] = False) -> Any:
         """Register a tool for agents: `@registry.tool` or `@registry.tool(delivery=...)`.
-        Its JSON schema comes from the type hints and the docstring (Args: section)."""
+        Its JSON schema comes from the type hints and the docstring (Args: section).
+        `approval`: True, or a predicate over the call's arguments, makes a call wait for
+        a person's answer first (see `Context.ask`); a refusal is the model's tool result."""
 
         def register(f: Callable[..., Any]) -> ToolSpec:
-            spec = tool_spec(f, name, delivery)
+            spec = tool_spec(f, name, delivery, approval)
             if spec.name in self.tools:
                 raise ConfigError(f"tool {spec.name!r} is registered twice; give one a name=")
             self.tools[spec.name] = spec

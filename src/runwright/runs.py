@@ -109,6 +109,7 @@ class Run:
     thread: str | None = None
     interrupt: str | None = None  # "interrupt" or "rollback": stop at the next step boundary
     tenant: str | None = None
+    traceparent: str | None = None  # W3C, given at submission (None: the run's own trace)
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

@@ -17,17 +17,23 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, S
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
-from .errors import InvalidInput, InvalidTransition, RunNotFound
+from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event
 from .listing import checked_listing
+from .questions import Question
 from .runs import Run, RunState
 from .runtime import Runtime
+from .serde import encode
 from .store.params import (
+    EndedTimes,
+    QuestionAnswerParams,
+    QuestionListParams,
     QueueStat,
     RunCancelParams,
     RunCountParams,
+    RunEndedParams,
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
@@ -51,6 +57,7 @@ class Call:
     priority: int | None = None
     delay_s: float | None = None
     run_at: float | str | dt.datetime | None = None
+    traceparent: str | None = None
 
 
 class RunScope:
@@ -71,28 +78,33 @@ class RunScope:
                      run_at: float | str | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
                      on_busy: str = "reject", tenant: str | None = None,
-                     **kwargs: Any) -> RunHandle:
+                     traceparent: str | None = None, **kwargs: Any) -> RunHandle:
         """Submit one run. The task's arguments go positionally or by keyword; the
         submission options (`submission.OPTIONS`) are keyword-only, and no task parameter
         is named like one (registration refuses it), so the two never collide.
 
         The same `key` always names the same run of a tenant: submitting it again returns
         the existing run (`handle.existed` is True), whatever its state. `run_at` is epoch
-        seconds, an aware datetime or ISO 8601 text with a time zone; `delay_s` or `run_at`,
-        not both.
+        seconds, an aware datetime or text (ISO 8601 with a time zone, or epoch seconds);
+        `delay_s` or `run_at`, not both.
 
         With `thread`, the run joins that conversation (the tenant's thread of that name);
         runs of a thread never overlap, and `on_busy` says what happens when the thread
         has an open run: "reject" (ThreadBusy), "enqueue" (run after it), "interrupt" (it
         stops at its next step boundary and ends `interrupted`; this run goes next) or
-        "rollback" (as interrupt, and what it added to the thread is discarded)."""
+        "rollback" (as interrupt, and what it added to the thread is discarded).
+
+        `traceparent` (W3C) puts the run in the submitter's trace: every attempt's spans
+        continue it. Without one the run starts a trace of its own."""
         spec = self._runtime.registry.task_spec(task)
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
-                                tenant=self._tenant_for(tenant))
+                                tenant=self._tenant_for(tenant), traceparent=traceparent)
+        # Opened first: opening sets the store's clock (see runwright.clock), which a delay
+        # and a deadline count from.
+        await self._ready()
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self._runtime.clock(), limits=self._runtime.limits)
-        await self._ready()
         store = self._runtime.store
         if thread is None:
             (run,) = await store.run_insert_many([params])
@@ -102,11 +114,14 @@ class RunScope:
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,
-                          queue: str | None = None, tenant: str | None = None) -> list[RunHandle]:
+                          queue: str | None = None, tenant: str | None = None,
+                          traceparent: str | None = None) -> list[RunHandle]:
         """Submit many runs of one task in one round trip. Each item is the task's keyword
-        arguments, or a `Call` carrying its own key, priority, delay or run_at. Every item
-        is checked before anything is written: one bad item refuses the whole batch."""
+        arguments, or a `Call` carrying its own key, priority, delay, run_at or
+        traceparent. Every item is checked before anything is written: one bad item
+        refuses the whole batch."""
         spec = self._runtime.registry.task_spec(task)
+        await self._ready()  # first, as in submit
         now_s = self._runtime.clock()
         tenant = self._tenant_for(tenant)
         params = []
@@ -115,13 +130,13 @@ class RunScope:
             submission = Submission(
                 key=call.key, priority=call.priority if call.priority is not None else priority,
                 delay_s=call.delay_s if call.delay_s is not None else delay_s,
-                run_at=call.run_at, queue=queue, tenant=tenant)
+                run_at=call.run_at, queue=queue, tenant=tenant,
+                traceparent=call.traceparent if call.traceparent is not None else traceparent)
             try:
                 params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
                                             now_s=now_s, limits=self._runtime.limits))
             except InvalidInput as exc:
                 raise type(exc)(f"item {index}: {exc}") from exc
-        await self._ready()
         runs = await self._runtime.store.run_insert_many(params)
         return [RunHandle(self, run) for run in runs]
 
@@ -135,7 +150,9 @@ class RunScope:
         """The run's record as it is now (RunNotFound if there is none in this scope)."""
         await self._ready()
         run = await self._runtime.store.run_get(_run_id(run_id))
-        if run is None or not self._sees(run):
+        if run is None:
+            raise await self._missing(_run_id(run_id))
+        if not self._sees(run):
             raise RunNotFound(self._not_found(run_id))
         return run
 
@@ -148,11 +165,19 @@ class RunScope:
     async def cancel(self, run_id: int) -> Run:
         """Cancel a run: queued -> cancelled now; running -> stopped by its worker within a
         second; an ended run raises RunEnded."""
-        return await self._runtime.store.run_cancel(RunCancelParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            return await self._runtime.store.run_cancel(RunCancelParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
 
     async def retry(self, run_id: int) -> RunHandle:
         """Re-queue a dead (or failed) run with fresh attempts."""
-        run = await self._runtime.store.run_retry(RunRetryParams(await self._own(run_id)))
+        own = await self._own(run_id)
+        try:
+            run = await self._runtime.store.run_retry(RunRetryParams(own))
+        except RunNotFound:
+            raise await self._missing(own) from None
         return RunHandle(self, run)
 
     async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
@@ -222,6 +247,11 @@ class RunScope:
         return await self._runtime.store.run_queue_stats(RunQueueStatsParams(
             self.tenant_name, self._runtime.clock.now(now)))
 
+    async def ended_times(self, since: float, limit: int) -> list[EndedTimes]:
+        """(run_at, started_at, finished_at) of the latest `limit` runs ended since `since`."""
+        await self._ready()
+        return await self._runtime.store.run_ended_times(RunEndedParams(since, limit, self.tenant_name))
+
     # -- threads --------------------------------------------------------------------
 
     async def thread_history(self, thread: str) -> list[dict[str, Any]]:
@@ -234,6 +264,41 @@ class RunScope:
         delete its history. Reading it afterwards raises ThreadDeleted."""
         await self._ready()
         await self._threads.delete(thread, self.tenant_name, timeout_s)
+
+    # -- questions runs ask ---------------------------------------------------------
+
+    async def questions(self, run_id: int | None = None, *, pending: bool = True,
+                        limit: int = 100) -> list[Question]:
+        """Questions runs of this scope asked (`ctx.ask`, tool approvals), oldest first:
+        of one run, or of every open run; with `pending`, only the unanswered ones."""
+        if not isinstance(limit, int) or not 0 < limit <= 1000:
+            raise InvalidInput(f"limit must be an integer from 1 to 1000, got {limit!r}")
+        own = None if run_id is None else await self._own(run_id)
+        if own is not None and self.tenant_name is None:
+            await self.read_run(own)  # a list of no run is RunNotFound, not empty
+        await self._ready()
+        return await self._runtime.store.question_list(QuestionListParams(
+            own, pending, self.tenant_name, limit))
+
+    async def answer(self, run_id: int, question_id: int, value: Any, *,
+                     by: str | None = None) -> Question:
+        """Answer a run's question and wake the run. `value` must fit the question's
+        schema (InvalidInput says where it does not); for a tool's approval it is
+        `{"approved": true}` or `{"approved": false, "reason": "..."}`. `by` names who
+        answered (it reaches the run, and a refusal's tool result). The same answer
+        again is accepted; another one raises AlreadyAnswered, an ended run RunEnded."""
+        if not isinstance(question_id, int) or isinstance(question_id, bool) or question_id < 0:
+            raise InvalidInput(f"a question id is an integer >= 0, got {question_id!r}")
+        who = by if by is not None else (self.tenant_name or "operator")
+        if not isinstance(who, str) or not who.strip() or len(who) > 200:
+            raise InvalidInput("`by` names who answers: a non-empty string of at most 200 characters")
+        answer = encode(value, "the answer", self._runtime.limits.max_payload_bytes)
+        await self._ready()
+        try:
+            return await self._runtime.store.question_answer(QuestionAnswerParams(
+                _run_id(run_id), question_id, answer, who, self.tenant_name))
+        except RunNotFound:
+            raise await self._missing(_run_id(run_id)) from None
 
     # -- the deployment, read-only --------------------------------------------------
 
@@ -252,6 +317,13 @@ class RunScope:
         if self.tenant_name is not None:
             await self.read_run(value)
         return value
+
+    async def _missing(self, run_id: int) -> RunNotFound:
+        """Why a run id names no run here: RunExpired when retention reclaimed it (the id
+        says nothing of whose it was), else RunNotFound."""
+        if await self._runtime.store.run_was_reclaimed(run_id):
+            return RunExpired(f"run {run_id} expired: it ended and retention reclaimed it")
+        return RunNotFound(self._not_found(run_id))
 
     def _not_found(self, run_id: int) -> str:
         """Why a run is not found, the same words whether or not it exists elsewhere."""

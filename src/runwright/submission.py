@@ -20,15 +20,17 @@ from typing import Any, Mapping
 from .budget import Budget
 from .errors import InvalidInput, InvalidTime
 from .limits import Limits
-from .serde import due_at, encode
+from .serde import due_at, encode, finite
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
+from .tracing import check_traceparent
 
-__all__ = ["OPTIONS", "Submission", "insert_params", "refuse_options_in", "run_at_of"]
+__all__ = ["OPTIONS", "Submission", "insert_params", "parse_run_at", "refuse_options_in", "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
-OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread")
+OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread",
+           "traceparent")
 
 MAX_KEY_CHARS = 512
 MAX_THREAD_CHARS = 256
@@ -43,13 +45,14 @@ class Submission:
     key: str | None = None
     priority: int | None = None
     delay_s: float | None = None
-    run_at: float | str | dt.datetime | None = None  # epoch s, aware datetime, ISO 8601 text
+    run_at: float | str | dt.datetime | None = None  # epoch s, aware datetime, or text (parse_run_at)
     queue: str | None = None
     budget: Budget | None = None
     thread: str | None = None
     on_busy: str = "reject"
     tenant: str | None = None
     parent_id: int | None = None
+    traceparent: str | None = None  # W3C: the trace the run continues (None: its own)
 
 
 def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
@@ -62,6 +65,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
     _check_queue(submission.queue)
     if submission.thread is not None:
         _check_thread(submission.thread, submission.on_busy)
+    traceparent = check_traceparent(submission.traceparent)
     if spec.check is not None:
         spec.check(arguments)
     budget = submission.budget
@@ -80,6 +84,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         thread=submission.thread,
         on_busy=submission.on_busy,
         tenant=submission.tenant,
+        traceparent=traceparent,
         now=now_s,
     )
 
@@ -95,18 +100,9 @@ def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None
 
 
 def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:
-    """`run_at` as `due_at` takes it: ISO 8601 text (with a time zone) becomes an aware
-    datetime; epoch seconds and datetimes pass as they are (`due_at` checks them)."""
-    if not isinstance(value, str):
-        return value
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidTime(f"run_at {value!r} is neither ISO 8601 (e.g. 2026-12-01T09:00:00Z) "
-                          f"nor epoch seconds") from None
-    if parsed.tzinfo is None:
-        raise InvalidTime(f"run_at {value!r} has no time zone; add one (Z, +02:00, ...)")
-    return parsed
+    """`run_at` as `due_at` takes it: text (ISO 8601 with a time zone, or epoch seconds)
+    is parsed by `parse_run_at`; numbers and datetimes pass as they are (`due_at` checks them)."""
+    return parse_run_at(value) if isinstance(value, str) else value
 
 
 def _check_priority(priority: Any) -> None:
@@ -133,3 +129,29 @@ def _check_thread(thread: Any, on_busy: str) -> None:
     if not isinstance(thread, str) or not thread or len(thread) > MAX_THREAD_CHARS:
         raise InvalidInput(f"thread must be a non-empty string of at most {MAX_THREAD_CHARS} "
                            f"characters, got {thread!r}")
+
+
+def parse_run_at(value: Any) -> float:
+    """A `run_at` as epoch seconds, from epoch seconds (a number or its text) or an ISO 8601
+    time with a zone ("2026-12-01T09:00:00Z", "...+02:00"). A time without a zone is
+    refused: read on two machines it would be two different instants."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return finite(value, "run_at")
+    if not isinstance(value, str):
+        raise InvalidTime(f"run_at must be epoch seconds or an ISO 8601 time, got {value!r}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return _iso_instant(value)
+    return finite(seconds, "run_at")
+
+
+def _iso_instant(value: str) -> float:
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidTime(f"run_at {value!r} is neither epoch seconds nor an ISO 8601 time "
+                          f"(e.g. 2026-12-01T09:00:00Z)") from None
+    if when.tzinfo is None:
+        raise InvalidTime(f"run_at {value!r} has no time zone; add Z or an offset such as +02:00")
+    return when.timestamp()

@@ -9,8 +9,10 @@ import pytest
 from runwright.runs import RunState
 from runwright.store import store_from_url
 from runwright.store.params import (
+    RunCancelParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunFinishParams,
     RunListParams,
     RunNextDueParams,
@@ -196,3 +198,48 @@ async def test_one_key_submitted_at_once_from_many_connections_makes_one_run(sto
         runs = [batch[position] for batch in batches]
         assert {r.key for r in runs} == {key} and len({r.id for r in runs}) == 1
         assert sum(not r.existed for r in runs) == 1
+
+
+async def test_a_runs_traceparent_is_kept_through_every_read_and_claim(store):
+    """The traceparent given at submission is stored with the run and read back wherever
+    the run is read (the attempt that claims it continues that trace); none means none."""
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    traced = insert("traced")
+    traced.traceparent = traceparent
+    threaded = insert("threaded")
+    threaded.traceparent, threaded.thread = traceparent, "th"
+    (run, plain) = await store.run_insert_many([traced, insert("plain")])
+    assert (run.traceparent, plain.traceparent) == (traceparent, None)
+    assert (await store.run_insert_threaded(threaded)).traceparent == traceparent
+    (again,) = await store.run_insert_many([insert("traced")])
+    assert again.existed and again.traceparent == traceparent, "the first submission's, kept"
+    assert (await store.run_get(run.id)).traceparent == traceparent
+    assert {r.key: r.traceparent for r in await store.run_list(RunListParams())} == {
+        "traced": traceparent, "plain": None, "threaded": traceparent}
+    wid = await store.worker_register(worker())
+    claimed = {r.key: r.traceparent for r in await store.run_claim(claim(wid))}
+    assert claimed == {"traced": traceparent, "plain": None, "threaded": traceparent}
+
+
+async def test_ended_times_are_the_latest_ended_runs_of_the_window(store):
+    """The summary's sample: (run_at, started_at, finished_at) of runs ended since `since`,
+    latest ended first, at most `limit`, of one tenant's runs when asked; open runs and
+    runs ended before the window are not in it; a queued run cancelled has no start."""
+    wid = await store.worker_register(worker())
+    runs = await store.run_insert_many([insert(run_at=T0 - 5) for _ in range(4)])
+    mine = insert(run_at=T0 - 5)
+    mine.tenant = "acme"
+    (theirs,) = await store.run_insert_many([mine])
+    claimed = {r.id: r for r in await store.run_claim(claim(wid, limit=4, now=T0))}
+    ends = {runs[0].id: T0 - 100, runs[1].id: T0 + 1, runs[2].id: T0 + 3}  # runs[3] stays running
+    for run_id, at in ends.items():
+        assert await store.run_finish_many([RunFinishParams(
+            run_id, claimed[run_id].fence, RunState.SUCCEEDED, result="1", now=at)]) == []
+    await store.run_cancel(RunCancelParams(theirs.id, now=T0 + 2))
+
+    sample = await store.run_ended_times(RunEndedParams(since=T0 - 10))
+    assert sample == [(T0 - 5, T0, T0 + 3), (T0 - 5, None, T0 + 2), (T0 - 5, T0, T0 + 1)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 - 10, limit=1)) == [(T0 - 5, T0, T0 + 3)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 - 10, tenant="acme")) == [
+        (T0 - 5, None, T0 + 2)]
+    assert await store.run_ended_times(RunEndedParams(since=T0 + 4)) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -89,3 +90,34 @@ async def test_more_calls_at_once_than_a_connection_pool_holds_all_answer(store)
     (run,) = await store.run_insert_many([insert()])
     read = await asyncio.gather(*(store.run_get(run.id) for _ in range(300)))
     assert {r.id for r in read} == {run.id} and len(read) == 300
+
+
+async def test_opening_without_create_makes_no_store_and_reads_as_no_schema(store_url):
+    """What a reader (`runwright status`) does: open with create=False. A store never
+    migrated is a SchemaError, on opening (SQLite: no file) or on the schema check (a
+    server's database exists), and afterwards it is as absent as before: SQLite has no
+    file, and a normal open then migrate still creates the schema."""
+    reader = store_from_url(store_url)
+    try:
+        await reader.open(create=False)
+        with pytest.raises(SchemaError):
+            await reader.require_schema()
+    except SchemaError as exc:
+        assert store_url.startswith("sqlite:") and "no such database at" in str(exc)
+    finally:
+        await reader.close()
+    if store_url.startswith("sqlite:"):
+        assert not os.path.exists(store_url.removeprefix("sqlite:///"))
+    writer = store_from_url(store_url)
+    await writer.open()
+    try:
+        assert await writer.migrate() == list(range(1, writer.schema_version_known + 1))
+        await writer.require_schema()
+    finally:
+        await writer.close()
+    again = store_from_url(store_url)
+    await again.open(create=False)  # now it exists: a reader opens it
+    try:
+        await again.require_schema()
+    finally:
+        await again.close()

@@ -97,7 +97,7 @@ def runwright(*args: str, url: str) -> subprocess.CompletedProcess[str]:
 
 def _deep_json_file(tmp_path: Path) -> str:
     path = tmp_path / "deep.json"
-    path.write_text('{"type": "record", "args": {"n": ' + nested_text(DEEP) + "}}")
+    path.write_text('{"task": "record", "args": {"n": ' + nested_text(DEEP) + "}}")
     return f"@{path}"
 
 
@@ -113,10 +113,10 @@ CLI: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("--json 100,000 deep", lambda tmp: ["submit", "--json", _deep_json_file(tmp)],
      2, f"error: SerializationError: --json {TOO_DEEP}"),
     ("a queue that is not a string in --json",
-     lambda _: ["submit", APP_SPEC, "--json", json.dumps({"type": "record", "args": {"n": 1}, "queue": 5})],
+     lambda _: ["submit", APP_SPEC, "--json", json.dumps({"task": "record", "args": {"n": 1}, "queue": 5})],
      2, f"error: InvalidInput: {QUEUE_REFUSED}"),
     ("a priority that is not a number in --json",
-     lambda _: ["submit", APP_SPEC, "--json", json.dumps({"type": "record", "args": {"n": 1},
+     lambda _: ["submit", APP_SPEC, "--json", json.dumps({"task": "record", "args": {"n": 1},
                                                           "priority": "high"})],
      2, "error: InvalidInput: priority must be an int in 0..32767"),
     ("runs --limit -1", lambda _: ["runs", "--limit", "-1"], 2, f"error: InvalidInput: {LIMIT_REFUSED}"),

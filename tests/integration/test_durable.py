@@ -207,3 +207,39 @@ async def test_emit_and_follow_from_any_point(app, store_url):
         from runwright.context import Context
 
         await Context(app.runtime, handle.run, 0).emit("succeeded")
+
+
+STEPS_WITH_SNAPSHOTS = 30
+
+
+@pytest.mark.parametrize("restores", [True, False], ids=["restore", "no-restore"])
+async def test_a_resume_after_a_snapshot_runs_no_step_twice(app, restores):
+    """With `ctx.restore()` the resume starts after the last snapshot; without it, the
+    code replays from the top, and the journal before the snapshot is read when needed.
+    Either way each step ran once and the sum is whole."""
+    made: list[int] = []
+    failed: list[int] = []
+
+    def add(i: int) -> int:
+        made.append(i)
+        if i == 25 and not failed:
+            failed.append(i)
+            raise ConnectionError("the attempt fails once, after the snapshot at 20")
+        return i
+
+    @app.task(retries=2, backoff=FAST)
+    async def summing(ctx: rw.Context) -> int:
+        state = (await ctx.restore() if restores else None) or {"i": 0, "total": 0}
+        while state["i"] < STEPS_WITH_SNAPSHOTS:
+            state["total"] += await ctx.step("add", add, state["i"])
+            state["i"] += 1
+            if state["i"] % 10 == 0:
+                await ctx.snapshot(state)
+        return state["total"]
+
+    async with running_worker(app):
+        handle = await app.submit(summing)
+        assert await handle.result(timeout_s=30) == sum(range(STEPS_WITH_SNAPSHOTS))
+    assert made == [*range(26), *range(25, STEPS_WITH_SNAPSHOTS)], "25 ran again (it failed), none else"
+    with pytest.raises(ValueError, match="snapshot"):
+        await rw.Context(app.runtime, await handle.refresh(), 0).step("snapshot", add, 1)

@@ -96,7 +96,7 @@ async def test_submit_many_in_one_batch_with_per_item_options(app):
     (lambda app, t: app.submit(t, to="x", run_at=1.0, delay_s=1), rw.InvalidTime, "not both"),
     (lambda app, t: app.submit(t, to="x", run_at="2030-01-01T09:00"), rw.InvalidTime, "time zone"),
     (lambda app, t: app.submit(t, to="x", run_at="next tuesday"), rw.InvalidTime, "ISO 8601"),
-    (lambda app, t: app.submit(t, to="x", run_at="nan"), rw.InvalidTime, "ISO 8601"),
+    (lambda app, t: app.submit(t, to="x", run_at="nan"), rw.InvalidTime, "finite"),
     (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
     (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
     (lambda app, t: app.submit_many(t, [{"to": "a"}, {"too": "b"}]), rw.BadArguments, "item 1"),

@@ -224,6 +224,20 @@ async def fan_out(ctx: rw.Context, count: int, hold_n: int) -> int:
     return sum(await ctx.gather(*children))
 
 
+@app.task(retries=0)
+async def ask_deploy(ctx: rw.Context, target: str) -> dict:
+    """A step, then a question to a person (parks the run), then a step with the answer."""
+    await ctx.step("prepare", _noted, ctx, "prepare")
+    approved = await ctx.ask(f"Deploy {target}?", schema=bool)
+    await ctx.step("deploy", _noted, ctx, "deploy")
+    return {"target": target, "approved": approved, "pid": os.getpid()}
+
+
+def _noted(ctx: rw.Context, name: str) -> str:
+    note(name, ctx)
+    return name
+
+
 # -- following over SSE (tests/api/test_sse.py) -----------------------------------------
 
 @app.task(retries=1, backoff=rw.Backoff(base_s=0.05, jitter=0))

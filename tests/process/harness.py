@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Awaitable, Callable
+from typing import IO, Any, Awaitable, Callable, Sequence
 
 import runwright as rw
 from runwright.runs import Run
@@ -115,8 +115,9 @@ class WorkerFleet:
 
     def start(self, concurrency: int = 10, lease_s: float | None = None,
               drain_grace_s: float | None = None, env: dict[str, str] | None = None,
-              app_spec: str = APP_SPEC) -> WorkerProcess:
-        """Start a worker; `env` adds variables for this one only (e.g. RUNWRIGHT_CRASH_POINTS)."""
+              app_spec: str = APP_SPEC, args: Sequence[str] = ()) -> WorkerProcess:
+        """Start a worker; `env` adds variables for this one only (e.g. RUNWRIGHT_CRASH_POINTS),
+        `args` options of `runwright worker` (e.g. --metrics-port)."""
         name = f"w{len(self.workers) + 1}"
         argv = [sys.executable, "-m", "runwright", "worker", app_spec, "-c", str(concurrency),
                 "--url", self.url]
@@ -124,6 +125,7 @@ class WorkerFleet:
             argv += ["--lease-s", str(lease_s)]
         if drain_grace_s is not None:
             argv += ["--drain-grace-s", str(drain_grace_s)]
+        argv += args
         env = {**os.environ, apps.LEDGER_ENV: str(self.ledger), "RUNWRIGHT_LOG_LEVEL": "INFO",
                **(env or {})}
         log_path = self.logs / f"{name}.log"

@@ -61,7 +61,7 @@ async def test_submit_wait_show_runs_cancel_retry_dead(app: rw.App, store_url: s
     ended = runwright("cancel", str(queued.id), url=store_url)
     assert ended.returncode == 2 and "RunEnded" in ended.stderr and "already ended" in ended.stderr
     unknown = runwright("show", "987654", url=store_url)
-    assert unknown.returncode == 2 and "RunNotFound" in unknown.stderr
+    assert unknown.returncode == 5 and "RunNotFound" in unknown.stderr
     bad_state = runwright("runs", "--state", "sleeping", url=store_url)
     assert bad_state.returncode == 2 and "unknown state 'sleeping'" in bad_state.stderr
     bad_args = runwright("submit", APP_SPEC, "record", "--args", "{nope", url=store_url)
@@ -294,7 +294,7 @@ async def test_schedules_are_listed_paused_resumed_and_deleted(app: rw.App, stor
 
 
 async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_url: str, tmp_path) -> None:
-    document = {"type": "chain", "key": "from-json",
+    document = {"task": "chain", "key": "from-json",
                 "args": {"steps": [{"id": "hook", "type": "webhook",
                                     "args": {"url": "http://127.0.0.1:9/x"}}], "input": "x"}}
     spec = tmp_path / "job.json"
@@ -304,9 +304,9 @@ async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_
     assert "submitted (key from-json" in done.stdout
     (run,) = await app.store.run_list(RunListParams(task="chain"))
     assert run.arguments()["steps"][0]["type"] == "webhook"
-    unknown = runwright("submit", "--json", '{"type": "teleport", "args": {}}', url=store_url)
+    unknown = runwright("submit", "--json", '{"task": "teleport", "args": {}}', url=store_url)
     assert unknown.returncode == 2 and "unknown task 'teleport'" in unknown.stderr
-    cycle = runwright("submit", "--json", json.dumps({"type": "chain", "args": {"steps": [
+    cycle = runwright("submit", "--json", json.dumps({"task": "chain", "args": {"steps": [
         {"id": "a", "type": "webhook", "needs": ["a"], "args": {"url": "http://x"}}]}}), url=store_url)
     assert cycle.returncode == 2 and "cycle" in cycle.stderr
     malformed = runwright("submit", "--json", "{nope", url=store_url)

@@ -273,4 +273,4 @@ def test_unreachable_store_fails_fast_with_one_clear_line(backend: str, tmp_path
     assert len(lines) == 1, (
         f"the error should be one line, got {len(lines)}:\n{stderr}\n(rich wraps it at the "
         f"console width, 80 columns when stderr is not a terminal: `err.print` in "
-        f"cli/main.py clear_errors needs soft_wrap=True)")
+        f"cli/exits.py err needs soft_wrap=True)")

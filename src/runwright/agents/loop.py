@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
-from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown
+from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, PayloadTooLarge
+from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
+from ..telemetry import annotate
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .tools import ToolSpec
 
@@ -36,6 +38,7 @@ class AgentSpec:
     instructions: str = ""
     max_turns: int = 10
     stream: bool = False
+    snapshot_every: int = 20  # turns between snapshots: a resume replays at most this many
     schemas: list[dict[str, Any]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -44,7 +47,8 @@ class AgentSpec:
 
 def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
                  tools: Sequence[ToolSpec | str], instructions: str, max_turns: int, stream: bool,
-                 prices: Mapping[str, Any] | None, **task_options: Any) -> TaskSpec:
+                 prices: Mapping[str, Any] | None, snapshot_every: int = 20,
+                 **task_options: Any) -> TaskSpec:
     """Register the agent `name` as a task of `registry`; its tools by spec or by name."""
     table = dict(DEFAULT_PRICES)
     for model_name, price in (prices or {}).items():
@@ -57,8 +61,10 @@ def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
         resolved[spec.name] = spec
     if max_turns < 1:
         raise ConfigError(f"agent {name!r}: max_turns must be >= 1")
+    if not isinstance(snapshot_every, int) or snapshot_every < 1:
+        raise ConfigError(f"agent {name!r}: snapshot_every must be an integer >= 1")
     client = model if isinstance(model, ModelClient) else ModelClient(model, table)
-    agent = AgentSpec(name, client, resolved, instructions, max_turns, stream)
+    agent = AgentSpec(name, client, resolved, instructions, max_turns, stream, snapshot_every)
 
     async def agent_task(ctx: Context, input: str) -> str:
         return await run_agent(ctx, agent, input)
@@ -74,12 +80,18 @@ async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
     budget = Budget.from_json(ctx.run.budget)
     max_turns = min(agent.max_turns, budget.max_turns or math.inf)
     conversation = Conversation(ctx)
-    if agent.instructions:
-        conversation.messages.append({"role": "system", "content": agent.instructions})
-    await conversation.load_history()
-    await conversation.add({"role": "user", "content": user_input})
-    spent_usd = 0.0
-    turn = 0
+    # A resume starts from the last snapshot (every `snapshot_every` turns), so a run of
+    # thousands of steps replays only the turns since.
+    saved = await ctx.restore()
+    if saved is None:
+        if agent.instructions:
+            conversation.messages.append({"role": "system", "content": agent.instructions})
+        await conversation.load_history()
+        await conversation.add({"role": "user", "content": user_input})
+        spent_usd, turn = 0.0, 0
+    else:
+        conversation.resume(saved["messages"], saved["added"])
+        spent_usd, turn = saved["spent_usd"], saved["turn"]
     while turn < max_turns:
         turn += 1
         _check_deadline(ctx)
@@ -100,7 +112,19 @@ async def run_agent(ctx: Context, agent: AgentSpec, user_input: str) -> str:
             _check_deadline(ctx)
             content = await _call_tool(ctx, agent, call)
             await conversation.add({"role": "tool", "tool_call_id": call["id"], "content": content})
+        if turn % agent.snapshot_every == 0:
+            await _snapshot(ctx, conversation, spent_usd, turn)
     raise BudgetExceeded(f"budget exceeded: max_turns={int(max_turns)} model calls without a final answer")
+
+
+async def _snapshot(ctx: Context, conversation: Conversation, spent_usd: float, turn: int) -> None:
+    """All the loop needs to go on after this turn. A conversation too large for one
+    payload is not snapshotted (the same on every replay): its resume replays further."""
+    try:
+        await ctx.snapshot({"messages": conversation.messages, "added": conversation.added,
+                            "spent_usd": spent_usd, "turn": turn})
+    except PayloadTooLarge:
+        return
 
 
 class Conversation:
@@ -113,6 +137,16 @@ class Conversation:
         self.thread = ctx.run.thread
         self.messages: list[dict[str, Any]] = []
         self._added = 0
+
+    @property
+    def added(self) -> int:
+        """How many messages this run has added to its thread (the next one's index)."""
+        return self._added
+
+    def resume(self, messages: list[dict[str, Any]], added: int) -> None:
+        """Where a snapshot left the conversation."""
+        self.messages = messages
+        self._added = added
 
     async def load_history(self) -> None:
         if self.thread is not None:
@@ -143,7 +177,33 @@ async def _history(ctx: Context, thread: str) -> list[dict[str, Any]]:
     """The thread's messages from the runs before this one (of this run's tenant)."""
     rows = await ctx.runtime.store.thread_messages(ThreadMessagesParams(
         thread, tenant=ctx.run.tenant, before_run=ctx.run_id))
-    return [json.loads(message) for _, _, message in rows]
+    return _answer_dangling_calls([json.loads(message) for _, _, message in rows])
+
+
+def _answer_dangling_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history with a result for every tool call, as providers require. A run that
+    ended while a call waited (a newer message superseded its approval) left that call
+    unanswered: it gets a result saying it was never made."""
+    out: list[dict[str, Any]] = []
+    open_calls: list[str] = []
+
+    def close() -> None:
+        for call_id in open_calls:
+            out.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(
+                {"error": "not run", "message": "superseded by a newer message before it was made"})})
+        open_calls.clear()
+
+    for message in messages:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") in open_calls:
+                open_calls.remove(message["tool_call_id"])
+        else:
+            close()
+        out.append(message)
+        if message.get("role") == "assistant":
+            open_calls.extend(call["id"] for call in message.get("tool_calls") or ())
+    close()
+    return out
 
 
 def _check_deadline(ctx: Context) -> None:
@@ -159,7 +219,17 @@ async def _call_model(ctx: Context, agent: AgentSpec, messages: list[dict[str, A
     async def publish(text: str) -> None:
         await ctx.emit("tokens", {"turn": turn, "text": text})
 
-    reply = await agent.model.complete(messages, agent.schemas, publish if agent.stream else None)
+    # A newer message on the thread cuts the call: no partial reply is kept (the step is
+    # not journaled), and the next run need not wait for the model to finish.
+    reply = await ctx.interruptible(
+        agent.model.complete(messages, agent.schemas, publish if agent.stream else None))
+    usage = reply["usage"]
+    annotate(None, **{  # on this step's span: the model and the counts, never the messages
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": reply["model"],
+        "gen_ai.usage.input_tokens": usage.get("prompt_tokens"),
+        "gen_ai.usage.output_tokens": usage.get("completion_tokens"),
+        "runwright.agent.turn": turn,
+        "runwright.agent.tool_calls": len(reply["message"].get("tool_calls") or ())})
     await ctx.emit("model", {"turn": turn, "model": reply["model"], "usage": reply["usage"],
                              "cost_usd": reply["cost_usd"], "priced": reply["priced"],
                              "tool_calls": [c["function"]["name"]
@@ -179,9 +249,15 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
         arguments = tool.validate(call["function"].get("arguments") or "{}")
     except ValueError as exc:
         return str(await ctx.step(step, _error, str(exc)))
+    if tool.needs_approval(arguments):
+        refusal = await _approval(ctx, name, arguments)
+        if refusal is not None:
+            return refusal
     key = f"{ctx.run_id}:{ctx.next_position}"  # the position is the same on every replay
 
     async def invoke() -> str:
+        annotate(None, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                          "runwright.tool.delivery": tool.delivery})
         try:
             return _as_text(await tool.invoke(arguments, key))
         except Exception as exc:
@@ -194,6 +270,20 @@ async def _call_tool(ctx: Context, agent: AgentSpec, call: dict[str, Any]) -> st
                            "message": f"the call to {name!r} was started but its outcome is unknown "
                                       f"(the worker stopped mid-call); it was not repeated because "
                                       f"the tool is at-most-once. Check before calling it again."})
+
+
+async def _approval(ctx: Context, name: str, arguments: dict[str, Any]) -> str | None:
+    """Ask a person whether this call may be made (the run parks until they answer).
+    None when approved; else the tool result the model gets, naming who refused and why,
+    so the history stays valid (every call id has its one result)."""
+    body = {"text": f"Allow a call of tool {name!r}?", "schema": APPROVAL_SCHEMA, "tool": name,
+            "arguments": json.loads(json.dumps(arguments, default=str))}
+    answer = await ctx.ask_for("approval", f"approve:{name}", body)
+    decision = answer["value"]
+    if decision.get("approved"):
+        return None
+    why = decision.get("reason") or "no reason given"
+    return json.dumps({"error": "denied", "message": f"denied by {answer['by']}: {why}"})
 
 
 def _as_text(value: Any) -> str:

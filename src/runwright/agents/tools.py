@@ -8,6 +8,9 @@ tool's delivery guarantee.
                    a ToolOutcomeUnknown result instead
     idempotent     at-least-once, and the tool receives a stable key `run_id:position`
                    (its `idempotency_key` parameter) so that the far side can deduplicate
+
+A tool may need a person's approval before each call (`approval=True`), or before the
+calls its arguments make risky (`approval=` a predicate over the validated arguments).
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class ToolSpec:
     description: str
     delivery: Delivery
     arguments: type[pydantic.BaseModel]
+    approval: bool | Callable[[dict[str, Any]], bool] = False
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call waits for a person's yes (the predicate sees validated arguments)."""
+        return bool(self.approval(arguments)) if callable(self.approval) else self.approval
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -76,7 +84,8 @@ class ToolSpec:
         return await value if inspect.isawaitable(value) else value
 
 
-def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str) -> ToolSpec:
+def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str,
+              approval: bool | Callable[[dict[str, Any]], bool] = False) -> ToolSpec:
     """Build a ToolSpec from a function's signature, type hints and docstring."""
     if delivery not in DELIVERIES:
         raise ConfigError(f"tool delivery must be one of {', '.join(DELIVERIES)}, got {delivery!r}")
@@ -100,7 +109,10 @@ def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str) -> ToolSp
     arguments = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(
         extra="forbid"), **fields)
     # `delivery` was checked against DELIVERIES above.
-    return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments)
+    if not isinstance(approval, bool) and not callable(approval):
+        raise ConfigError(f"tool {name!r}: approval is True, False or a predicate over the "
+                          f"arguments, got {approval!r}")
+    return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments, approval)
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:

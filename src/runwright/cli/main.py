@@ -1,4 +1,9 @@
-"""`runwright worker | submit | runs | show | cancel | retry | dead | migrate | demo`."""
+"""`runwright worker | serve | submit | runs | show | events | follow | cancel | retry | dead |
+workers | thread | schedules | status | migrate | demo`.
+
+Exit codes and the one-line errors live in `exits`, output for people and scripts in
+`output`; `serve` loads the web stack from `serving` only when it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,54 +11,49 @@ import asyncio
 import json
 import os
 import signal
-from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 import typer
-from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..app import App
-from ..errors import (
-    ConfigError,
-    InvalidInput,
-    RunEnded,
-    RunFailed,
-    RunNotFound,
-    SchemaError,
-    StoreError,
-    StoreUnreachable,
-)
+from ..errors import InvalidInput, RunFailed
 from ..logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
 from . import views
+from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, err, fail
+from .output import out, print_json
+from .output import show as show_out
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "command", "main"]
 
 T = TypeVar("T")
+EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in TABLE)
 cli = typer.Typer(help="runwright: durable, distributed execution for agent runs and jobs.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-err = Console(stderr=True, soft_wrap=True)  # one error, one line, even in a pipe
-out = Console()
+                  epilog=EXIT_CODES, no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False, rich_markup_mode=None)
 
-URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL",
+URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL", metavar="URL",
                    help="Store URL. Defaults to RUNWRIGHT_URL, else sqlite:///./runwright.db.")
-
-# Exit codes: 1 a run failed or a worker crashed; 2 bad input or setting; 3 store unreachable;
-# 4 schema mismatch.
-EXIT_FOR = [(StoreUnreachable, 3), (SchemaError, 4), (StoreError, 3), (InvalidInput, 2),
-            (ConfigError, 2), (RunNotFound, 2), (RunEnded, 2)]
+JSON_OUT = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
+RUN_ID = typer.Argument(..., metavar="RUN_ID", help="The run's id.")
+METAVARS = {"int": "INTEGER", "float": "NUMBER", "str": "TEXT"}
 
 
-@contextmanager
-def clear_errors() -> Iterator[None]:
-    """Turn runwright's errors into one clear line and a non-zero exit, not a traceback."""
-    try:
-        yield
-    except tuple(kind for kind, _ in EXIT_FOR) as exc:
-        code = next(code for kind, code in EXIT_FOR if isinstance(exc, kind))
-        err.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False)
-        raise typer.Exit(code) from None
+def _version(given: bool) -> None:
+    if given:
+        from importlib.metadata import version
+
+        print(f"runwright {version('runwright')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")) -> None:
+    """runwright: durable, distributed execution for agent runs and jobs."""
 
 
 def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -62,6 +62,9 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
+    """Open the store, `use` the App, close. Without `migrate` nothing is created: a
+    missing SQLite file is one line (exit 4), and no empty database is left behind."""
+
     async def go() -> T:
         app = App(url, auto_migrate=migrate)
         try:
@@ -81,7 +84,15 @@ def worker(
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
     lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
-    metrics_port: int | None = typer.Option(None, help="Serve this process's Prometheus metrics here."),
+    metrics_port: int | None = typer.Option(
+        None, min=1, max=65535, help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
+        "on this port; with --processes N, worker process k serves on port+k-1."),
+    metrics_host: str = typer.Option("127.0.0.1", help="The address --metrics-port listens on "
+                                     "(0.0.0.0: every interface)."),
+    retain_max_age_s: float | None = typer.Option(
+        None, help="Remove ended runs older than this, with their journal and log (one worker "
+                   "at a time sweeps). Unset: keep everything."),
+    sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -97,8 +108,21 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+        if retain_max_age_s is not None:
+            argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
+
+        def argv_of(slot: int) -> list[str]:
+            # One port per process: each keeps its own counters and its own readiness.
+            if metrics_port is None:
+                return argv
+            return [*argv, "--metrics-host", metrics_host, "--metrics-port", str(metrics_port + slot - 1)]
+
+        if metrics_port is not None and metrics_port + processes - 1 > 65535:
+            err.print(f"[bold red]error:[/] ConfigError: --metrics-port {metrics_port} with "
+                      f"--processes {processes} needs ports up to {metrics_port + processes - 1}")
+            raise typer.Exit(2)
         try:
-            code = supervise(argv, processes)
+            code = supervise(argv_of, processes)
         except PoolCannotStart as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False)
             code = exc.exit_code
@@ -107,196 +131,234 @@ def worker(
         app = load_app(app_spec)
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
+                                       retain_max_age_s=retain_max_age_s,
+                                       sweep_interval_s=sweep_interval_s,
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts
-        if metrics_port is not None:
-            from prometheus_client import start_http_server
+        from ..engine.probes import Probes
 
-            start_http_server(metrics_port, addr="127.0.0.1")
+        probes = Probes(metrics_host, metrics_port) if metrics_port is not None else None
         from ..engine.worker import WorkerCrashed
+        from ..trace_export import setup_tracing
 
+        tracing = setup_tracing()  # only if OTEL_* ask for it and runwright[otel] is installed
         try:
-            run_worker(lambda: app.worker(**options), app.close)
+            run_worker(lambda: app.worker(**options), app.close,
+                       on_started=probes.attach if probes is not None else lambda _worker: None)
         except WorkerCrashed as exc:
             err.print(f"[bold red]worker crashed:[/] {exc}")
             raise typer.Exit(1) from None
+        finally:
+            if tracing is not None:
+                tracing.shutdown()  # exports the spans still batched
 
 
 @cli.command()
 def serve(
-    app_spec: str = typer.Argument(..., metavar="MODULE:APP"),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(8000, help="Port to listen on."),
+    app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="The app, e.g. jobs:app."),
+    host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
+    port: int = typer.Option(8000, metavar="PORT", help="Port to listen on (0: one the system picks)."),
     url: str | None = URL,
 ) -> None:
-    """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json). Bearer tokens come from
+    """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json, docs at /docs) and the
+    dashboard (at /); prints where it listens once it does. Bearer tokens come from
     RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
-    import uvicorn
-
-    from ..engine.supervisor import event_loop_runner
     from ..loader import load_app
-    from ..server import Auth, create_server
 
     configure_logging()
     with clear_errors():
         _use_url(url)
         app = load_app(app_spec)
+        from ..server import Auth
+
         auth = Auth.from_env()
-    server = uvicorn.Server(uvicorn.Config(create_server(app, auth), host=host, port=port,
-                                           log_level="warning"))
+    from .serving import serve_app
 
-    async def go() -> None:
-        # Opened here, in the server's loop, before the server starts: a store that cannot be
-        # reached is one line and exit 3, as for every command, not a traceback from the
-        # lifespan (which then finds the app open).
-        await app.open()
-        try:
-            await server.serve()
-        finally:
-            await app.close()
-
-    with clear_errors(), event_loop_runner() as runner:
-        runner.run(go())
+    serve_app(app, auth, host, port)
 
 
 @cli.command()
 def submit(
-    app_spec: str | None = typer.Argument(None, metavar="[MODULE:APP]",
+    app_spec: str | None = typer.Argument(None, metavar="MODULE:APP",
                                           help="The app; without it, only built-in job types."),
-    task: str | None = typer.Argument(None, help="Task name (or give it in --json)."),
-    args: str = typer.Option("{}", "--args", "-a", help="Keyword arguments as a JSON object."),
-    spec: str | None = typer.Option(None, "--json", help='A whole submission as JSON, e.g. '
-                                    '{"type": "webhook", "args": {"url": "..."}, "key": "k1"}; '
-                                    '@path reads it from a file.'),
-    key: str | None = typer.Option(None, help="Idempotency key: the same key is the same run."),
-    priority: int | None = typer.Option(None, help="0 critical .. 3 low."),
-    delay_s: float | None = typer.Option(None, help="Start no sooner than this many seconds."),
-    queue: str | None = typer.Option(None),
+    task: str | None = typer.Argument(None, metavar="TASK", help="Task name (or give it in --json)."),
+    args: str = typer.Option("{}", "--args", "-a", metavar="JSON",
+                             help="Keyword arguments as a JSON object."),
+    spec: str | None = typer.Option(None, "--json", metavar="JSON", help='A whole submission as JSON, e.g. '
+                                    '{"task": "webhook", "args": {"url": "..."}, "key": "k1"}, with '
+                                    'keys task, args, key, priority, delay_s, run_at, queue, thread, '
+                                    'on_busy, budget (any other is refused); @path reads it from a '
+                                    'file. Options given beside it win.'),
+    key: str | None = typer.Option(None, metavar="KEY",
+                                   help="Idempotency key: the same key is the same run."),
+    priority: int | None = typer.Option(None, metavar="N", help="0 critical .. 3 low."),
+    delay_s: float | None = typer.Option(None, metavar="SECONDS",
+                                         help="Start no sooner than this many seconds."),
+    run_at: str | None = typer.Option(None, "--run-at", metavar="WHEN",
+                                      help="Start no sooner than this time: ISO 8601 with a zone "
+                                           "(2026-12-01T09:00:00Z, ...+02:00) or epoch seconds."),
+    timeout_s: float | None = typer.Option(None, "--timeout-s", metavar="SECONDS",
+                                           help="With --wait: stop waiting after this long, exit 6 "
+                                                "(the run goes on)."),
+    queue: str | None = typer.Option(None, metavar="QUEUE", help="The queue. Defaults to the task's."),
+    traceparent: str | None = typer.Option(None, metavar="TRACEPARENT",
+                                           help="W3C traceparent: the run's spans continue this "
+                                                "trace (default: the run starts its own)."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
     url: str | None = URL,
 ) -> None:
     """Submit a run of TASK, or of the job a --json document describes."""
     from ..loader import load_app
+    from .submitting import gather_submission
 
     with clear_errors():
         _use_url(url)
-        if spec is not None:
-            document = _json_object(_read_spec(spec), "--json")
-            task = task or document.get("type") or document.get("task")
-            kwargs = _json_object(document.get("args", {}), "args in --json")
-            key = key or document.get("key")
-            priority = priority if priority is not None else document.get("priority")
-            delay_s = delay_s if delay_s is not None else document.get("delay_s")
-            queue = queue or document.get("queue")
-        else:
-            kwargs = _json_object(_parse_json(args, "--args"), "--args")
-        if not task:
-            raise InvalidInput("name the task (runwright submit MODULE:APP TASK) or give "
-                               '--json \'{"type": "webhook", "args": {...}}\'')
+        task, kwargs, options = gather_submission(task, args, spec, dict(
+            key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue,
+            traceparent=traceparent))
+        if timeout_s is not None and not (wait and timeout_s > 0):
+            raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()
 
     async def go() -> Any:
         try:
-            handle = await app.submit(task, key=key, priority=priority, delay_s=delay_s,
-                                      queue=queue, **kwargs)
+            handle = await app.submit(task, key=options.get("key"), priority=options.get("priority"),
+                                      delay_s=options.get("delay_s"), run_at=options.get("run_at"),
+                                      queue=options.get("queue"), budget=options.get("budget"),
+                                      thread=options.get("thread"),
+                                      on_busy=options.get("on_busy", "reject"),
+                                      traceparent=options.get("traceparent"), **kwargs)
             verb = "exists" if handle.existed else "submitted"
-            out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})")
+            out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})",
+                      highlight=False, markup=False)
             if wait:
-                try:
-                    out.print_json(json.dumps(await handle.result()))
-                except RunFailed as exc:
-                    err.print(f"[bold red]{exc}[/]")
-                    raise typer.Exit(1) from None
+                await _wait(app, handle, timeout_s)
         finally:
             await app.close()
 
     run_async(go)
 
 
-def _read_spec(spec: str) -> Any:
-    if spec.startswith("@"):
-        try:
-            with open(spec[1:]) as source:
-                spec = source.read()
-        except OSError as exc:
-            raise InvalidInput(f"--json {spec}: {exc}") from None
-    return _parse_json(spec, "--json")
+async def _wait(app: App, handle: Any, timeout_s: float | None) -> None:
+    """Print the run's result; exit 1 if it did not succeed, 6 if it did not end in time."""
+    from .submitting import warn_if_unserved
 
-
-def _parse_json(text: str, what: str) -> Any:
-    from ..serde import decode
-
-    return decode(text, what)  # not JSON, or nested too deep: a clear InvalidInput
-
-
-def _json_object(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{what} must be a JSON object")
-    return value
+    await warn_if_unserved(app, handle, lambda line: err.print(f"warning: {line}", highlight=False,
+                                                               markup=False))
+    try:
+        value = await handle.result(timeout_s=timeout_s)
+    except TimeoutError:
+        raise fail(f"run {handle.id} did not end within {timeout_s:g} s; it goes on "
+                   f"(runwright follow {handle.id})", TIMED_OUT) from None
+    except RunFailed as exc:
+        err.print(f"[bold red]{escape(str(exc))}[/]")
+        raise typer.Exit(FAILED) from None
+    out.print_json(json.dumps(value))
 
 
 @cli.command()
 def runs(
-    state: list[str] | None = typer.Option(None, "--state", "-s", help="Filter; repeatable."),
-    task: str | None = typer.Option(None, "--task", "-t"),
-    queue: str | None = typer.Option(None, "--queue", "-q"),
-    limit: int = typer.Option(50, "--limit", "-n"),
+    state: list[str] | None = typer.Option(None, "--state", "-s", metavar="STATE",
+                                           help="Only runs in this state; repeatable."),
+    task: str | None = typer.Option(None, "--task", "-t", metavar="TASK", help="Only this task's runs."),
+    queue: str | None = typer.Option(None, "--queue", "-q", metavar="QUEUE", help="Only this queue's runs."),
+    thread: str | None = typer.Option(None, "--thread", metavar="THREAD", help="Only this thread's runs."),
+    limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many runs."),
+    as_json: bool = JSON_OUT,
     url: str | None = URL,
 ) -> None:
     """List runs, newest first."""
     with clear_errors():
         states = [_state(s) for s in state or []]
-    found = with_app(url, lambda app: app.list_runs(states=states, task=task, queue=queue, limit=limit))
-    out.print(views.runs_table(found))
+    found = with_app(url, lambda app: app.list_runs(states=states, task=task, queue=queue, thread=thread,
+                                                    limit=limit))
+    if as_json:
+        return print_json(found)
+    show_out(views.runs_table(found, full=not out.is_terminal))
 
 
 @cli.command()
-def status(url: str | None = URL) -> None:
+def status(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
     """Queued, running, done and dead runs, workers alive, the oldest due run's wait."""
     from .. import metrics
 
     found = with_app(url, metrics.summary)
-    out.print(views.summary_table(found))
+    if as_json:
+        return print_json(found)
+    show_out(views.summary_table(found))
 
 
 @cli.command()
-def dead(limit: int = typer.Option(50, "--limit", "-n"), url: str | None = URL) -> None:
+def dead(limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many runs."),
+         as_json: bool = JSON_OUT, url: str | None = URL) -> None:
     """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
     found = with_app(url, lambda app: app.dead_letters(limit=limit))
-    out.print(views.runs_table(found, title="dead letters"))
+    if as_json:
+        return print_json(found)
+    show_out(views.runs_table(found, title="dead letters", full=not out.is_terminal))
 
 
 @cli.command()
-def show(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
-    """Show one run in full, with its attempts (when, where, how each ended)."""
+def show(run_id: int = RUN_ID, as_json: bool = JSON_OUT, url: str | None = URL) -> None:
+    """Show one run in full: its attempts (when, where, how each ended) and, if it failed,
+    the traceback its worker recorded."""
 
     async def go(app: App) -> tuple[Any, Any]:
         return (await app.get(run_id)).run, await app.attempts(run_id)
 
     run, attempts = with_app(url, go)
-    out.print(views.run_panel(run))
+    if as_json:
+        return print_json({"run": run, "attempts": attempts})
+    show_out(views.run_panel(run))
     if attempts:
-        out.print(views.attempts_table(attempts))
+        show_out(views.attempts_table(attempts, full=not out.is_terminal))
+    trace = views.traceback_text(run)
+    if trace is not None:
+        show_out(trace)
 
 
 @cli.command()
-def follow(run_id: int = typer.Argument(...),
-           after: int = typer.Option(0, "--after", help="Start after this event seq."),
+def events(run_id: int = RUN_ID,
+           after: int = typer.Option(0, "--after", metavar="SEQ", help="Start after this event seq."),
+           as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
+           url: str | None = URL) -> None:
+    """Print a run's event log as it stands (`follow` waits for more)."""
+
+    async def go(app: App) -> list[Any]:
+        await app.read_run(run_id)  # an unknown run is RunNotFound, not an empty log
+        return [item async for item in app.events(run_id, after=after, follow=False)]
+
+    for item in with_app(url, go):
+        _print_event(item, as_json)
+
+
+@cli.command()
+def follow(run_id: int = RUN_ID,
+           after: int = typer.Option(0, "--after", metavar="SEQ", help="Start after this event seq."),
+           as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
            url: str | None = URL) -> None:
     """Print a run's events live; exit when the run ends (1 if it did not succeed)."""
 
     async def go(app: App) -> RunState:
         async for item in app.events(run_id, after=after):
-            out.print(views.event_line(item), highlight=False)
+            _print_event(item, as_json)
         return (await app.get(run_id)).state
 
     state = with_app(url, go)
-    raise typer.Exit(0 if state is RunState.SUCCEEDED else 1)
+    raise typer.Exit(0 if state is RunState.SUCCEEDED else FAILED)
+
+
+def _print_event(item: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"seq": item.seq, "at": item.at, "kind": item.kind, "data": item.data}),
+              flush=True)
+    else:
+        out.print(views.event_line(item), highlight=False, markup=False)
 
 
 @cli.command()
-def cancel(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
+def cancel(run_id: int = RUN_ID, url: str | None = URL) -> None:
     """Cancel a run: a queued one never starts; a running one stops within a second."""
     run = with_app(url, lambda app: app.cancel(run_id))
     what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
@@ -305,9 +367,10 @@ def cancel(run_id: int = typer.Argument(...), url: str | None = URL) -> None:
 
 @cli.command()
 def retry(
-    run_ids: list[int] | None = typer.Argument(None, help="Runs to re-queue."),
+    run_ids: list[int] | None = typer.Argument(None, metavar="RUN_ID", help="Runs to re-queue."),
     all_dead: bool = typer.Option(False, "--all-dead", help="Re-queue every dead letter."),
-    task: str | None = typer.Option(None, "--task", help="With --all-dead: only this task's."),
+    task: str | None = typer.Option(None, "--task", metavar="TASK",
+                                    help="With --all-dead: only this task's."),
     url: str | None = URL,
 ) -> None:
     """Re-queue dead or failed runs with fresh attempts (completed steps keep their results)."""
@@ -325,29 +388,63 @@ def retry(
     for handle in done:
         out.print(f"run {handle.id}: {handle.state.value}")
     for run_id, reason in refused.items():
-        err.print(f"run {run_id}: not retried: {reason}", highlight=False)
+        err.print(f"run {run_id}: not retried: {reason}", highlight=False, markup=False)
     out.print(f"{len(done)} re-queued, {len(refused)} refused")
     if refused:
         raise typer.Exit(2)
 
 
 @cli.command()
+def workers(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
+    """List the registered workers: host, pid, queues, tasks, last heartbeat."""
+
+    async def go(app: App) -> tuple[list[Any], float]:
+        return await app.list_workers(), app.now()
+
+    found, now = with_app(url, go)
+    if as_json:
+        return print_json(found)
+    show_out(views.workers_table(found, now))
+
+
+@cli.command()
+def thread(name: str = typer.Argument(..., metavar="THREAD", help="The thread's name."),
+           as_json: bool = JSON_OUT, url: str | None = URL) -> None:
+    """Show a thread: its runs, newest first, and its message history, in order."""
+
+    async def go(app: App) -> tuple[list[Any], list[Any]]:
+        return await app.list_runs(thread=name, limit=1000), await app.thread_history(name)
+
+    found, messages = with_app(url, go)
+    if as_json:
+        return print_json({"thread": name, "runs": found, "messages": messages})
+    show_out(views.runs_table(found, title=f"runs of thread {name}", full=not out.is_terminal))
+    for line in views.messages_lines(messages):
+        out.print(line, highlight=False, markup=False)
+
+
+@cli.command()
 def schedules(
-    action: str = typer.Argument("list", help="list, create, pause, resume or delete."),
-    name: str | None = typer.Argument(None, help="The schedule (for all but list)."),
-    app_spec: str | None = typer.Option(None, "--app", help="MODULE:APP (create: to check the task)."),
-    task: str | None = typer.Option(None, "--task", help="create: the task to run."),
-    cron: str | None = typer.Option(None, "--cron", help="create: croniter syntax, seconds last."),
-    args: str = typer.Option("{}", "--args", help="create: the task's arguments as JSON."),
-    tz: str = typer.Option("UTC", "--tz", help="create: an IANA time zone."),
-    misfire: str = typer.Option("skip", "--misfire", help="create: skip or catch_up."),
+    action: str = typer.Argument("list", metavar="ACTION", help="list, create, pause, resume or delete."),
+    name: str | None = typer.Argument(None, metavar="NAME", help="The schedule (for all but list)."),
+    app_spec: str | None = typer.Option(None, "--app", metavar="MODULE:APP",
+                                        help="create: the app, to check the task."),
+    task: str | None = typer.Option(None, "--task", metavar="TASK", help="create: the task to run."),
+    cron: str | None = typer.Option(None, "--cron", metavar="CRON",
+                                    help="create: croniter syntax, seconds last."),
+    args: str = typer.Option("{}", "--args", metavar="JSON", help="create: the task's arguments as JSON."),
+    tz: str = typer.Option("UTC", "--tz", metavar="ZONE", help="create: an IANA time zone."),
+    misfire: str = typer.Option("skip", "--misfire", metavar="POLICY", help="create: skip or catch_up."),
+    as_json: bool = typer.Option(False, "--json", help="list, create: print JSON for scripts."),
     url: str | None = URL,
 ) -> None:
     """List schedules with their next fire times; create, pause, resume or delete one."""
     if action == "list":
         found = with_app(url, lambda app: app.list_schedules())
-        out.print(views.schedules_table(found))
-        return
+        if as_json:
+            return print_json(found)
+        show_out(views.schedules_table(found))
+        return None
     operations = {"pause": App.pause_schedule, "resume": App.resume_schedule,
                   "delete": App.delete_schedule}
     with clear_errors():
@@ -355,21 +452,26 @@ def schedules(
             raise InvalidInput(f"use `runwright schedules list` or `runwright schedules "
                                f"create|pause|resume|delete NAME` (got {action!r})")
         if action == "create":
-            _create_schedule(name, app_spec, task, cron, args, tz, misfire, url)
-            return
+            saved = _create_schedule(name, app_spec, task, cron, args, tz, misfire, url)
+            if as_json:
+                return print_json(saved)
+            show_out(views.schedules_table([saved]))
+            return None
     with_app(url, lambda app: operations[action](app, name))
     out.print(f"schedule {name}: {action}d")
+    return None
 
 
 def _create_schedule(name: str, app_spec: str | None, task: str | None, cron: str | None,
-                     args: str, tz: str, misfire: str, url: str | None) -> None:
+                     args: str, tz: str, misfire: str, url: str | None) -> Any:
     from ..loader import load_app
+    from .submitting import json_object, parse_json
 
     if not task or not cron:
         raise InvalidInput("create needs --task and --cron")
     _use_url(url)
     app = load_app(app_spec) if app_spec else App()
-    spec = app.schedule_spec(name, cron=cron, task=task, args=_json_object(_parse_json(args, "--args"),
+    spec = app.schedule_spec(name, cron=cron, task=task, args=json_object(parse_json(args, "--args"),
                              "--args"), tz=tz, misfire=misfire, catch_up_limit=10, queue=None,
                              priority=None)
 
@@ -379,8 +481,7 @@ def _create_schedule(name: str, app_spec: str | None, task: str | None, cron: st
         finally:
             await app.close()
 
-    saved = run_async(save)
-    out.print(views.schedules_table([saved]))
+    return run_async(save)
 
 
 @cli.command()
@@ -400,9 +501,10 @@ def migrate(url: str | None = URL) -> None:
 
 @cli.command()
 def demo(
-    runs_count: int = typer.Option(300, "--runs", help="Runs to submit."),
-    workers: int = typer.Option(3, "--workers", help="Worker processes."),
-    url: str | None = typer.Option(None, "--url", help="Defaults to a fresh ./runwright-demo.db."),
+    runs_count: int = typer.Option(300, "--runs", metavar="N", help="Runs to submit."),
+    workers: int = typer.Option(3, "--workers", metavar="N", help="Worker processes."),
+    url: str | None = typer.Option(None, "--url", metavar="URL",
+                                   help="Store URL. Defaults to a fresh ./runwright-demo.db."),
 ) -> None:
     """Show the core guarantee: worker processes, a SIGKILL midway, every run done once."""
     from .demo import run_demo
@@ -429,8 +531,27 @@ def _state(text: str) -> RunState:
         raise InvalidInput(f"unknown state {text!r}; one of {', '.join(s.value for s in RunState)}") from None
 
 
+def command() -> TyperGroup:
+    """The command behind `runwright`, its help without Typer's `<int>`-style hints: a
+    plain metavar (INTEGER, TEXT, ...) on every option that names none, and an argument
+    shown by its metavar alone (Typer adds its Python type: `MODULE:APP <str>`)."""
+    group = typer.main.get_command(cli)
+    assert isinstance(group, TyperGroup)
+    for sub in [group, *group.commands.values()]:
+        for param in sub.params:
+            if isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
+                param.metavar = METAVARS.get(param.bare_type(), param.bare_type().upper())
+            elif isinstance(param, TyperArgument):
+                setattr(param, "display_type_rich", _no_type)  # noqa: B010 (mypy: a method)
+    return group
+
+
+def _no_type(ctx: object) -> None:
+    return None
+
+
 def main() -> None:
-    cli(prog_name="runwright")
+    command()(prog_name="runwright")
 
 
 if __name__ == "__main__":

@@ -5,17 +5,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ..attempts import Attempt
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
 
-__all__ = ["attempts_table", "event_line", "run_panel", "runs_table", "schedules_table", "summary_table"]
+__all__ = ["attempts_table", "event_line", "messages_lines", "run_panel", "runs_table", "schedules_table",
+           "summary_table", "traceback_text", "workers_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -25,16 +28,18 @@ def _when(epoch: float | None) -> str:
     return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
-def runs_table(runs: Sequence[Run], title: str = "runs") -> Table:
+def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> Table:
+    """A row per run; `full` keeps whole error messages (a pipe), else they are cut to fit."""
+    cut = None if full else 60
     table = Table(title=f"{title} ({len(runs)})")
     for column in ("id", "task", "queue", "state", "prio", "attempt", "created", "error"):
         table.add_column(column)
     for run in runs:
-        error = run.error_info() or {}
-        table.add_row(str(run.id), run.task, run.queue,
+        error = run.error_info()
+        reason = f"{error.get('type', '')}: {error.get('message', '')}"[:cut] if error else ""
+        table.add_row(str(run.id), escape(run.task), escape(run.queue),
                       f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
-                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at),
-                      (error.get("type", "") + ": " + error.get("message", ""))[:60] if error else "")
+                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at), escape(reason))
     return table
 
 
@@ -43,17 +48,18 @@ def run_panel(run: Run) -> Panel:
         f"[bold]run {run.id}[/]  task {run.task}  queue {run.queue}  priority {run.priority}",
         f"state [{STATE_STYLE[run.state.value]}]{run.state.value}[/]"
         + ("  (cancel requested)" if run.cancel_requested else ""),
-        f"key {run.key}",
+        f"key {escape(run.key)}" + (f"  thread {escape(run.thread)}" if run.thread else "")
+        + (f"  parent {run.parent_id}" if run.parent_id else ""),
         f"attempt {run.attempt}/{run.max_attempts}  fence {run.fence}  recoveries {run.recoveries}",
         f"created {_when(run.created_at)}  due {_when(run.run_at)}  started {_when(run.started_at)}"
         f"  finished {_when(run.finished_at)}",
-        f"args {run.args}",
+        f"args {escape(run.args)}",
     ]
     if run.result is not None:
-        lines.append(f"result {run.result}")
-    if run.error is not None:
-        error = json.loads(run.error)
-        lines.append(f"[red]error {error.get('type')}: {error.get('message')}[/]")
+        lines.append(f"result {escape(run.result)}")
+    error = run.error_info()
+    if error is not None:
+        lines.append(f"[red]error {escape(str(error.get('type')))}: {escape(str(error.get('message')))}[/]")
     return Panel("\n".join(lines), expand=False)
 
 
@@ -76,13 +82,44 @@ def schedules_table(schedules: Sequence[Schedule]) -> Table:
     return table
 
 
-def attempts_table(attempts: Sequence[Attempt]) -> Table:
+def traceback_text(run: Run) -> Text | None:
+    """The traceback of the run's last error, as its worker recorded it (trimmed to the
+    store's limit, the innermost frames kept)."""
+    trace = (run.error_info() or {}).get("traceback")
+    return Text(trace.rstrip("\n"), style="red") if trace else None
+
+
+def workers_table(workers: Sequence[Any], now: float) -> Table:
+    table = Table(title=f"workers ({len(workers)})")
+    for column in ("id", "host", "pid", "queues", "tasks", "started", "heartbeat"):
+        table.add_column(column)
+    for w in workers:
+        table.add_row(str(w.id), w.host, str(w.pid), ",".join(w.queues), ",".join(w.tasks),
+                      _when(w.started_at), f"{max(0.0, now - w.heartbeat_at):.1f} s ago")
+    return table
+
+
+def messages_lines(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """A thread's history, one line per message: `role: content` (tool calls as JSON)."""
+    lines = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content)
+        extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+        lines.append(f"{message.get('role', '?')}: {content}"
+                     + (f"  {json.dumps(extra)}" if extra else ""))
+    return lines
+
+
+def attempts_table(attempts: Sequence[Attempt], full: bool = False) -> Table:
+    cut = None if full else 80
     table = Table(title="attempts")
     for column in ("attempt", "fence", "worker", "started", "ended", "outcome", "error"):
         table.add_column(column)
     for a in attempts:
         table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), _when(a.started_at),
-                      _when(a.ended_at), a.outcome or "running", (a.error or "")[:80])
+                      _when(a.ended_at), a.outcome or "running", escape((a.error or "")[:cut]))
     return table
 
 

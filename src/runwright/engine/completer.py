@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
+from typing import Callable
 
 from ..errors import LeaseLost
 from ..resilience import through_blinks
@@ -22,8 +24,9 @@ MAX_BATCH = 1000
 
 
 class Completer:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, on_batch: Callable[[float], None] = lambda _s: None) -> None:
         self._store = store
+        self._on_batch = on_batch  # the seconds one batch took to be durable
         self._pending: list[tuple[RunFinishParams, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
 
@@ -51,7 +54,9 @@ class Completer:
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+        began = time.monotonic()
         refused = set(await self._write([params for params, _ in batch]))
+        self._on_batch(time.monotonic() - began)
         for params, future in batch:
             if not future.done():
                 future.set_result(params.run_id not in refused)

@@ -66,7 +66,8 @@ async def run_attempt(runtime: Runtime, run: Run, worker_id: int, stop_of: Calla
     spec = runtime.registry.tasks[run.task]
     try:
         # The first claim (fence 1) cannot have a journal yet: skip the read.
-        journal = await through_blinks(runtime.store.step_list, run.id) if run.fence > 1 else []
+        # From its last snapshot on: a long run resumes in the time of its last few steps.
+        journal = await through_blinks(runtime.store.step_list_resumable, run.id) if run.fence > 1 else []
         ctx = Context(runtime, run, worker_id, journal, signals)
         if spec.timeout_s is None:  # no timeout context: it costs a task lookup per run
             value = await spec.invoke(ctx, json.loads(run.args))

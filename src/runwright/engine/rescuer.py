@@ -21,8 +21,10 @@ __all__ = ["Rescuer"]
 class Rescuer:
     def __init__(self, store: Store, queues: Sequence[str], tasks: Collection[str],
                  params: RunRescueParams, orphan_check_s: float, orphan_age_s: float,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK,
+                 on_unrunnable: Callable[[int], None] = lambda _count: None) -> None:
         self._store = store
+        self._on_unrunnable = on_unrunnable
         self._clock = clock
         self._queues = queues
         self._tasks = tasks
@@ -47,11 +49,20 @@ class Rescuer:
 
     async def _report_orphans(self, worker_id: int) -> None:
         """Runs of a task this worker lacks are left for a worker that has it; if none
-        does, they would wait forever in silence, so say so."""
+        does, they would wait forever in silence, so say so. Those that no live worker
+        registers are unrunnable: counted for the metric (one registry read per check)."""
         due_before = self._clock() - self._orphan_age_s
         counts = await store_call(self._store.run_count_due_by_task,
                                   RunCountDueParams(self._queues, due_before), worker=worker_id)
-        for task, count in sorted((counts or {}).items()):
-            if task not in self._tasks:
-                event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "
-                      f"that registers it; this one does not", worker=worker_id, task=task, runs=count)
+        if counts is None:
+            return
+        orphans = {task: count for task, count in counts.items() if task not in self._tasks}
+        workers = await store_call(self._store.worker_list, worker=worker_id) if orphans else []
+        if workers is None:
+            return
+        registered = {task for worker in workers for task in worker.tasks}
+        self._on_unrunnable(sum(count for task, count in orphans.items() if task not in registered))
+        for task, count in sorted(orphans.items()):
+            others = "another worker does" if task in registered else "no live worker does"
+            event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "
+                  f"that registers it; this one does not, {others}", worker=worker_id, task=task, runs=count)

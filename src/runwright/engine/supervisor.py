@@ -37,9 +37,11 @@ def event_loop_runner() -> asyncio.Runner:
     return asyncio.Runner(loop_factory=uvloop.new_event_loop)
 
 
-def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[None]]) -> None:
+def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[None]],
+               on_started: Callable[[Worker], None] = lambda _worker: None) -> None:
     """Run one worker in this process until SIGTERM/SIGINT (a second signal: no grace);
-    then `close` what it used (the App's connections and resources)."""
+    then `close` what it used (the App's connections and resources). `on_started` is
+    called in the worker's loop once it has started (the probes attach to it)."""
 
     async def main() -> None:
         worker = make_worker()  # in the loop that runs it
@@ -53,10 +55,14 @@ def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[
             event(INFO, f"received {signal.Signals(signum).name}; stopping", worker=worker.id)
             worker.stop()
 
+        def started(running: Worker) -> None:
+            tell_supervisor_started()
+            on_started(running)
+
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, on_signal, signum)
         try:
-            await worker.run(ready=lambda _worker: tell_supervisor_started())
+            await worker.run(ready=started)
         finally:
             await close()
 
@@ -77,8 +83,10 @@ class PoolCannotStart(Exception):
         self.exit_code = exit_code
 
 
-def supervise(argv_for_child: Sequence[str], processes: int, restart: bool = True) -> int:
-    """Start `processes` children running `argv_for_child`; return when all have exited
+def supervise(argv_for_child: Sequence[str] | Callable[[int], Sequence[str]], processes: int,
+              restart: bool = True) -> int:
+    """Start `processes` children running `argv_for_child` (or what it gives for a slot,
+    1..processes: each child its own metrics port); return when all have exited
     (the first non-zero exit code, else 0). A child that dies after its worker started is
     restarted; one that fails START_ATTEMPTS starts in a row ends the pool: the others are
     stopped and PoolCannotStart carries that child's message and exit code."""
@@ -103,8 +111,8 @@ def supervise(argv_for_child: Sequence[str], processes: int, restart: bool = Tru
 class _Pool:
     """The children of one supervisor, by slot, and what to do when one exits."""
 
-    def __init__(self, argv: Sequence[str], restart: bool) -> None:
-        self.argv = argv
+    def __init__(self, argv: Sequence[str] | Callable[[int], Sequence[str]], restart: bool) -> None:
+        self.argv = argv if callable(argv) else lambda _slot: argv
         self.restart = restart
         self.children: dict[int, Child] = {}
         self.respawn_at: dict[int, float] = {}  # slot -> when to start it again (monotonic)
@@ -114,7 +122,7 @@ class _Pool:
         self.cannot_start: PoolCannotStart | None = None
 
     def spawn(self, slot: int) -> None:
-        child = self.children[slot] = Child(slot, self.argv)
+        child = self.children[slot] = Child(slot, self.argv(slot))
         event(INFO, "worker process started", slot=slot, pid=child.pid)
         if self.stopping:  # the signal came while it was being started
             child.send_signal(signal.SIGTERM)

@@ -37,17 +37,22 @@ from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
 from .rescuer import Rescuer
 from .scheduler import Scheduler, save_schedules
+from .sweeper import Sweeper
 
 if TYPE_CHECKING:
     from ..runtime import Runtime
 
-__all__ = ["Worker", "WorkerConfig", "WorkerCrashed"]
+__all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 
 
 class WorkerCrashed(RuntimeError):
     """A side task of the worker died; the worker stopped rather than limp on."""
+
+
+class NotReady(RuntimeError):
+    """The worker cannot take work now (see `Worker.check_ready`)."""
 
 
 @dataclass(slots=True)
@@ -68,6 +73,10 @@ class WorkerConfig:
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
+    # Retention: ended runs older than this are removed with their journal and log, by
+    # one worker at a time (see engine.sweeper). Defaults to None: keep everything.
+    retain_max_age_s: float | None = None
+    sweep_interval_s: float = 60.0  # how often retention looks. Defaults to 60 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the worker's clock.
     schedule_clock: Callable[[], float] | None = None
@@ -81,6 +90,10 @@ class WorkerConfig:
             self.queues = [q for q in self.queues.split(",") if q]
         if not self.queues:
             raise ConfigError("a worker needs at least one queue")
+        if self.retain_max_age_s is not None and not self.retain_max_age_s > 0:
+            raise ConfigError(f"retain_max_age_s must be > 0 (or None: keep), got {self.retain_max_age_s}")
+        if not self.sweep_interval_s > 0:
+            raise ConfigError(f"sweep_interval_s must be > 0, got {self.sweep_interval_s}")
 
 
 class Worker:
@@ -106,8 +119,9 @@ class Worker:
         self._finishing = 0
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
-        self._completer = Completer(self.store)
+        self._completer = Completer(self.store, on_batch=self._instruments.finish_batch)
         self._tasks: list[str] = []
+        self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
 
     @property
     def stats(self) -> WorkerStats:
@@ -142,7 +156,8 @@ class Worker:
                              self.schedule_clock())
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
-            self._scheduler)]
+            self._scheduler, self._sweeper)]
+        self._loops = [completer, *sides]
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
               concurrency=self.config.concurrency, tasks=len(self._tasks))
         if ready is not None:
@@ -164,6 +179,22 @@ class Worker:
             reason = "cancelled" if first.cancelled() else repr(first.exception())
             raise WorkerCrashed(f"side task {first.get_name()} died: {reason}")
 
+    async def check_ready(self, timeout_s: float = 5.0) -> None:
+        """Raise NotReady unless this worker has started, is not stopping, its side tasks
+        are alive, and its store answers within `timeout_s` (what /readyz reports)."""
+        if not self._loops:
+            raise NotReady("the worker has not started")
+        if self._stopping.is_set():
+            raise NotReady("the worker is stopping")
+        ended = [task.get_name() for task in self._loops if task.done()]
+        if ended:
+            raise NotReady(f"side task {', '.join(ended)} ended")
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.store.schema_version()
+        except (StoreError, TimeoutError) as exc:
+            raise NotReady(f"the store does not answer: {str(exc) or type(exc).__name__}") from None
+
     async def _register(self) -> None:
         self.id = await self.store.worker_register(WorkerRegisterParams(
             host=socket.gethostname(), pid=os.getpid(), queues=list(self.config.queues),
@@ -180,6 +211,7 @@ class Worker:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)
             await asyncio.wait(running, timeout=grace_s)
         rest = list(self._active.values())
+        self._instruments.shut_down(drained=len(running) - len(rest), given_back=len(rest))
         for active in rest:
             active.interrupt(Stop.SHUTDOWN)
         if rest:
@@ -216,6 +248,7 @@ class Worker:
                     self.id, config.queues, self._tasks, limit, config.lease_s))
                 if runs:
                     crash_point("worker.after_claim")
+                    self._instruments.claimed_batch(len(runs))
                 for run in runs or ():
                     self._start(run)
                 if runs is not None and len(runs) == limit:
@@ -247,28 +280,29 @@ class Worker:
               task=run.task, fence=run.fence)
         active = self._active[run.id]
         began = time.monotonic()
-        try:
-            active.signals.interrupt = run.interrupt
-            finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
-            if finish is None:
-                self._instruments.lease_lost()
-                return
-            crash_point("worker.before_finish")
-            active.finishing = True
-            self._finishing += 1
-            self._slot_freed.set()
+        with self._instruments.attempt_span(run, self.id) as span:
             try:
-                await self._completer.finish(finish)
+                active.signals.interrupt = run.interrupt
+                finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
+                if finish is None:
+                    self._instruments.lease_lost(span)
+                    return
+                crash_point("worker.before_finish")
+                active.finishing = True
+                self._finishing += 1
+                self._slot_freed.set()
+                try:
+                    await self._completer.finish(finish)
+                finally:
+                    self._finishing -= 1
+                self._instruments.finished(run, finish, time.monotonic() - began, self.id, span)
+            except LeaseLost as exc:
+                self._instruments.lease_lost(span)
+                event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
+                      run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
             finally:
-                self._finishing -= 1
-            self._instruments.finished(run, finish, time.monotonic() - began)
-        except LeaseLost as exc:
-            self._instruments.lease_lost()
-            event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
-                  run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
-        finally:
-            self._active.pop(run.id, None)
-            self._slot_freed.set()
+                self._active.pop(run.id, None)
+                self._slot_freed.set()
 
     # -- side tasks -----------------------------------------------------------------
 
@@ -281,7 +315,10 @@ class Worker:
                 continue
             result = await self._store_call(self.store.run_extend, RunExtendParams(
                 self.id, runs, self.config.lease_s))
-            if result is not None:
+            if result is None:
+                self._instruments.renewed(0, failed=len(runs))
+            else:
+                self._instruments.renewed(len(runs) - len(result.lost), failed=0)
                 self._apply(result.lost, Stop.LEASE_LOST)
                 self._apply(result.cancel_requested, Stop.CANCEL)
 
@@ -302,18 +339,24 @@ class Worker:
                     if active is None:
                         continue
                     if run.fence != active.run.fence or run.state is not RunState.RUNNING:
-                        active.interrupt(Stop.LEASE_LOST)
+                        self._interrupt(active, Stop.LEASE_LOST)
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
                     elif run.interrupt:
-                        active.signals.interrupt = run.interrupt  # honoured at its next step
+                        active.signals.request_interrupt(run.interrupt)
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:
         for run_id in run_ids:
             active = self._active.get(run_id)
             if active is not None:
-                active.interrupt(why)
+                self._interrupt(active, why)
+
+    def _interrupt(self, active: Active, why: Stop) -> None:
+        # A loss is counted once, by whichever check (renewal or re-read) found it first.
+        if why is Stop.LEASE_LOST and active.stop is None and not active.finishing:
+            self._instruments.lease_found_lost()
+        active.interrupt(why)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -331,10 +374,11 @@ class Worker:
         config = self.config
         rescuer = Rescuer(self.store, config.queues, self.runtime.registry.tasks,
                           RunRescueParams(config.max_recoveries, config.worker_stale_s),
-                          config.orphan_check_s, config.orphan_age_s, self.clock)
+                          config.orphan_check_s, config.orphan_age_s, self.clock,
+                          on_unrunnable=self._instruments.unrunnable)
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
-            await rescuer.tick(self.id, self._instruments.rescued)
+            await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
@@ -342,6 +386,21 @@ class Worker:
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)
+
+    async def _sweeper(self) -> None:
+        """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
+        config = self.config
+        if config.retain_max_age_s is None:
+            await self._stopping.wait()  # keep everything: nothing to do, ever
+            return
+        # The lease outlives two ticks, so a holder that misses one keeps it; a dead
+        # holder's lease lapses and the next worker to tick takes over.
+        sweeper = Sweeper(self.store, self.clock, max_age_s=config.retain_max_age_s,
+                          holder=f"{socket.gethostname()}:{os.getpid()}:{self.id}",
+                          lease_s=3 * config.sweep_interval_s)
+        while True:
+            await self._store_call(sweeper.tick)
+            await asyncio.sleep(jittered(config.sweep_interval_s))
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

@@ -11,10 +11,9 @@ import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi import Depends, FastAPI, Header, Query, Request, Response
-from fastapi import Path as FastAPIPath
+from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -26,10 +25,12 @@ from ..scope import RunScope
 from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
+from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
 from .models import EventOut, EventPage, RunOut, RunPage, ScheduleIn, ScheduleOut, SubmitIn
-from .problems import OperatorOnly, install_problem_handlers, problem
+from .problems import install_problem_handlers, problem
+from .question_routes import add_question_routes
 
 __all__ = ["create_server"]
 
@@ -45,34 +46,10 @@ SSE_SEP = "\n"
 SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 
 
-def _tenant(request: Request) -> str | None:
-    """The caller's tenant, set by the authentication middleware."""
-    tenant: str | None = request.state.tenant
-    return tenant
-
-
-def _operator(request: Request) -> None:
-    """Admit the operator only (an operator token, or auth off: both are tenant None)."""
-    if request.state.tenant is not None:
-        raise OperatorOnly(f"{request.method} {request.url.path} is the operator's: it concerns "
-                           f"the whole deployment (send a token of RUNWRIGHT_OPERATOR_TOKENS)")
-
-
-# At module level: FastAPI resolves (string) annotations in the module's namespace.
-Tenant = Annotated[str | None, Depends(_tenant)]
-# What is the deployment's (every tenant's counts, its schedules): a tenant's token gets 403.
-OPERATOR_ONLY: dict[str, Any] = {
-    "dependencies": [Depends(_operator)],
-    "responses": {403: {"description": "A tenant's token: this is the operator's"}}}
 # Paths any caller may read: the dashboard's page (its data needs a token), the probes,
 # and the API's documentation.
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
-# Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
-MAX_ID = 2**63 - 1
-RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
-Before = Annotated[int | None, Query(ge=1, le=MAX_ID)]
-After = Annotated[int, Query(ge=0, le=2**31 - 1)]
 
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
@@ -147,13 +124,18 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})
-    async def submit(body: SubmitIn, response: Response, who: Tenant) -> RunOut:
+    async def submit(body: SubmitIn, response: Response, who: Tenant,
+                     traceparent: str | None = Header(
+                         None, description="W3C traceparent: the run's spans continue this trace.")
+                     ) -> RunOut:
         """Submit a run: `task` names a registered task or a built-in job type (webhook,
         llm, chain: their `args` are published below); the other fields are the
-        submission's options. An unknown field is refused, named."""
+        submission's options, and the `traceparent` header is one too. An unknown field is
+        refused, named."""
         arguments = body.arguments()
         refuse_options_in(arguments)
-        handle = await scope_of(who).submit(body.task, **body.submission(), **arguments)
+        handle = await scope_of(who).submit(body.task, **body.submission(), traceparent=traceparent,
+                                            **arguments)
         if handle.existed:
             response.status_code = 200
         return RunOut.of(handle.run)
@@ -274,6 +256,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
                  "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
                 for w in await scope_of(who).list_workers()]
 
+    add_question_routes(api, scope_of)
     return api
 
 

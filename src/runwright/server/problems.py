@@ -15,6 +15,8 @@ from starlette.routing import Match, Route
 from ..errors import (
     InvalidInput,
     InvalidTransition,
+    QuestionNotFound,
+    RunExpired,
     RunNotFound,
     ScheduleNotFound,
     StoreError,
@@ -34,9 +36,11 @@ class OperatorOnly(Exception):
 
 # Each error type and the status and title it answers with (first match wins).
 STATUS = [
+    (RunExpired, 410, "Run expired"),
     (RunNotFound, 404, "Not found"),
     (ThreadNotFound, 404, "Not found"),
     (ScheduleNotFound, 404, "Not found"),
+    (QuestionNotFound, 404, "Not found"),
     (ThreadDeleted, 410, "Thread deleted"),
     (ThreadBusy, 409, "Thread busy"),
     (InvalidTransition, 409, "Not allowed in this state"),

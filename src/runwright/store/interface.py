@@ -12,17 +12,24 @@ from typing import Protocol, Sequence
 
 from ..clock import Clock
 from ..journal import Event, StepRecord
+from ..questions import Question
 from ..runs import Run
 from ..schedules import Schedule
 from .hub import Hub
 from .params import (
+    EndedTimes,
     EventAppendParams,
     EventListParams,
+    LeaseTakeParams,
+    QuestionAnswerParams,
+    QuestionListParams,
+    QuestionOpenParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunExtendParams,
     RunExtendResult,
@@ -31,6 +38,8 @@ from .params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -49,6 +58,8 @@ from .params import (
 __all__ = [
     "JournalStore",
     "Notifications",
+    "QuestionStore",
+    "RetentionStore",
     "RunStore",
     "ScheduleStore",
     "SchemaStore",
@@ -62,12 +73,14 @@ class SchemaStore(Protocol):
     """Connecting, and the numbered migrations."""
 
     url: str
-    clock: Clock
+    clock: Clock  # the store's clock: the database server's where machines share it
     schema_version_known: int
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         """Connect and check the schema: a newer one than this code knows is refused
-        (SchemaError) and nothing is written."""
+        (SchemaError) and nothing is written. `create=False`: a store that does not exist
+        yet (a SQLite file) is a SchemaError, and nothing is created; a server's database
+        always exists. Defaults to True."""
 
     async def close(self) -> None: ...
 
@@ -109,6 +122,10 @@ class RunStore(Protocol):
 
     async def run_queue_stats(self, params: RunQueueStatsParams) -> list[QueueStat]: ...
 
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        """(run_at, started_at, finished_at) of runs ended since `params.since`, the latest
+        ended first, at most `params.limit` (a run ended without starting has no start)."""
+
     async def run_claim(self, params: RunClaimParams) -> list[Run]: ...
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult: ...
@@ -133,6 +150,11 @@ class JournalStore(Protocol):
     async def step_list(self, run_id: int) -> list[StepRecord]:
         """The run's journal, in position order."""
 
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        """What a resume needs of the journal: from its last done snapshot on (that entry
+        first), or all of it when it has none. Its cost is bounded by the steps since the
+        snapshot, however long the run."""
+
     async def step_record(self, params: StepRecordParams) -> bool:
         """Journal a step; False when the fence was refused (nothing written). A position
         marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""
@@ -154,6 +176,32 @@ class ThreadStore(Protocol):
 
     async def thread_delete(self, params: ThreadDeleteParams) -> bool:
         """False if the thread does not exist."""
+
+
+class QuestionStore(Protocol):
+    async def question_open(self, params: QuestionOpenParams) -> Question | None:
+        """The question at (run, position), asked now unless it was already (then as it
+        stands, maybe answered); None when the fence was refused (nothing written)."""
+
+    async def question_answer(self, params: QuestionAnswerParams) -> Question:
+        """Store the answer and wake the run, as decided by `rules.plan_answer`
+        (RunNotFound, QuestionNotFound, RunEnded, AlreadyAnswered; the same answer
+        again returns the question unchanged)."""
+
+    async def question_list(self, params: QuestionListParams) -> list[Question]: ...
+
+
+class RetentionStore(Protocol):
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        """True when `params.holder` holds the lease now (taken or renewed)."""
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        """Remove ended runs (see the params); the ids removed are remembered as ranges,
+        so that a later reader of one is told it expired (`run_was_reclaimed`)."""
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        """Whether a missing run id falls in a reclaimed range (an id in such a range that
+        never named a run reads as reclaimed too: ids are not reused)."""
 
 
 class ScheduleStore(Protocol):
@@ -184,6 +232,6 @@ class WorkerStore(Protocol):
     async def worker_list(self) -> list[WorkerInfo]: ...
 
 
-class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, ScheduleStore,
-            WorkerStore, Protocol):
+class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
+            RetentionStore, ScheduleStore, WorkerStore, Protocol):
     """What every backend provides."""

@@ -15,13 +15,19 @@ from ..runs import RunState
 
 __all__ = [
     "ON_BUSY",
+    "EndedTimes",
     "EventAppendParams",
     "EventListParams",
+    "LeaseTakeParams",
     "QueueStat",
+    "QuestionAnswerParams",
+    "QuestionListParams",
+    "QuestionOpenParams",
     "RunCancelParams",
     "RunClaimParams",
     "RunCountDueParams",
     "RunCountParams",
+    "RunEndedParams",
     "RunExpireParams",
     "RunExtendParams",
     "RunExtendResult",
@@ -30,6 +36,8 @@ __all__ = [
     "RunListParams",
     "RunNextDueParams",
     "RunQueueStatsParams",
+    "RunReclaimParams",
+    "RunReclaimed",
     "RunRescueParams",
     "RunRetryParams",
     "ScheduleAdvanceParams",
@@ -47,6 +55,7 @@ __all__ = [
 
 ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
 QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at
+EndedTimes = tuple[float, "float | None", float]  # an ended run's run_at, started_at, finished_at
 
 
 # -- runs ---------------------------------------------------------------------------
@@ -71,6 +80,7 @@ class RunInsertParams:
     thread: str | None = None
     on_busy: str = "reject"
     tenant: str | None = None
+    traceparent: str | None = None  # W3C, checked: the trace every attempt continues
     now: float | None = None
 
 
@@ -94,6 +104,17 @@ class RunListParams:
 class RunCountParams:
     """Runs by state, of one tenant's runs when `tenant` is given."""
 
+    tenant: str | None = None
+
+
+@dataclass(slots=True)
+class RunEndedParams:
+    """The times of runs that ended at or after `since`, the latest ended first, at most
+    `limit` of them (of one tenant's runs when `tenant` is given): the bounded sample
+    behind the latency percentiles and throughput of the summary."""
+
+    since: float
+    limit: int = 2000
     tenant: str | None = None
 
 
@@ -353,3 +374,78 @@ class WorkerInfo:
     tasks: list[str]
     started_at: float
     heartbeat_at: float
+
+
+# -- questions ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QuestionOpenParams:
+    """Ask a question at journal `position`, fenced, with an `asked` event. A second ask
+    at the same position changes nothing and returns the question as it stands."""
+
+    run_id: int
+    fence: int
+    position: int
+    kind: str
+    body: str  # JSON object: text, schema, and for an approval the tool call
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class QuestionAnswerParams:
+    """Answer a question (JSON `answer`) as `by`, with an `answered` event, and wake the
+    run. `tenant`, when set, is the answerer's: another tenant's run is not found."""
+
+    run_id: int
+    position: int
+    answer: str
+    by: str
+    tenant: str | None = None
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class QuestionListParams:
+    """Questions, oldest first: of one run, or (run_id None) of every open run; with
+    `pending`, only those not answered yet. `tenant` limits them to its runs."""
+
+    run_id: int | None = None
+    pending: bool = True
+    tenant: str | None = None
+    limit: int = 100
+
+
+# -- retention ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class LeaseTakeParams:
+    """Take the named lease for `lease_s` if it is free, lapsed or already `holder`'s
+    (then it is renewed): one process at a time does what it guards, and a holder that
+    dies loses it when it lapses, judged by the store's clock."""
+
+    name: str
+    holder: str
+    lease_s: float
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunReclaimParams:
+    """Remove at most `limit` runs that ended before `ended_before` (oldest ids first)
+    with their journal, log and questions; with `dry_run`, only say which."""
+
+    ended_before: float
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunReclaimed:
+    """What one reclaim removed (or, dry, would remove)."""
+
+    run_ids: list[int] = field(default_factory=list)
+    steps: int = 0
+    events: int = 0

@@ -9,12 +9,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Collection, Sequence
 
-from ..errors import InvalidInput, SchemaError, ThreadBusy
-from ..journal import StepRecord
+from ..errors import (
+    AlreadyAnswered,
+    InvalidInput,
+    QuestionNotFound,
+    RunEnded,
+    RunNotFound,
+    SchemaError,
+    ThreadBusy,
+)
+from ..journal import SNAPSHOT, StepRecord
+from ..questions import Question, check_answer
 from ..runs import Run, RunState, check_transition
-from .params import ON_BUSY, RunListParams
+from .params import ON_BUSY, QuestionAnswerParams, QuestionOpenParams, RunListParams
 
 __all__ = [
     "REQUEUE_STOPS",
@@ -22,12 +31,16 @@ __all__ = [
     "CancelPlan",
     "Rescue",
     "StopRequest",
+    "answered_event",
+    "asked_event",
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
     "deadline_error",
     "interrupted_error",
     "list_conditions",
+    "merge_ranges",
+    "plan_answer",
     "plan_busy",
     "plan_cancel",
     "rescue_fate",
@@ -115,12 +128,22 @@ class BusyPlan:
         return self.mode == "rollback"
 
 
-def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str) -> BusyPlan:
+def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
+              asking: Collection[int] = ()) -> BusyPlan:
     """reject: ThreadBusy while a run is open; enqueue: the new run waits its turn (the
     claim never overlaps two runs of a thread); interrupt/rollback: running runs stop at
-    their next step boundary and queued ones end `interrupted` now."""
+    their next step boundary and queued ones end `interrupted` now.
+
+    A run parked on a question to a person (its id in `asking`) does not make the thread
+    busy: the next message to the thread is the person's word, whatever `on_busy` says.
+    When every open run is such a run, they end `interrupted` now (their questions close
+    with them; with rollback, their additions to the thread are dropped) and the new run
+    goes next, seeing the history up to the question."""
     if on_busy not in ON_BUSY:
         raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    waiting = [r.id for r in open_runs if r.state is QUEUED and r.id in asking]
+    if waiting and len(waiting) == len(open_runs):
+        return BusyPlan(mode="rollback" if on_busy == "rollback" else "interrupt", end_now=waiting)
     if not open_runs or on_busy == "enqueue":
         return BusyPlan()
     if on_busy == "reject":
@@ -162,8 +185,15 @@ def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
     completed steps keep their results. An OutcomeUnknown stays: that call may have
     happened, and at-most-once means never again."""
     check_transition(run.id, run.state, QUEUED)
-    return [record.position for record in journal if record.status == "failed"
-            and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
+    failed = [record.position for record in journal if record.status == "failed"
+              and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
+    if not failed:
+        return []
+    # A snapshot taken after a failure that runs again folded that failure in: it goes
+    # too, so the resume replays from before the failure (and snapshots again).
+    later = [record.position for record in journal
+             if record.name == SNAPSHOT and record.position > min(failed)]
+    return sorted(failed + later)
 
 
 # -- rescuing a run whose owner is gone -------------------------------------------------
@@ -236,3 +266,60 @@ def check_schema_current(found: int, known: int, where: str) -> None:
     if found < known:
         raise SchemaError(f"{where} has schema version {found}, this runwright needs {known}: "
                           f"run `runwright migrate`")
+
+
+# -- questions and their answers --------------------------------------------------------
+
+
+def asked_event(params: QuestionOpenParams) -> dict[str, object]:
+    """The data of the `asked` event: which question, of what kind, and its text (never
+    the tool call's arguments: a log follower is not necessarily the approver)."""
+    body = json.loads(params.body)
+    data = {"question": params.position, "kind": params.kind, "text": body.get("text", "")}
+    if "tool" in body:
+        data["tool"] = body["tool"]
+    return data
+
+
+def answered_event(params: QuestionAnswerParams) -> dict[str, object]:
+    return {"question": params.position, "by": params.by}
+
+
+def plan_answer(run: Run | None, question: Question | None, params: QuestionAnswerParams) -> bool:
+    """Whether to store this answer: True to write it (and wake the run), False when the
+    very same answer is there already (answering is idempotent). Raises when it cannot
+    be: no such run (or another tenant's), no such question, a different answer given
+    before, the run ended, or a value that does not fit the question's schema."""
+    if run is None or (params.tenant is not None and run.tenant != params.tenant):
+        raise RunNotFound(f"run {params.run_id} not found")
+    if question is None:
+        raise QuestionNotFound(f"run {run.id} has no question {params.position}")
+    value = json.loads(params.answer)
+    if question.answered:
+        if value == question.answer:
+            return False
+        raise AlreadyAnswered(f"run {run.id} question {question.id} was answered already "
+                              f"(by {question.answered_by}), with another value")
+    if run.done:
+        raise RunEnded(f"run {run.id} ended {run.state.value}: its question {question.id} "
+                       f"can no longer be answered")
+    check_answer(question, value)
+    return True
+
+
+# -- retention ------------------------------------------------------------------------
+
+
+def merge_ranges(ranges: Sequence[tuple[int, int]], reclaimed: Sequence[int]) -> list[tuple[int, int]]:
+    """The reclaimed id ranges, with a pass's reclaimed ids added as one range from their
+    lowest to their highest. A live run inside a range is still found first, and ids are
+    never reused, so a missing id in a range was reclaimed (or never named a run): the
+    ranges stay a handful, however many runs are reclaimed."""
+    merged = sorted([*ranges, (min(reclaimed), max(reclaimed))] if reclaimed else ranges)
+    out: list[tuple[int, int]] = []
+    for lo, hi in merged:
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out

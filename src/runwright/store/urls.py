@@ -1,4 +1,5 @@
-"""From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name`,
+"""From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name` (behind a
+transaction pooler also `&direct=postgresql://<the server itself>`),
 `redis://[:password@]host:6379/0?namespace=name` (or `rediss://`)."""
 
 from __future__ import annotations
@@ -50,17 +51,35 @@ def _sqlite(url: str) -> Store:
 
 
 def _postgres(url: str) -> Store:
+    from .postgres.pooling import DIRECT_OPTION
     from .postgres.store import DEFAULT_SCHEMA, PostgresStore
 
     parts = urlsplit(url)
     options = dict(parse_qsl(parts.query))
     schema = options.pop("schema", DEFAULT_SCHEMA)
     pool_size = int(options.pop("pool_size", 10))
+    direct = options.pop(DIRECT_OPTION, None)
     dsn = urlunsplit(parts._replace(query=urlencode(options)))
+    if direct is not None:
+        _check_direct(url, direct)
     try:
-        return PostgresStore(url, dsn, schema, pool_size=pool_size)
+        return PostgresStore(url, dsn, schema, pool_size=pool_size, direct_dsn=direct)
     except ValueError as exc:
         raise ConfigError(f"{url!r}: {exc}") from None
+
+
+def _check_direct(url: str, direct: str) -> None:
+    """`?direct=` (behind a transaction pooler) is the server's own URL: a PostgreSQL URL
+    whose options are asyncpg's, not the store's (those stay on the main URL)."""
+    from .postgres.pooling import safe_dsn
+
+    if direct.split(":", 1)[0].lower() not in ("postgresql", "postgres") or "//" not in direct:
+        raise ConfigError(f"{safe_dsn(url)}: direct= must be a postgresql:// URL of the server"
+                          f" itself (percent-encoded when it has options of its own)")
+    store_options = {"schema", "pool_size", "direct"} & dict(parse_qsl(urlsplit(direct).query)).keys()
+    if store_options:
+        raise ConfigError(f"{safe_dsn(url)}: {', '.join(sorted(store_options))} belong on the main"
+                          f" URL, not in direct=")
 
 
 def _redis(url: str) -> Store:

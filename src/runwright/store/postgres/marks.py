@@ -30,9 +30,10 @@ class Marks:
     """The marks this process holds, one session each, re-taken when a session drops."""
 
     def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], namespace: int,
-                 transient: tuple[type[BaseException], ...]) -> None:
+                 transient: tuple[type[BaseException], ...], registered_sql: str) -> None:
         self._connect = connect
         self._namespace = namespace
+        self._registered_sql = registered_sql  # does worker $1 still have its row?
         self._transient = transient
         self._unreachable: tuple[type[BaseException], ...] = (TimeoutError, *transient)
         self._conns: dict[int, asyncpg.Connection] = {}
@@ -114,7 +115,7 @@ class Marks:
             await asyncio.sleep(0.05)
         # Locked first, then looked for: a rescuer that deletes the row after this read
         # sees the lock held, and one that deleted it before is seen here.
-        return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)", worker_id))
+        return bool(await conn.fetchval(self._registered_sql, worker_id))
 
     async def release(self, worker_id: int) -> None:
         conn = self._conns.pop(worker_id, None)

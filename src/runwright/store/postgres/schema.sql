@@ -32,7 +32,8 @@ CREATE TABLE runs (
     deadline_at      double precision,
     thread           text,
     interrupt        text,
-    tenant           text
+    tenant           text,
+    traceparent      text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -45,6 +46,8 @@ CREATE INDEX runs_state ON runs (state, id);
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
+-- The summary's latency sample: the latest ended runs, a range of this index.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (
@@ -120,4 +123,36 @@ CREATE TABLE schedules (
     next_fire_at   double precision NOT NULL,
     created_at     double precision NOT NULL,
     updated_at     double precision NOT NULL
+);
+
+-- A question a run asked (ctx.ask, or a tool call waiting for approval), keyed by the
+-- run and the journal position of the ask, so a replay finds the same row. The answer
+-- and who gave it are written once; the run, parked meanwhile, is woken by it.
+CREATE TABLE questions (
+    run_id      bigint  NOT NULL,
+    position    integer NOT NULL,
+    kind        text    NOT NULL CHECK (kind IN ('question', 'approval')),
+    body        text    NOT NULL,
+    asked_at    double precision NOT NULL,
+    answer      text,
+    answered_by text,
+    answered_at double precision,
+    PRIMARY KEY (run_id, position)
+);
+-- The pending questions, oldest first: what an approver's inbox lists.
+CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;
+
+-- A named lease: one process at a time does what it guards (the retention sweep), and
+-- a holder that dies loses it when it lapses.
+CREATE TABLE leases (
+    name       text PRIMARY KEY,
+    holder     text NOT NULL,
+    expires_at double precision NOT NULL
+);
+
+-- The ranges of run ids reclaimed by retention (a handful: each pass widens one), so
+-- that a reader of a reclaimed run is told it expired, not that it never existed.
+CREATE TABLE reclaimed (
+    lo bigint PRIMARY KEY,
+    hi bigint NOT NULL
 );

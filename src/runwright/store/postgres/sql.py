@@ -2,9 +2,14 @@
 
 What both SQL dialects run is in `..sql.statements`; these are the single round trips
 that only PostgreSQL can make (data-modifying CTEs, unnest, NOTIFY in the statement).
+They use the shared markers (`NOW($n)`, see `..sql.dialect`) and are prepared the same way.
 """
 
 from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
 
 from ..rules import REQUEUE_STOPS
 from ..sql.columns import R_COLUMNS, RUN_COLUMNS
@@ -25,16 +30,16 @@ INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
                          $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
-                         $13::float8[], $14::text[], $15::text[])
+                         $13::float8[], $14::text[], $15::text[], $16::text[])
         WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, budget, deadline_at, thread, tenant, ord)
+                             parent_id, budget, deadline_at, thread, tenant, traceparent, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, budget, deadline_at, thread, tenant, last_seq)
+                      created_at, parent_id, budget, deadline_at, thread, tenant, traceparent, last_seq)
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
-           parent_id, budget, deadline_at, thread, tenant, 1
+           parent_id, budget, deadline_at, thread, tenant, traceparent, 1
     FROM input ORDER BY ord
     ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
     RETURNING {RUN_COLUMNS}
@@ -61,15 +66,18 @@ GET_BY_KEYS = f"SELECT {RUN_COLUMNS} FROM runs WHERE coalesce(tenant, '') = $1 A
 # CTE may be inlined into the UPDATE's join, where LIMIT and SKIP LOCKED no longer bound
 # what is locked. Each probe locks at most $4 rows, skipping those another worker is
 # claiming right now; rows locked but not picked are released when the statement commits.
+# Due-ness, deadlines and the lease are judged by `now` (the injected time, else the
+# database's clock: a worker whose clock is off neither starts runs early nor leases them
+# short).
 CLAIM = f"""
 WITH picked AS MATERIALIZED (
     SELECT c.id FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT t.id, t.priority, t.run_at FROM runs t
-        WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= $3::float8
+        WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= NOW($3)
           AND t.task = ANY($2::text[])
           -- Past its deadline, a run is the rescuer's to end, not a worker's to start.
-          AND (t.deadline_at IS NULL OR t.deadline_at >= $3::float8)
+          AND (t.deadline_at IS NULL OR t.deadline_at >= NOW($3))
           -- A thread's run waits while an earlier run of its thread is open.
           AND (t.thread IS NULL OR NOT EXISTS (
                 SELECT 1 FROM runs o WHERE o.thread = t.thread
@@ -83,14 +91,14 @@ WITH picked AS MATERIALIZED (
     LIMIT $4
 ), claimed AS (
     UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
-        owner = $5, lease_expires_at = $3::float8 + $6::float8, started_at = $3::float8,
+        owner = $5, lease_expires_at = NOW($3) + $6::float8, started_at = NOW($3),
         cancel_requested = false, wake_requested = false, last_seq = r.last_seq + 1
     FROM picked WHERE r.id = picked.id
     RETURNING {R_COLUMNS}
 ), started AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, 'started',
-           json_build_object('attempt', attempt, 'worker', $5::bigint, 'fence', fence)::text, $3
+           json_build_object('attempt', attempt, 'worker', $5::bigint, 'fence', fence)::text, started_at
     FROM claimed
 ), notified AS (
     {notify_ids("$7", "claimed")}
@@ -98,8 +106,9 @@ WITH picked AS MATERIALIZED (
 SELECT *, (SELECT count(*) FROM notified) FROM claimed
 """
 
+# The new expiry is `now` (the injected time, else the database's clock) plus the lease.
 EXTEND = """
-UPDATE runs r SET lease_expires_at = $1::float8
+UPDATE runs r SET lease_expires_at = NOW($1) + $5::float8
 FROM unnest($3::bigint[], $4::bigint[]) AS v(id, fence)
 WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running' AND r.owner = $2
 RETURNING r.id, r.cancel_requested
@@ -233,3 +242,24 @@ WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
 
 
 
+
+
+# -- schema-qualified names ---------------------------------------------------------
+
+# Why every statement names its schema instead of setting search_path for the session: a
+# transaction pooler (PgBouncer pool_mode=transaction, and managed poolers that work the
+# same way) refuses a search_path startup parameter, and a session `SET` would leave it on
+# whichever server session ran it, for other clients. `SET LOCAL` inside every transaction
+# would cost the one-statement hot path a BEGIN and a COMMIT. A qualified name costs nothing.
+# Every table of the schema (read from schema.sql, so that a migration's new table is
+# qualified without anyone remembering to list it), and the migrations' own table.
+TABLES = (*re.findall(r"^CREATE TABLE (\w+)", resources.files(__package__).joinpath(
+    "schema.sql").read_text(), flags=re.M), "schema_versions")
+_TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN|INTO|UPDATE)(\s+)({'|'.join(TABLES)})\b")
+
+
+@functools.lru_cache(maxsize=1024)
+def qualify(statement: str, schema: str) -> str:
+    """`statement` (in this dialect) with its tables named in `schema`. The statements
+    write keywords in capitals; a table is what follows FROM, JOIN, INTO or UPDATE."""
+    return _TABLE_REFERENCE.sub(rf'\1\2"{schema}".\3', statement)

@@ -5,6 +5,11 @@ namespaces its notification channels and its advisory-lock key, so several deplo
 test runs share one database without seeing each other. The operations both SQL dialects
 share are in `..sql.shared`; this module holds the connections, the hot path (one round
 trip each), LISTEN/NOTIFY, and the session-bound liveness mark of a worker.
+
+Behind a transaction pooler (PgBouncer pool_mode=transaction and the like) the URL names
+the pooler and `?direct=` the server itself: queries go through the pooler, with no
+server-side prepared statement kept across statements; the liveness marks and LISTEN,
+which must hold a session, go to the direct URL (see `pooling`).
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import zlib
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import asyncpg
 
-from ...clock import SYSTEM_CLOCK, Clock
+from ...clock import Clock, StoreClock
 from ...errors import StoreUnreachable
 from ...runs import Run
 from .. import rules
@@ -43,6 +49,8 @@ from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
 from .marks import Marks, close_quietly
+from .pooling import refuse_transaction_pooler, require_same_database
+from .pooling import safe_dsn as _safe
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -59,30 +67,33 @@ TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
 
 
 class _Connection:
-    """`SqlConnection` over an asyncpg connection; NOTIFY goes out when it commits."""
+    """`SqlConnection` over an asyncpg connection; NOTIFY goes out when it commits.
+    `prepare` turns a statement into this store's (dialect, schema-qualified names)."""
 
     dialect: Dialect = POSTGRES
 
-    def __init__(self, conn: asyncpg.Connection, channels: dict[str, str]) -> None:
+    def __init__(self, conn: asyncpg.Connection, channels: dict[str, str],
+                 prepare: Callable[[str], str]) -> None:
         self.raw = conn
         self._channels = channels
+        self._prepare = prepare
 
     async def fetch(self, query: str, *args: Any) -> list[Sequence[Any]]:
-        return list(await self.raw.fetch(POSTGRES.prepare(query), *args))
+        return list(await self.raw.fetch(self._prepare(query), *args))
 
     async def fetchrow(self, query: str, *args: Any) -> Sequence[Any] | None:
-        return await self.raw.fetchrow(POSTGRES.prepare(query), *args)  # type: ignore[no-any-return]
+        return await self.raw.fetchrow(self._prepare(query), *args)  # type: ignore[no-any-return]
 
     async def fetchval(self, query: str, *args: Any) -> Any:
-        return await self.raw.fetchval(POSTGRES.prepare(query), *args)
+        return await self.raw.fetchval(self._prepare(query), *args)
 
     async def execute(self, query: str, *args: Any) -> int:
-        status = await self.raw.execute(POSTGRES.prepare(query), *args)
+        status = await self.raw.execute(self._prepare(query), *args)
         count = status.rsplit(" ", 1)[-1]  # "UPDATE 3", "INSERT 0 1", "SELECT 1"
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, query: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self.raw.executemany(POSTGRES.prepare(query), rows)
+        await self.raw.executemany(self._prepare(query), rows)
 
     async def notify(self, topic: str, run_ids: Sequence[int] = ()) -> None:
         await self.raw.execute("SELECT pg_notify($1, $2)", self._channels[topic], _id_payload(run_ids))
@@ -96,43 +107,76 @@ class PostgresStore(SqlStore):
     schema_version_known = MIGRATIONS[-1].version
 
     def __init__(self, url: str, dsn: str, schema: str = DEFAULT_SCHEMA, *,
-                 pool_size: int = 10, clock: Clock = SYSTEM_CLOCK) -> None:
+                 pool_size: int = 10, direct_dsn: str | None = None,
+                 clock: Clock | None = None) -> None:
         if not schema.replace("_", "").isalnum():
             raise ValueError(f"schema name must be alphanumeric/underscore, got {schema!r}")
         self.url = url
         self.dsn = dsn
+        # What must hold a session (liveness marks, LISTEN) connects here; the same
+        # server as `dsn` unless that is a transaction pooler.
+        self.direct_dsn = direct_dsn or dsn
+        self.pooled = direct_dsn is not None
         self.schema = schema
         self.where = f"schema {schema!r}"
         self.hub = Hub()
-        self.clock = clock
+        # The database's clock judges leases and deadlines (see runwright.clock).
+        self.clock = clock or StoreClock()
+        # The key's first half: this schema's marks, distinct from another schema's in the
+        # same database (pg_locks is filtered by database too, see _dead_worker_ids).
         self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
         self.channels = {name: f"runwright.{schema}.{name}"
                          for name in ("queued", "done", "cancel", "events")}
         self._pool_size = pool_size
-        # application_name lets an operator (or a test) find this store's sessions.
-        self._settings = {"search_path": schema, "application_name": f"runwright:{schema}"[:63]}
+        # application_name lets an operator (or a test) find this store's sessions. No
+        # search_path: statements name their schema (see sql.qualify).
+        self._settings = {"application_name": f"runwright:{schema}"[:63]}
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT)
+        self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT,
+                            self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
         self._unmarked = Unmarked()
 
     # -- connections ----------------------------------------------------------------
 
-    async def _connect(self) -> asyncpg.Connection:
-        return await asyncpg.connect(self.dsn, timeout=10, server_settings=self._settings)
+    def _sql(self, statement: str) -> str:
+        """A statement as this store sends it: in the dialect, with qualified names."""
+        return sql.qualify(POSTGRES.prepare(statement), self.schema)
 
-    async def open(self) -> None:
+    async def _connect(self) -> asyncpg.Connection:
+        """A session of its own on the server (the direct URL when there is one)."""
+        return await asyncpg.connect(self.direct_dsn, timeout=10, server_settings=self._settings)
+
+    async def open(self, create: bool = True) -> None:
+        # Through a transaction pooler a named prepared statement outlives its server
+        # session's turn with us (DuplicatePreparedStatementError on the next client);
+        # with the cache off, asyncpg parses each statement in the round trip that runs it.
+        cache = {"statement_cache_size": 0} if self.pooled else {}
         try:
+            if self.pooled:
+                await refuse_transaction_pooler(self.direct_dsn, direct=True)
+                await require_same_database(self.dsn, self.direct_dsn, self._connect)
+            else:
+                await refuse_transaction_pooler(self.dsn)
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
-                server_settings=self._settings, reset=_no_reset)
+                server_settings=self._settings, reset=_no_reset, **cache)
         except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
         try:
+            async with self._conn() as conn:
+                await self._observe_clock(conn)
             await self._check_schema_known()
         except BaseException:
             await self.close()
             raise
+
+    async def _observe_clock(self, conn: asyncpg.Connection) -> None:
+        """Measure this machine's clock against the database's (see StoreClock)."""
+        if isinstance(self.clock, StoreClock):
+            sent_s = time.time()
+            server_s = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
+            self.clock.observe(server_s, sent_s, time.time())
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -160,16 +204,16 @@ class PostgresStore(SqlStore):
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[_Connection]:
         async with self._conn() as conn:
-            yield _Connection(conn, self.channels)
+            yield _Connection(conn, self.channels, self._sql)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[_Connection]:
         async with self._conn() as conn, conn.transaction():
-            yield _Connection(conn, self.channels)
+            yield _Connection(conn, self.channels, self._sql)
 
     async def _fetch_raw(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self._conn() as conn:
-            return list(await conn.fetch(query, *args))
+            return list(await conn.fetch(self._sql(query), *args))
 
     # -- the dialect's half of the shared operations ------------------------------------
 
@@ -198,6 +242,9 @@ class PostgresStore(SqlStore):
         # Concurrent migrators (several workers starting at once) take turns.
         await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", self.lock_namespace)
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+        # The migrations' DDL names no schema: for this transaction only, which a
+        # transaction pooler keeps on one server session.
+        await conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
 
     async def _apply_migration(self, conn: Any, migration: Migration) -> None:
         await conn.raw.execute(migration.sql)
@@ -278,8 +325,9 @@ class PostgresStore(SqlStore):
                       now: float) -> list[Run]:
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
                               p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at, p.thread, p.tenant) for p in params]))
-        rows = await conn.fetch(sql.INSERT_MANY, *columns[:8], now, self.channels["queued"],
+                              p.budget, p.deadline_at, p.thread, p.tenant, p.traceparent)
+                             for p in params]))
+        rows = await conn.fetch(self._sql(sql.INSERT_MANY), *columns[:8], now, self.channels["queued"],
                                 *columns[8:])
         found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}
         missing: dict[str, list[str]] = {}
@@ -287,14 +335,14 @@ class PostgresStore(SqlStore):
             if (p.tenant or "", p.key) not in found:
                 missing.setdefault(p.tenant or "", []).append(p.key)
         for tenant, keys in missing.items():
-            for row in await conn.fetch(sql.GET_BY_KEYS, tenant, keys):
+            for row in await conn.fetch(self._sql(sql.GET_BY_KEYS), tenant, keys):
                 run = run_from_row(row)
                 run.existed = True
                 found[tenant, run.key] = run
         return _in_order(params, found)
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        now = self.clock.now(params.now)
+        now = self.clock.judged(params.now)
         rows = await self._fetch_raw(sql.CLAIM, list(params.queues), list(params.tasks), now,
                                      params.limit, params.worker_id, params.lease_s,
                                      self.channels["events"])
@@ -305,10 +353,9 @@ class PostgresStore(SqlStore):
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
             return RunExtendResult()
-        now = self.clock.now(params.now)
         ids, fences = zip(*params.runs)
-        rows = await self._fetch_raw(sql.EXTEND, now + params.lease_s, params.worker_id,
-                                     list(ids), list(fences))
+        rows = await self._fetch_raw(sql.EXTEND, self.clock.judged(params.now), params.worker_id,
+                                     list(ids), list(fences), params.lease_s)
         kept = {row[0] for row in rows}
         return RunExtendResult(lost=[i for i in ids if i not in kept],
                                cancel_requested=[row[0] for row in rows if row[1]])
@@ -321,7 +368,7 @@ class PostgresStore(SqlStore):
                               p.run_at if p.run_at is not None else now, p.release, p.kind,
                               p.event_data) for p in params]))
         async with self._conn() as conn, conn.transaction():
-            rows = await conn.fetch(sql.FINISH_MANY, now, *columns, self.channels["done"],
+            rows = await conn.fetch(self._sql(sql.FINISH_MANY), now, *columns, self.channels["done"],
                                     self.channels["queued"], self.channels["events"])
             await self._after_finish(conn, rows, now)
         done = {row[0] for row in rows}
@@ -340,10 +387,10 @@ class PostgresStore(SqlStore):
         ended = [row for row in rows if row[1] != "queued"]
         parents = [row[2] for row in ended if row[2] is not None]
         if parents:
-            await conn.execute(POSTGRES.prepare(q.WAKE_PARENTS), parents, now)
+            await conn.execute(self._sql(q.WAKE_PARENTS), parents, now)
         rolled_back = [row[0] for row in ended if row[1] == "interrupted" and row[5] == "rollback"]
         if rolled_back:
-            await conn.execute(POSTGRES.prepare(q.THREAD_FORGET_RUN), rolled_back)
+            await conn.execute(self._sql(q.THREAD_FORGET_RUN), rolled_back)
         if parents or any(row[3] is not None for row in ended):
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
 
@@ -357,8 +404,8 @@ class PostgresStore(SqlStore):
         if rows:
             return True
         async with self._conn() as conn:
-            return await conn.fetchval(sql.STEP_CONFIRM, params.run_id, params.position, params.fence,
-                                       params.name, params.status, params.result,
+            return await conn.fetchval(self._sql(sql.STEP_CONFIRM), params.run_id, params.position,
+                                       params.fence, params.name, params.status, params.result,
                                        params.error) is not None
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
@@ -382,7 +429,7 @@ class PostgresStore(SqlStore):
             raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
         try:
             async with conn.transaction():
-                worker_id = await conn.fetchval(POSTGRES.prepare(q.WORKER_INSERT), params.host, params.pid,
+                worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), params.host, params.pid,
                                                 json.dumps(list(params.queues)),
                                                 json.dumps(list(params.tasks)), now)
                 # Taken inside the inserting transaction: whoever sees the row sees the lock.
@@ -400,7 +447,8 @@ class PostgresStore(SqlStore):
         if conn is None:
             return False
         try:
-            status = await conn.execute(POSTGRES.prepare(q.WORKER_HEARTBEAT), params.worker_id,
+            await self._observe_clock(conn)
+            status = await conn.execute(self._sql(q.WORKER_HEARTBEAT), params.worker_id,
                                         self.clock.now(params.now))
         except TRANSIENT as exc:
             raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc  # the mark is re-taken
@@ -416,7 +464,8 @@ class PostgresStore(SqlStore):
 async def _no_reset(_conn: asyncpg.Connection) -> None:
     """The pool's default reset (UNLISTEN *, RESET ALL, unlock all ...) costs a round trip
     on every release. Pooled connections never LISTEN, hold session locks or change
-    settings here (those live on connections of their own), so there is nothing to reset."""
+    settings here (those live on connections of their own), so there is nothing to reset;
+    and behind a transaction pooler a reset would land on a session another client has."""
 
 
 def _id_payload(run_ids: Sequence[int]) -> str:
@@ -438,13 +487,3 @@ def _in_order(params: Sequence[RunInsertParams], found: dict[tuple[str, str], Ru
         seen.add(name)
         out.append(run)
     return out
-
-
-
-def _safe(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    if "@" in dsn and ":" in dsn.split("@", 1)[0].split("//", 1)[-1]:
-        scheme, rest = dsn.split("//", 1)
-        creds, host = rest.split("@", 1)
-        return f"{scheme}//{creds.split(':', 1)[0]}:***@{host}"
-    return dsn

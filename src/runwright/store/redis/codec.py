@@ -12,6 +12,7 @@ import json
 from typing import Any, Sequence
 
 from ...journal import Event, StepRecord
+from ...questions import Question
 from ...runs import Run, RunState
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "as_dict",
     "event_from_entry",
     "identity",
+    "question_from_hash",
     "run_from_hash",
     "run_from_values",
     "step_from_entry",
@@ -66,7 +68,8 @@ def _int(value: str | None) -> int | None:
 RUN_FIELDS = ("id", "key", "task", "queue", "priority", "state", "args", "attempt", "max_attempts",
               "fence", "run_at", "created_at", "timeout_s", "owner", "lease_expires_at",
               "started_at", "finished_at", "result", "error", "recoveries", "cancel_requested",
-              "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant")
+              "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant",
+              "traceparent")
 
 
 def run_from_values(v: Sequence[str | None]) -> Run:
@@ -76,7 +79,7 @@ def run_from_values(v: Sequence[str | None]) -> Run:
         int(v[8]), int(v[9]), float(v[10]), float(v[11]),  # type: ignore[arg-type]
         _float(v[12]), _int(v[13]), _float(v[14]), _float(v[15]), _float(v[16]), v[17], v[18],
         int(v[19]), v[20] == "1", int(v[21]), _int(v[22]), v[23],  # type: ignore[arg-type]
-        _float(v[24]), v[25], v[26], v[27],
+        _float(v[24]), v[25], v[26], v[27], v[28],
     )
 
 
@@ -90,7 +93,7 @@ def run_from_hash(fields: dict[str, str] | Sequence[str]) -> Run:
         _float(h.get("finished_at")), h.get("result"), h.get("error"), int(h["recoveries"]),
         h.get("cancel_requested") == "1", int(h["last_seq"]), _int(h.get("parent_id")),
         h.get("budget"), _float(h.get("deadline_at")), h.get("thread"), h.get("interrupt"),
-        h.get("tenant"),
+        h.get("tenant"), h.get("traceparent"),
     )
 
 
@@ -110,3 +113,11 @@ def step_from_entry(run_id: int, position: str, entry: str) -> StepRecord:
     held, created_at = entry.split("\n", 1)
     fence, name, status, result, error = json.loads(held)
     return StepRecord(run_id, int(position), name, status, result, error, fence, float(created_at))
+
+
+def question_from_hash(run_id: int | str, position: int | str,
+                       fields: dict[str, str] | Sequence[str]) -> Question:
+    """A question from its hash q:<run>:<position> (a dict, or a script's flat list)."""
+    h = fields if isinstance(fields, dict) else as_dict(fields)
+    return Question.of_row(int(run_id), int(position), h["kind"], h["body"], float(h["asked_at"]),
+                           h.get("answer"), h.get("answered_by"), _float(h.get("answered_at")))

@@ -20,7 +20,8 @@ __all__ = ["SCRIPT_NAMES", "Scripts"]
 
 SCRIPT_NAMES = (
     "cancel", "claim", "count_due", "event_append", "expire", "extend", "finish", "insert",
-    "insert_threaded", "migrate", "next_due", "rescue", "rescue_scan", "retry",
+    "insert_threaded", "lease_take", "migrate", "next_due", "question_answer", "question_open", "rescue",
+    "rescue_scan", "retry", "run_reclaim",
     "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",
     "thread_append", "thread_delete", "thread_forget", "thread_probe", "worker_deregister",
     "worker_heartbeat", "worker_register",

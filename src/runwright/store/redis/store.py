@@ -10,10 +10,11 @@ and refuses if it changed ("stale"): the store then reads and decides again, so 
 is applied on a stale read.
 
 Time: scripts judge leases, deadlines and due times by Redis's own clock (`TIME`) unless
-the caller injected a `now`. Liveness: Redis has no session to bind a worker to, so each
-registered worker has a key `alive:<id>` with a short TTL that this store refreshes
-while the process lives; a SIGKILLed or stalled worker's key lapses and its runs are
-taken over at the next rescue tick.
+the caller injected a `now` or the store was given a clock of its own (`Clock.judged`).
+Liveness: Redis has no session to bind a worker to, so each registered worker has a key
+`alive:<id>` with a short TTL that this store refreshes while the process lives; a
+SIGKILLed or stalled worker's key lapses and its runs are taken over at the next rescue
+tick.
 
 Keys (after the prefix):
     ids, worker_ids, thread_ids          counters (run ids order submissions)
@@ -26,13 +27,20 @@ Keys (after the prefix):
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
+    ended                                runs ended in the last hour, by finished_at
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1
-    steps:<id>                           a run's journal: position -> entry
+    steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
+                                         before its last snapshot are in steps_old
+    q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
+                                         (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
     sched:<attribute>                    schedules, one hash per attribute
     workers, beats, alive:<id>           registrations, heartbeat times, liveness
+    lease:<name>                         named leases (the retention sweep's)
+    reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
+                                         scan of `runs` starts
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -42,27 +50,35 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
-from ...clock import SYSTEM_CLOCK, Clock
+from ...clock import Clock, StoreClock
 from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
 from ...journal import Event, StepRecord
+from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
+    EndedTimes,
     EventAppendParams,
     EventListParams,
+    LeaseTakeParams,
+    QuestionAnswerParams,
+    QuestionListParams,
+    QuestionOpenParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunExtendParams,
     RunExtendResult,
@@ -71,6 +87,8 @@ from ..params import (
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -88,8 +106,10 @@ from ..params import (
 from .codec import (
     NIL,
     arg,
+    as_dict,
     event_from_entry,
     identity,
+    question_from_hash,
     run_from_hash,
     run_from_values,
     step_from_entry,
@@ -123,12 +143,12 @@ class RedisStore:
     schema_version_known = SCHEMA_VERSION
 
     def __init__(self, url: str, client_url: str, namespace: str, *,
-                 liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock = SYSTEM_CLOCK) -> None:
+                 liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock | None = None) -> None:
         self.url = url
         self.namespace = namespace
         self.where = f"redis namespace {namespace!r}"
         self.hub = Hub()
-        self.clock = clock
+        self.clock = clock or StoreClock()  # Redis's TIME judges (see runwright.clock)
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url
@@ -160,12 +180,13 @@ class RedisStore:
     def key(self, name: str) -> str:
         return self.prefix + name
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         self._closing = False
         self._redis = self._client()
         self._scripts = Scripts(self._redis, self.key("ids"))
         try:
             await self._redis.ping()
+            await self._now(None)  # measures this machine's clock against Redis's
             await self._scripts.load_all(self._redis)
         except (*TRANSIENT, redis_errors.RedisError) as exc:
             await self.close()
@@ -204,10 +225,20 @@ class RedisStore:
 
     async def _now(self, given: float | None) -> float:
         """The injected time, else the server's clock (for values written from Python)."""
-        if given is not None:
-            return given
+        judged = self.clock.judged(given)
+        if judged is not None:
+            return judged
+        sent_s = time.time()
         seconds, micros = await self._call(self.redis.time)
-        return float(seconds + micros / 1_000_000)
+        server_s = float(seconds + micros / 1_000_000)
+        if isinstance(self.clock, StoreClock):
+            self.clock.observe(server_s, sent_s, time.time())
+        return server_s
+
+    def _now_arg(self, given: float | None) -> str:
+        """A script's `now`: the judged time, or '' for "the server's clock" (TIME there)."""
+        judged = self.clock.judged(given)
+        return "" if judged is None else repr(float(judged))
 
     # -- schema -----------------------------------------------------------------------
 
@@ -238,7 +269,7 @@ class RedisStore:
     async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
         if not params:
             return []
-        args: list[Any] = [_now_arg(params[0].now), len(params)]
+        args: list[Any] = [self._now_arg(params[0].now), len(params)]
         for p in params:
             args += _insert_fields(p)
         rows = await self._script("insert", *args)
@@ -255,11 +286,14 @@ class RedisStore:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
             if existing:
                 return _existed(run_from_hash(existing), True)
-            open_runs = [run_from_hash(flat) for flat in open_flat]
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy)
-            seen = ",".join(f"{run.id}:{run.state.value}" for run in open_runs)
+            hashes = [as_dict(flat) for flat in open_flat]
+            open_runs = [run_from_hash(h) for h in hashes]
+            asking = {run.id for run, h in zip(open_runs, hashes) if h.get("asking", "0") != "0"}
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            seen = ",".join(f"{run.id}:{run.state.value}:{h.get('asking', '0')}"
+                            for run, h in zip(open_runs, hashes))
             reply = await self._script(
-                "insert_threaded", _now_arg(params.now), seen, plan.mode,
+                "insert_threaded", self._now_arg(params.now), seen, plan.mode,
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),
                 len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
                 *_insert_fields(params))
@@ -358,6 +392,20 @@ class RedisStore:
             pipe.hget(self.key(f"run:{run_id}"), "tenant")
         return list(await self._call(pipe.execute))
 
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        ids = await self._call(lambda: self.redis.zrevrangebyscore(
+            self.key("ended"), "+inf", repr(float(params.since)), start=0, num=params.limit))
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in ids:
+            pipe.hmget(self.key(f"run:{run_id}"), "run_at", "started_at", "finished_at", "tenant")
+        out: list[EndedTimes] = []
+        for run_at, started_at, finished_at, tenant in await self._call(pipe.execute) if ids else ():
+            # A run retried since it ended has no finish any more; another tenant's is not ours.
+            if finished_at is not None and (params.tenant is None or tenant == params.tenant):
+                out.append((float(run_at), None if started_at is None else float(started_at),
+                            float(finished_at)))
+        return out
+
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         value = await self._script("next_due", len(params.queues), *params.queues, *params.tasks)
         return None if value is None else float(value)
@@ -369,7 +417,7 @@ class RedisStore:
     # -- the hot path ---------------------------------------------------------------
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        rows = await self._script("claim", _now_arg(params.now), params.limit, params.worker_id,
+        rows = await self._script("claim", self._now_arg(params.now), params.limit, params.worker_id,
                                   float(params.lease_s), len(params.queues), *params.queues,
                                   *params.tasks)
         return [run_from_values(values) for values in rows]  # in claim order
@@ -378,7 +426,7 @@ class RedisStore:
         if not params.runs:
             return RunExtendResult()
         pairs = [value for run_id, fence in params.runs for value in (run_id, fence)]
-        flat = await self._script("extend", _now_arg(params.now), float(params.lease_s),
+        flat = await self._script("extend", self._now_arg(params.now), float(params.lease_s),
                                   params.worker_id, *pairs)
         kept = {int(run_id): int(flag) for run_id, flag in zip(flat[::2], flat[1::2])}
         return RunExtendResult(lost=[run_id for run_id, _ in params.runs if run_id not in kept],
@@ -387,7 +435,7 @@ class RedisStore:
     async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
         if not params:
             return []
-        args: list[Any] = [_now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
+        args: list[Any] = [self._now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
         for stop in rules.REQUEUE_STOPS:
             args += [stop.flag, stop.ends_as.value, stop.error]
         args.append(json.dumps([
@@ -401,7 +449,7 @@ class RedisStore:
     async def step_record(self, params: StepRecordParams) -> bool:
         logged = rules.step_event(params.position, params.name, params.status, params.error)
         recorded = await self._script(
-            "step", _now_arg(params.now), params.run_id, params.fence, params.position,
+            "step", self._now_arg(params.now), params.run_id, params.fence, params.position,
             params.name, params.status,
             step_identity(params.fence, params.name, params.status, params.result, params.error),
             logged)
@@ -410,7 +458,7 @@ class RedisStore:
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         pairs = [value for kind, data in params.events for value in (kind, data)]
-        seqs = await self._script("event_append", _now_arg(params.now), params.run_id,
+        seqs = await self._script("event_append", self._now_arg(params.now), params.run_id,
                                   params.fence, *pairs)
         self.hub.fire(events_topic(params.run_id))
         return [int(s) for s in seqs] or None
@@ -418,9 +466,15 @@ class RedisStore:
     # -- the journal and the log --------------------------------------------------------
 
     async def step_list(self, run_id: int) -> list[StepRecord]:
-        entries = await self._call(self.redis.hgetall, self.key(f"steps:{run_id}"))
-        steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
-        return sorted(steps, key=lambda s: s.position)
+        pipe = self.redis.pipeline(transaction=True)  # both halves as of one moment
+        pipe.hgetall(self.key(f"steps_old:{run_id}"))
+        pipe.hgetall(self.key(f"steps:{run_id}"))
+        archived, recent = await self._call(pipe.execute)
+        return _journal(run_id, {**archived, **recent})
+
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        # A done snapshot moved what precedes it to steps_old (lib.lua's archive_before).
+        return _journal(run_id, await self._call(self.redis.hgetall, self.key(f"steps:{run_id}")))
 
     async def event_list(self, params: EventListParams) -> list[Event]:
         if params.limit <= 0:
@@ -459,7 +513,7 @@ class RedisStore:
             seen = ",".join(f"{m.id}:{m.state.value}:{int(m.cancel_requested)}"
                             for m in (run, *descendants))
             reply = await self._script(
-                "cancel", _now_arg(params.now), run.id, seen, rules.cancelled_error(),
+                "cancel", self._now_arg(params.now), run.id, seen, rules.cancelled_error(),
                 json.dumps({"reason": "cancelled on request"}), len(plan.ask_to_stop),
                 *plan.ask_to_stop, *[m.id for m in plan.end_now])
             if reply[0] == "ok":
@@ -471,7 +525,7 @@ class RedisStore:
         for _ in range(STALE_RETRIES):
             run = await self._locked_run(params.run_id)
             forget = rules.retry_drops(run, await self.step_list(run.id))
-            reply = await self._script("retry", _now_arg(params.now), run.id, run.state.value,
+            reply = await self._script("retry", self._now_arg(params.now), run.id, run.state.value,
                                        json.dumps({"previous": run.state.value}), *forget)
             if reply[0] == "ok":
                 self.hub.fire(QUEUED)
@@ -479,11 +533,121 @@ class RedisStore:
                 return run_from_hash(reply[1])
         raise StoreError(f"run {params.run_id}: its state kept changing during the retry; try again")
 
+    # -- questions ------------------------------------------------------------------------
+
+    async def question_open(self, params: QuestionOpenParams) -> Question | None:
+        flat = await self._script("question_open", self._now_arg(params.now), params.run_id, params.fence,
+                                  params.position, params.kind, params.body,
+                                  json.dumps(rules.asked_event(params)))
+        self.hub.fire(events_topic(params.run_id))
+        return question_from_hash(params.run_id, params.position, flat) if flat else None
+
+    async def question_answer(self, params: QuestionAnswerParams) -> Question:
+        for _ in range(STALE_RETRIES):
+            run = await self.run_get(params.run_id)
+            question = await self._question(params.run_id, params.position)
+            if not rules.plan_answer(run, question, params):
+                assert question is not None
+                return question
+            assert run is not None
+            reply = await self._script("question_answer", self._now_arg(params.now), run.id, params.position,
+                                       run.state.value, params.answer, params.by,
+                                       json.dumps(rules.answered_event(params)))
+            if reply[0] == "ok":
+                self.hub.fire(QUEUED)
+                self.hub.fire(events_topic(run.id))
+                return question_from_hash(run.id, params.position, reply[1])
+        raise StoreError(f"run {params.run_id}: its state kept changing during the answer; try again")
+
+    async def _question(self, run_id: int, position: int) -> Question | None:
+        fields = await self._call(self.redis.hgetall, self.key(f"q:{run_id}:{position}"))
+        return question_from_hash(run_id, position, fields) if fields else None
+
+    async def question_list(self, params: QuestionListParams) -> list[Question]:
+        if params.run_id is not None:
+            positions = await self._call(self.redis.zrange, self.key(f"qs:{params.run_id}"), 0, -1)
+            places = [(params.run_id, int(p)) for p in positions]
+        else:
+            # Every pending question, oldest first; those of ended runs are skipped below.
+            members = await self._call(self.redis.zrange, self.key("qpending"), 0, -1)
+            places = [(int(r), int(p)) for r, p in (m.split(":") for m in members)]
+        runs = {run.id: run for run in await self.run_get_many([r for r, _ in places])}
+        out = []
+        for run_id, position in places:
+            run = runs.get(run_id)
+            if run is None or (params.tenant is not None and run.tenant != params.tenant):
+                continue
+            if params.pending and run.done:
+                continue
+            question = await self._question(run_id, position)
+            if question is None or (params.pending and question.answered):
+                continue
+            out.append(question)
+            if len(out) >= params.limit:
+                break
+        return out
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        return bool(await self._script("lease_take", self._now_arg(params.now), params.name,
+                                       params.holder, float(params.lease_s)))
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        for _ in range(STALE_RETRIES):
+            plan = await self._reclaim_plan(params)
+            if plan is None:
+                return RunReclaimed()
+            cursor, hashes, reclaimed = plan
+            if params.dry_run or not hashes:
+                return reclaimed
+            ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
+            args: list[Any] = [cursor, json.dumps(ranges)]
+            for h in hashes:  # what the decision read, as stored, for the script to compare
+                args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
+                         identity(h.get("tenant"), h["key"])]
+            if (await self._script("run_reclaim", *args))[0] == "ok":
+                return reclaimed
+        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def _reclaim_plan(self, params: RunReclaimParams,
+                            ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
+        """Scan `runs` from the cursor (a window a few times the limit): the ended runs
+        older than the cut-off, and the cursor to keep, the lowest id left behind."""
+        start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
+        ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
+                               4 * params.limit)
+        if not ids:
+            return None
+        found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
+        picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
+                  and r.finished_at < params.ended_before][:params.limit]
+        chosen = [r for _, r in picked]
+        taken = {r.id for r in chosen}
+        left = [r.id for _, r in found if r.id not in taken]
+        cursor = min(left) if left else int(ids[-1]) + 1
+        pipe = self.redis.pipeline(transaction=False)
+        for run in chosen:
+            pipe.hlen(self.key(f"steps:{run.id}"))
+            pipe.hlen(self.key(f"steps_old:{run.id}"))
+            pipe.llen(self.key(f"ev:{run.id}"))
+        sizes = await self._call(pipe.execute) if chosen else []
+        steps = sum(sizes[i] + sizes[i + 1] for i in range(0, len(sizes), 3))
+        events = sum(sizes[i + 2] for i in range(0, len(sizes), 3))
+        return cursor, [h for h, _ in picked], RunReclaimed([r.id for r in chosen], steps, events)
+
+    async def _reclaimed_ranges(self) -> list[tuple[int, int]]:
+        found = await self._call(self.redis.hgetall, self.key("reclaimed"))
+        return sorted((int(lo), int(hi)) for lo, hi in found.items())
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
+
     # -- rescue and deadlines -----------------------------------------------------------
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
         now_text, gone, lapsed, *stuck_flat = await self._script(
-            "rescue_scan", _now_arg(params.now), float(params.worker_stale_s))
+            "rescue_scan", self._now_arg(params.now), float(params.worker_stale_s))
         now = float(now_text)
         # A lapsed key is a death only once it has stayed lapsed a moment (liveness.py):
         # after a Redis outage, the living workers' keys come back within that moment.
@@ -506,7 +670,7 @@ class RedisStore:
         return rescued
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
-        rows = await self._script("expire", _now_arg(params.now), rules.deadline_error(),
+        rows = await self._script("expire", self._now_arg(params.now), rules.deadline_error(),
                                   json.dumps({"error": "DeadlineExceeded"}))
         expired = [run_from_hash(flat) for flat in rows]
         self.hub.fire_changed(expired)
@@ -605,8 +769,9 @@ class RedisStore:
                     log.warning("liveness refresh failed (%s); retrying", exc)
 
     async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        await self._now(None)  # keeps the clock's offset fresh (see runwright.clock)
         alive = bool(await self._script("worker_heartbeat", params.worker_id,
-                                        _now_arg(params.now), self._ttl_ms()))
+                                        self._now_arg(params.now), self._ttl_ms()))
         if not alive:
             self._alive_ids.discard(params.worker_id)
         return alive
@@ -636,11 +801,6 @@ def due_key(priority: str, queue: str, task: str) -> str:
     return f"due:{priority}:{len(queue.encode())}:{queue}:{task}"
 
 
-def _now_arg(now: float | None) -> str:
-    """An injected time, or '' for "the server's clock" (TIME inside the script)."""
-    return "" if now is None else repr(float(now))
-
-
 def _insert_fields(p: RunInsertParams) -> list[Any]:
     """A run's INSERT_FIELDS script arguments (see scripts/lib.lua)."""
     stub = Run(0, p.key, p.task, p.queue, p.priority, RunState.QUEUED, p.args, 0, p.max_attempts,
@@ -649,7 +809,7 @@ def _insert_fields(p: RunInsertParams) -> list[Any]:
     return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
             int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
             p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
-            rules.submitted_event(stub), thread]
+            rules.submitted_event(stub), thread, p.traceparent]
 
 
 def _float_or_none(value: float | None) -> float | None:
@@ -694,3 +854,8 @@ def _safe(url: str) -> str:
     credentials, host = rest.split("@", 1)
     user = credentials.split(":", 1)[0]
     return f"{scheme}//{user}:***@{host}"
+
+
+def _journal(run_id: int, entries: dict[str, str]) -> list[StepRecord]:
+    steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
+    return sorted(steps, key=lambda s: s.position)

@@ -22,7 +22,8 @@ __all__ = [
 RUN_COLUMNS = (
     "id, key, task, queue, priority, state, args, attempt, max_attempts, fence, run_at, "
     "created_at, timeout_s, owner, lease_expires_at, started_at, finished_at, result, error, "
-    "recoveries, cancel_requested, last_seq, parent_id, budget, deadline_at, thread, interrupt, tenant"
+    "recoveries, cancel_requested, last_seq, parent_id, budget, deadline_at, thread, interrupt, tenant, "
+    "traceparent"
 )
 # The same, qualified by the alias `r`, for statements that join runs with another table.
 R_COLUMNS = ", ".join(f"r.{column.strip()}" for column in RUN_COLUMNS.split(","))
@@ -38,7 +39,7 @@ def run_from_row(row: Sequence[Any]) -> Run:
     return Run(
         row[0], row[1], row[2], row[3], row[4], RunState(row[5]), row[6], row[7], row[8],
         row[9], row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17],
-        row[18], row[19], bool(row[20]), *row[21:28],
+        row[18], row[19], bool(row[20]), *row[21:29],
     )
 
 

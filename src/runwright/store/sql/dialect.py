@@ -1,9 +1,11 @@
 """The seam between the shared SQL and each database: placeholders, arrays, row locks,
 and a connection both dialects answer the same way.
 
-Shared statements are written with PostgreSQL's `$n` placeholders and two markers:
-`IN_ARRAY($n)` (the column's value is one of an array parameter) and `FOR_UPDATE` (lock
-the rows read, where the database has row locks). Each dialect rewrites them once.
+Shared statements are written with PostgreSQL's `$n` placeholders and three markers:
+`IN_ARRAY($n)` (the column's value is one of an array parameter), `FOR_UPDATE` (lock
+the rows read, where the database has row locks) and `NOW($n)` (the time a lease, a due
+time or a deadline is judged by: parameter `$n`, or when it is NULL the database's own
+clock, see `runwright.clock`). Each dialect rewrites them once.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlConnection"]
 
 _IN_ARRAY = re.compile(r"IN_ARRAY\(\$(\d+)\)")
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+_NOW = re.compile(r"NOW\(\$(\d+)\)")
 
 
 class Dialect:
     def __init__(self, name: str, in_array: str, for_update: str, placeholder: str,
-                 json_arrays: bool) -> None:
+                 json_arrays: bool, now: str) -> None:
         self.name = name
+        self._now = now
         self._in_array = in_array
         self._for_update = for_update
         self._placeholder = placeholder
@@ -32,6 +36,7 @@ class Dialect:
     def prepare(self, sql: str) -> str:
         """The shared statement in this dialect."""
         sql = _IN_ARRAY.sub(lambda m: self._in_array.format(n=m[1]), sql)
+        sql = _NOW.sub(lambda m: self._now.format(n=m[1]), sql)
         sql = sql.replace("FOR_UPDATE", self._for_update)
         return _PLACEHOLDER.sub(lambda m: self._placeholder.format(n=m[1]), sql)
 
@@ -40,10 +45,14 @@ class Dialect:
         return json.dumps(list(values)) if self._json_arrays else list(values)
 
 
-POSTGRES = Dialect("postgresql", "= ANY(${n})", "FOR UPDATE", "${n}", json_arrays=False)
+# now(): one instant per transaction, as one `now` per operation is in Python.
+POSTGRES = Dialect("postgresql", "= ANY(${n})", "FOR UPDATE", "${n}", json_arrays=False,
+                   now="coalesce(${n}::float8, extract(epoch FROM now())::float8)")
 # SQLite has no row locks: its write transactions (BEGIN IMMEDIATE) hold the database's
-# one write lock from start to end, which is stronger.
-SQLITE = Dialect("sqlite", "IN (SELECT value FROM json_each(?{n}))", "", "?{n}", json_arrays=True)
+# one write lock from start to end, which is stronger. It is one machine: its store's
+# clock is the system clock, always passed in (never NULL).
+SQLITE = Dialect("sqlite", "IN (SELECT value FROM json_each(?{n}))", "", "?{n}", json_arrays=True,
+                 now="?{n}")
 
 
 class SqlConnection(Protocol):

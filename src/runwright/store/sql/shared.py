@@ -16,22 +16,31 @@ from typing import Any, AsyncContextManager, Sequence
 from ...clock import Clock
 from ...errors import RunNotFound, ThreadDeleted
 from ...journal import Event, StepRecord
+from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration
 from ..params import (
+    EndedTimes,
     EventListParams,
+    LeaseTakeParams,
+    QuestionAnswerParams,
+    QuestionListParams,
+    QuestionOpenParams,
     QueueStat,
     RunCancelParams,
     RunCountDueParams,
     RunCountParams,
+    RunEndedParams,
     RunExpireParams,
     RunInsertParams,
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
+    RunReclaimed,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
     ScheduleAdvanceParams,
@@ -172,6 +181,14 @@ class SqlStore(ABC):
             *args, self.clock.now(params.now))
         return [(row[0], row[1], row[2], row[3]) for row in rows]
 
+    async def run_ended_times(self, params: RunEndedParams) -> list[EndedTimes]:
+        # A range of the runs_finished index, read backwards: as many rows as the limit,
+        # however many runs the table keeps.
+        where, args = self._where([("finished_at", ">=", params.since), *_tenant_only(params.tenant)])
+        rows = await self._fetch(f"SELECT run_at, started_at, finished_at FROM runs WHERE {where}"
+                                 f" ORDER BY finished_at DESC LIMIT {int(params.limit)}", *args)
+        return [(row[0], row[1], row[2]) for row in rows]
+
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         async with self._reading() as conn:
             value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
@@ -187,6 +204,9 @@ class SqlStore(ABC):
 
     async def step_list(self, run_id: int) -> list[StepRecord]:
         return [StepRecord(*row) for row in await self._fetch(q.LIST_STEPS, run_id)]
+
+    async def step_list_resumable(self, run_id: int) -> list[StepRecord]:
+        return [StepRecord(*row) for row in await self._fetch(q.LIST_STEPS_RESUMABLE, run_id)]
 
     async def event_list(self, params: EventListParams) -> list[Event]:
         rows = await self._fetch(q.LIST_EVENTS, params.run_id, params.after, params.limit)
@@ -266,16 +286,16 @@ class SqlStore(ABC):
     # -- rescue and deadlines -----------------------------------------------------------
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
-        now = self.clock.now(params.now)
+        now, judged = self.clock.now(params.now), self.clock.judged(params.now)
         # A look without the write lock first: most ticks of most workers find nothing.
         async with self._reading() as conn:
-            if not await self._dead_worker_ids(conn, params, now) and not await conn.fetch(q.STUCK, now):
+            if not await self._dead_worker_ids(conn, params, now) and not await conn.fetch(q.STUCK, judged):
                 return []
         async with self._transaction() as conn:
             dead = await self._dead_worker_ids(conn, params, now)
             if dead:
                 await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
-            stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, now)]
+            stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, judged)]
             rescued = await self._apply_rescues(conn, [
                 rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
         self.hub.fire_changed(rescued)
@@ -300,12 +320,12 @@ class SqlStore(ABC):
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]:
         """Every worker sweeps: a deadline holds even when the run's own worker is dead."""
-        now = self.clock.now(params.now)
+        now, judged = self.clock.now(params.now), self.clock.judged(params.now)
         async with self._reading() as conn:
-            if await conn.fetchval(q.DEADLINE_PASSED, now) is None:
+            if await conn.fetchval(q.DEADLINE_PASSED, judged) is None:
                 return []
         async with self._transaction() as conn:
-            expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, now, rules.deadline_error())]
+            expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, judged, rules.deadline_error())]
             if expired:
                 failed = ("failed", {"error": "DeadlineExceeded"})
                 await self._log_bumped(conn, expired, [failed] * len(expired), now)
@@ -330,7 +350,10 @@ class SqlStore(ABC):
                 run.existed = True
                 return run
             open_runs = [run_from_row(r) for r in await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)]
-            await self._stop_for_thread(conn, rules.plan_busy(params.thread, open_runs, params.on_busy), now)
+            asking = {row[0] for row in await conn.fetch(
+                q.QUESTIONS_ASKING, self.dialect.array([r.id for r in open_runs]))} if open_runs else set()
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            await self._stop_for_thread(conn, plan, now)
             (run,) = await self._insert_runs(conn, [params], now)
         self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
         return run
@@ -380,6 +403,88 @@ class SqlStore(ABC):
             if params.purge:
                 await conn.execute(q.THREAD_PURGE, tenant, params.thread)
         return found == 1
+
+    # -- questions ----------------------------------------------------------------------
+
+    async def question_open(self, params: QuestionOpenParams) -> Question | None:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            if await conn.fetchval(q.OWNS_RUN, params.run_id, params.fence) is None:
+                return None
+            row = await conn.fetchrow(q.QUESTION_GET, params.run_id, params.position)
+            if row is None:
+                await conn.execute(q.QUESTION_INSERT, params.run_id, params.position, params.kind,
+                                   params.body, now)
+                await self._log(conn, params.run_id, "asked", rules.asked_event(params), now)
+                row = await conn.fetchrow(q.QUESTION_GET, params.run_id, params.position)
+        self.hub.fire(events_topic(params.run_id))
+        assert row is not None
+        return Question.of_row(*row)
+
+    async def question_answer(self, params: QuestionAnswerParams) -> Question:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            found = await conn.fetchrow(q.LOCK_RUN, params.run_id)
+            row = await conn.fetchrow(q.QUESTION_GET, params.run_id, params.position)
+            question = None if row is None else Question.of_row(*row)
+            run = None if found is None else run_from_row(found)
+            if rules.plan_answer(run, question, params):
+                await conn.execute(q.QUESTION_ANSWER, params.run_id, params.position, params.answer,
+                                   params.by, now)
+                await self._log(conn, params.run_id, "answered", rules.answered_event(params), now)
+                # A parked run comes due now; one still running (its park on its way) wakes
+                # as its park lands, as a parent does when its child ends.
+                await conn.execute(q.WAKE_PARENTS, self.dialect.array([params.run_id]), now)
+                await conn.notify("queued")
+                row = await conn.fetchrow(q.QUESTION_GET, params.run_id, params.position)
+        self.hub.fire(QUEUED)
+        self.hub.fire(events_topic(params.run_id))
+        assert row is not None
+        return Question.of_row(*row)
+
+    async def question_list(self, params: QuestionListParams) -> list[Question]:
+        clauses, args = ["1 = 1"], list[Any]()
+        if params.run_id is not None:
+            args.append(params.run_id)
+            clauses.append(f"q.run_id = ${len(args)}")
+        if params.pending:
+            clauses.append("q.answered_at IS NULL AND r.state IN ('queued', 'running')")
+        if params.tenant is not None:
+            args.append(params.tenant)
+            clauses.append(f"r.tenant = ${len(args)}")
+        args.append(params.limit)
+        rows = await self._fetch(
+            f"SELECT {q.QUESTION_COLUMNS} FROM questions q JOIN runs r ON r.id = q.run_id"
+            f" WHERE {' AND '.join(clauses)} ORDER BY q.asked_at, q.run_id, q.position"
+            f" LIMIT ${len(args)}", *args)
+        return [Question.of_row(*row) for row in rows]
+
+    # -- retention ----------------------------------------------------------------------
+
+    async def lease_take(self, params: LeaseTakeParams) -> bool:
+        return await self._change(q.LEASE_TAKE, params.name, params.holder,
+                                  self.clock.judged(params.now), params.lease_s) == 1
+
+    async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
+            if not ids:
+                return RunReclaimed()
+            array = self.dialect.array(ids)
+            steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
+            events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
+            if not params.dry_run:
+                for table in ("steps", "events", "questions"):
+                    await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
+                await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
+                ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
+                await conn.execute("DELETE FROM reclaimed")
+                await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
+                                       rules.merge_ranges(ranges, ids))
+        return RunReclaimed(ids, steps, events)
+
+    async def run_was_reclaimed(self, run_id: int) -> bool:
+        return bool(await self._fetch(q.RECLAIMED_HAS, run_id))
 
     # -- schedules ----------------------------------------------------------------------
 

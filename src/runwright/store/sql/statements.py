@@ -1,7 +1,9 @@
 """Statements both SQL dialects run, written once (see `dialect` for the markers).
 
-Times are parameters, never the database's `now()`: a test injects the clock into every
-statement. Every write after a claim is fenced by `(id, fence)` and `state = 'running'`.
+Times are parameters, so a test injects the clock into every statement; a lease or a
+deadline is judged by `NOW($n)`, which on a database shared by machines is the database's
+clock unless a time was injected (see `runwright.clock`). Every write after a claim is
+fenced by `(id, fence)` and `state = 'running'`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,20 @@ __all__ = [
     "GET_MANY",
     "GET_RUN",
     "LIST_EVENTS",
+    "LEASE_TAKE",
     "LIST_STEPS",
+    "LIST_STEPS_RESUMABLE",
     "LOCK_RUN",
     "LOCK_RUNS",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUESTION_ANSWER",
+    "RECLAIMABLE",
+    "RECLAIMED_HAS",
+    "QUESTION_COLUMNS",
+    "QUESTION_GET",
+    "QUESTION_INSERT",
+    "QUESTIONS_ASKING",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
@@ -92,6 +103,15 @@ LIST_STEPS = """
 SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
 WHERE run_id = $1 ORDER BY position
 """
+# From the last snapshot on: the subquery walks the primary key backwards from the newest
+# step and stops at the first snapshot, so it reads only the steps since then.
+LIST_STEPS_RESUMABLE = """
+SELECT run_id, position, name, status, result, error, fence, created_at FROM steps
+WHERE run_id = $1 AND position >= coalesce((
+    SELECT position FROM steps WHERE run_id = $1 AND name = 'snapshot' AND status = 'done'
+    ORDER BY position DESC LIMIT 1), 0)
+ORDER BY position
+"""
 DROP_STEPS = "DELETE FROM steps WHERE run_id = $1 AND position IN_ARRAY($2)"
 
 # -- stopping runs: cancel, interrupt -----------------------------------------------
@@ -147,7 +167,7 @@ WHERE id = $1
 STUCK = f"""
 SELECT {RUN_COLUMNS} FROM runs
 WHERE state = 'running'
-  AND (lease_expires_at < $1 OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))
+  AND (lease_expires_at < NOW($1) OR owner IS NULL OR owner NOT IN (SELECT id FROM workers))
 ORDER BY id FOR_UPDATE
 """
 # Applied only while the run is still running under the fence that was judged stuck: an
@@ -159,13 +179,13 @@ WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING {RUN_COLUMNS}
 """
 DEADLINE_PASSED = """
-SELECT 1 FROM runs WHERE deadline_at < $1 AND state IN ('queued', 'running') LIMIT 1
+SELECT 1 FROM runs WHERE deadline_at < NOW($1) AND state IN ('queued', 'running') LIMIT 1
 """
 # A running run's owner finds its next fenced write refused (no longer running).
 EXPIRE = f"""
-UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = $1,
+UPDATE runs SET state = 'failed', owner = NULL, lease_expires_at = NULL, finished_at = NOW($1),
     error = $2, last_seq = last_seq + 1
-WHERE deadline_at < $1 AND state IN ('queued', 'running')
+WHERE deadline_at < NOW($1) AND state IN ('queued', 'running')
 RETURNING {RUN_COLUMNS}
 """
 
@@ -235,3 +255,34 @@ WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"
 WORKER_DELETE_MANY = "DELETE FROM workers WHERE id IN_ARRAY($1)"
 WORKER_LIST = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY id"
+
+# -- questions --------------------------------------------------------------------------
+
+QUESTION_COLUMNS = "q.run_id, q.position, q.kind, q.body, q.asked_at, q.answer, q.answered_by, q.answered_at"
+QUESTION_GET = f"SELECT {QUESTION_COLUMNS} FROM questions q WHERE q.run_id = $1 AND q.position = $2"
+QUESTION_INSERT = """
+INSERT INTO questions (run_id, position, kind, body, asked_at)
+VALUES ($1, CAST($2 AS integer), $3, $4, CAST($5 AS double precision))
+"""
+# Written once: a second answer (the caller checked under the run's lock) changes nothing.
+QUESTION_ANSWER = """
+UPDATE questions SET answer = $3, answered_by = $4, answered_at = CAST($5 AS double precision)
+WHERE run_id = $1 AND position = $2 AND answered_at IS NULL
+"""
+# Which of these runs wait on a question nobody answered yet (rules.plan_busy).
+QUESTIONS_ASKING = "SELECT DISTINCT run_id FROM questions WHERE run_id IN_ARRAY($1) AND answered_at IS NULL"
+
+# -- retention --------------------------------------------------------------------------
+
+# Taken when free, lapsed, or ours (renewed); one row changed means we hold it.
+LEASE_TAKE = """
+INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, NOW($3) + $4)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
+"""
+# Ended before the cut-off, oldest ids first: the state index orders each state by id.
+RECLAIMABLE = """
+SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+AND finished_at < $1 ORDER BY id LIMIT $2
+"""
+RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"

@@ -34,12 +34,12 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
     for p in params:
         row = conn.execute(
             f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, last_seq)"
-            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
+            f" last_seq) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-             p.deadline_at, p.thread, p.tenant)).fetchone()
+             p.deadline_at, p.thread, p.tenant, p.traceparent)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(_GET_BY_KEY, (p.tenant or "", p.key)).fetchone())
             run.existed = True

@@ -34,7 +34,8 @@ CREATE TABLE runs (
     deadline_at      REAL,
     thread           TEXT,
     interrupt        TEXT,
-    tenant           TEXT
+    tenant           TEXT,
+    traceparent      TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -47,6 +48,8 @@ CREATE INDEX runs_state ON runs (state, id);
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
+-- The summary's latency sample: the latest ended runs, a range of this index.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;
 
 -- Keyed by (run, position): a second write of a position conflicts instead of doubling.
 CREATE TABLE steps (
@@ -123,3 +126,36 @@ CREATE TABLE schedules (
     created_at     REAL    NOT NULL,
     updated_at     REAL    NOT NULL
 ) WITHOUT ROWID;
+
+-- A question a run asked (ctx.ask, or a tool call waiting for approval), keyed by the
+-- run and the journal position of the ask, so a replay finds the same row. The answer
+-- and who gave it are written once; the run, parked meanwhile, is woken by it.
+CREATE TABLE questions (
+    run_id      INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    kind        TEXT    NOT NULL CHECK (kind IN ('question', 'approval')),
+    body        TEXT    NOT NULL,
+    asked_at    REAL    NOT NULL,
+    answer      TEXT,
+    answered_by TEXT,
+    answered_at REAL,
+    PRIMARY KEY (run_id, position)
+) WITHOUT ROWID;
+-- The pending questions, oldest first: what an approver's inbox lists.
+CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;
+
+
+-- A named lease: one process at a time does what it guards (the retention sweep), and
+-- a holder that dies loses it when it lapses.
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+
+-- The ranges of run ids reclaimed by retention (a handful: each pass widens one), so
+-- that a reader of a reclaimed run is told it expired, not that it never existed.
+CREATE TABLE reclaimed (
+    lo INTEGER PRIMARY KEY,
+    hi INTEGER NOT NULL
+);

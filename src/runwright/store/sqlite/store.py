@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 
 from ...clock import SYSTEM_CLOCK, Clock
-from ...errors import StoreError, StoreUnreachable
+from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration, load_migrations
@@ -174,7 +174,7 @@ class SqliteStore(SqlStore):
         self.path = path
         self.where = path
         self.hub = Hub()
-        self.clock = clock
+        self.clock = clock  # one machine, one clock: the system's is the store's
         self._synchronous = synchronous
         self._hot = _Thread(path, "runwright-sqlite")
         self._shared = _Thread(path, "runwright-sqlite-shared")
@@ -194,10 +194,15 @@ class SqliteStore(SqlStore):
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn
 
-    async def open(self) -> None:
+    async def open(self, create: bool = True) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
             raise StoreUnreachable(f"sqlite: directory {directory} does not exist (from {self.url})")
+        if not create and not os.path.exists(self.path):
+            # Connecting would create an empty file that every later command takes for a
+            # database: a reader (`runwright status` in the wrong folder) must leave none.
+            raise SchemaError(f"no such database at {os.path.abspath(self.path)}; set RUNWRIGHT_URL "
+                              f"or run `runwright migrate`")
         try:
             for thread in (self._hot, self._shared):
                 await thread.start(self._connect)

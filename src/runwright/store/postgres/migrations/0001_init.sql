@@ -1,5 +1,5 @@
 -- runwright schema 1 on PostgreSQL: runs and workers, in the store's own schema
--- (search_path is set to it for every connection). Times are epoch seconds
+-- (search_path is set to it in the migrating transaction). Times are epoch seconds
 -- (double precision) so that tests can inject the clock into every statement.
 
 CREATE TABLE runs (

@@ -3,7 +3,8 @@
 --
 -- KEYS[1]  <prefix>ids
 -- ARGV[1]  now ('' = the server's clock)
--- ARGV[2]  what the plan was made from: "id:state" of each open run, comma-separated
+-- ARGV[2]  what the plan was made from: "id:state:asking" of each open run (asking: its
+--          questions nobody answered yet), comma-separated
 -- ARGV[3]  the plan's mode ("interrupt", "rollback", or NIL)
 -- ARGV[4]  the data of the interrupt events    ARGV[5] the error an interrupted run ends with
 -- ARGV[6]  a, the number of running runs to ask to stop; then their ids; then e, the
@@ -26,7 +27,8 @@ local existing = redis.call('HGET', P .. 'keys', ARGV[fields_at])
 if existing then return {1, redis.call('HGETALL', run_key(existing))} end
 local seen = {}
 for _, id in ipairs(redis.call('ZRANGE', P .. 'topen:' .. no, 0, -1)) do
-  seen[#seen + 1] = id .. ':' .. redis.call('HGET', run_key(id), 'state')
+  local f = redis.call('HMGET', run_key(id), 'state', 'asking')
+  seen[#seen + 1] = id .. ':' .. f[1] .. ':' .. (f[2] or '0')
 end
 if table.concat(seen, ',') ~= ARGV[2] then return {'stale'} end
 

@@ -16,6 +16,8 @@
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
+-- `ended` keeps the runs that ended in the last hour: the summary looks back 15 minutes.
+local ENDED_KEEP_S, last_ended_at = 3600, nil
 
 -- Formatting a double exactly is dear (glibc's multi-precision path), and most calls of a
 -- script format the same `now`: the last one is kept.
@@ -211,6 +213,9 @@ local function ended(id, run, now)
   if run.deadline_at then redis.call('ZREM', P .. 'deadlines', id) end
   if run.parent_id then wake_parent(run.parent_id, now) end
   done_ids[#done_ids + 1] = id
+  -- The summary's latency sample: ended runs by end time, trimmed in publish().
+  redis.call('ZADD', P .. 'ended', now, id)
+  last_ended_at = now
 end
 
 -- A queued run (not started, or parked) ends now: cancelled, or interrupted by a newer
@@ -242,7 +247,7 @@ end
 
 -- Insert one new run from ARGV[i .. i+15] (see insert.lua), with its `submitted` event.
 -- Returns the run's id, or the existing run's id and true when its (tenant, key) exists.
-local INSERT_FIELDS = 16
+local INSERT_FIELDS = 17
 local function insert_one(i, now)
   local ident = ARGV[i]
   local existing = redis.call('HGET', P .. 'keys', ident)
@@ -252,11 +257,13 @@ local function insert_one(i, now)
                args = ARGV[i + 5], max_attempts = ARGV[i + 6], timeout_s = opt(ARGV[i + 7]),
                run_at = opt(ARGV[i + 8]) or num(now), parent_id = opt(ARGV[i + 9]),
                budget = opt(ARGV[i + 10]), deadline_at = opt(ARGV[i + 11]),
-               thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13])}
+               thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13]),
+               traceparent = opt(ARGV[i + 16])}
   local fields = {'id', id, 'state', 'queued', 'attempt', 0, 'fence', 0, 'recoveries', 0,
                   'cancel_requested', 0, 'wake_requested', 0, 'last_seq', 0, 'created_at', num(now)}
   for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
-                         'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant'}) do
+                         'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant',
+                         'traceparent'}) do
     if run[name] then fields[#fields + 1] = name; fields[#fields + 1] = run[name] end
   end
   if run.thread then
@@ -277,9 +284,33 @@ local function insert_one(i, now)
   return id, false
 end
 
+-- A run's journal is the hash steps:<id>, position -> identity .. "\n" .. created_at,
+-- where identity is JSON [fence, name, status, result, error]. A done snapshot at
+-- position p moves the entries before it to steps_old:<id> and is noted in the run's
+-- snapshot_at, so a resume reads only steps:<id>: the snapshot and what came after.
+local function archive_before(id, p)
+  local steps, old = P .. 'steps:' .. id, P .. 'steps_old:' .. id
+  local flat = redis.call('HGETALL', steps)
+  for i = 1, #flat, 2 do
+    if tonumber(flat[i]) < p then
+      redis.call('HSET', old, flat[i], flat[i + 1])
+      redis.call('HDEL', steps, flat[i])
+    end
+  end
+  redis.call('HSET', run_key(id), 'snapshot_at', p)
+end
+
+local function is_snapshot(entry)
+  local held = cjson.decode(string.match(entry, '^(.-)\n'))
+  return held[2] == 'snapshot' and held[3] == 'done'
+end
+
 -- The notifications ride along with the change: a hint to re-read, never the truth.
 local function publish()
   flush_counts()
+  if last_ended_at then
+    redis.call('ZREMRANGEBYSCORE', P .. 'ended', '-inf', '(' .. num(last_ended_at - ENDED_KEEP_S))
+  end
   settle_owners()
   if #done_ids > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done_ids, ',')) end
   if #event_ids > 0 then redis.call('PUBLISH', P .. 'events', table.concat(event_ids, ',')) end

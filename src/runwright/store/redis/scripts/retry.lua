@@ -14,7 +14,23 @@ local key = run_key(id)
 move(id, run, 'queued')
 redis.call('HSET', key, 'attempt', 0, 'recoveries', 0, 'run_at', num(now))
 redis.call('HDEL', key, 'result', 'error', 'finished_at', 'owner', 'lease_expires_at')
-for i = 5, #ARGV do redis.call('HDEL', P .. 'steps:' .. id, ARGV[i]) end
+-- The journal is made whole again (steps_old back into steps), the positions dropped,
+-- and the last snapshot that remains, if any, archives what precedes it again.
+local steps, old = P .. 'steps:' .. id, P .. 'steps_old:' .. id
+if redis.call('EXISTS', old) == 1 then
+  local flat = redis.call('HGETALL', old)
+  for j = 1, #flat, 2 do redis.call('HSET', steps, flat[j], flat[j + 1]) end
+  redis.call('DEL', old)
+end
+redis.call('HDEL', key, 'snapshot_at')
+for i = 5, #ARGV do redis.call('HDEL', steps, ARGV[i]) end
+local last = -1
+local flat = redis.call('HGETALL', steps)
+for j = 1, #flat, 2 do
+  local position = tonumber(flat[j])
+  if position > last and is_snapshot(flat[j + 1]) then last = position end
+end
+if last >= 0 then archive_before(id, last) end
 run.run_at = num(now)
 enqueue(id, run)
 -- Open again: it holds its thread and its deadline counts again.

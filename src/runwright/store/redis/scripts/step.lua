@@ -8,15 +8,19 @@
 -- Returns  1 when journaled (or when this very entry is already there: our own write,
 --          its reply lost), 0 when refused
 --
--- The journal is the hash steps:<run>, position -> identity .. "\n" .. created_at. A
--- position holds one outcome: only a "started" mark (an at-most-once call) may be
--- completed in place, once; nothing else rewrites it, and a refused write logs nothing.
+-- The journal is steps:<run> (see archive_before in lib.lua: a done snapshot moves what
+-- precedes it to steps_old:<run>). A position holds one outcome: only a "started" mark
+-- (an at-most-once call) may be completed in place, once; nothing else rewrites it, and
+-- a refused write logs nothing.
 local now = now_of(ARGV[1])
 local id, fence, position, name, status = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local identity = ARGV[7]
 local run = load(id)
 local steps = P .. 'steps:' .. id
 local existing = redis.call('HGET', steps, position)
+if not existing and run and run.snapshot_at and tonumber(position) < tonumber(run.snapshot_at) then
+  existing = redis.call('HGET', P .. 'steps_old:' .. id, position)
+end
 if existing then
   local held = string.match(existing, '^(.-)\n')
   local entry = cjson.decode(held)
@@ -28,6 +32,7 @@ if existing then
 end
 if not owns(run, fence) then return 0 end
 redis.call('HSET', steps, position, identity .. '\n' .. num(now))
+if name == 'snapshot' and status == 'done' then archive_before(id, tonumber(position)) end
 log(id, 'step', ARGV[8], now)
 publish()
 return 1

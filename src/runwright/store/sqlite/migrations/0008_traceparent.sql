@@ -1,0 +1,7 @@
+-- Schema 8: the W3C traceparent given at submission. Every attempt of the run continues
+-- that trace; NULL means the run starts a trace of its own (derived from its identity).
+ALTER TABLE runs ADD COLUMN traceparent TEXT;
+
+-- The summary's latency sample reads the latest ended runs: a range of this index, never
+-- a scan of every run the table keeps. Partial: open runs (no finished_at) stay out.
+CREATE INDEX runs_finished ON runs (finished_at) WHERE finished_at IS NOT NULL;

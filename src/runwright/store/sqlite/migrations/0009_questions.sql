@@ -1,0 +1,18 @@
+-- Schema 9: questions runs ask a person, and their answers.
+
+-- A question a run asked (ctx.ask, or a tool call waiting for approval), keyed by the
+-- run and the journal position of the ask, so a replay finds the same row. The answer
+-- and who gave it are written once; the run, parked meanwhile, is woken by it.
+CREATE TABLE questions (
+    run_id      INTEGER NOT NULL,
+    position    INTEGER NOT NULL,
+    kind        TEXT    NOT NULL CHECK (kind IN ('question', 'approval')),
+    body        TEXT    NOT NULL,
+    asked_at    REAL    NOT NULL,
+    answer      TEXT,
+    answered_by TEXT,
+    answered_at REAL,
+    PRIMARY KEY (run_id, position)
+) WITHOUT ROWID;
+-- The pending questions, oldest first: what an approver's inbox lists.
+CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;

@@ -1,0 +1,80 @@
+"""Retention in the store, on every backend: ended runs older than the cut-off go with
+their journal, log and questions; nothing open or young is touched; a reclaimed id is
+remembered as reclaimed; one holder at a time has the sweep's lease."""
+
+from __future__ import annotations
+
+import json
+
+from runwright.runs import RunState
+from runwright.store.params import (
+    EventListParams,
+    LeaseTakeParams,
+    QuestionListParams,
+    QuestionOpenParams,
+    RunCountParams,
+    RunFinishParams,
+    RunReclaimParams,
+    StepRecordParams,
+)
+
+from .helpers import T0, claim, insert, worker
+
+
+async def _ended(store, wid: int, count: int, at: float, state: RunState = RunState.SUCCEEDED) -> list[int]:
+    await store.run_insert_many([insert() for _ in range(count)])
+    runs = await store.run_claim(claim(wid, limit=count, now=at))
+    for run in runs:
+        assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "s", "done", "1", now=at))
+        await store.question_open(QuestionOpenParams(run.id, run.fence, 1, "question",
+                                                     json.dumps({"text": "?"}), now=at))
+    assert await store.run_finish_many([RunFinishParams(r.id, r.fence, state, result="1", now=at)
+                                        for r in runs]) == []
+    return [r.id for r in runs]
+
+
+async def test_old_ended_runs_go_with_their_journal_and_log_and_nothing_else(store):
+    wid = await store.worker_register(worker())
+    old = await _ended(store, wid, 3, T0)
+    old_dead = await _ended(store, wid, 1, T0 + 1, RunState.DEAD)
+    (open_run,) = await store.run_insert_many([insert(now=T0)])  # old, but queued
+    young = await _ended(store, wid, 2, T0 + 500)
+
+    dry = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100, dry_run=True))
+    assert dry.run_ids == [*old, *old_dead] and (dry.steps, dry.events) == (4, 20)
+    assert len(await store.run_get_many(old)) == 3, "a dry run removes nothing"
+
+    gone = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))
+    assert gone.run_ids == [*old, *old_dead] and (gone.steps, gone.events) == (4, 20)
+    for run_id in gone.run_ids:
+        assert await store.run_get(run_id) is None
+        assert await store.step_list(run_id) == []
+        assert await store.event_list(EventListParams(run_id)) == []
+        assert await store.question_list(QuestionListParams(run_id=run_id, pending=False)) == []
+        assert await store.run_was_reclaimed(run_id)
+    assert {r.id for r in await store.run_get_many([open_run.id, *young])} == {open_run.id, *young}
+    assert await store.run_count_by_state(RunCountParams()) == {"queued": 1, "succeeded": 2}
+    assert not await store.run_was_reclaimed(young[0]) and not await store.run_was_reclaimed(open_run.id)
+    assert not await store.run_was_reclaimed(10**12), "an id past every run was never reclaimed"
+    assert (await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))).run_ids == []
+
+
+async def test_a_reclaim_is_bounded_and_the_next_one_goes_on(store):
+    wid = await store.worker_register(worker())
+    ids = await _ended(store, wid, 7, T0)
+    first = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 1, limit=3))
+    second = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 1, limit=3))
+    third = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 1, limit=3))
+    assert first.run_ids + second.run_ids + third.run_ids == ids
+    assert [len(first.run_ids), len(second.run_ids), len(third.run_ids)] == [3, 3, 1]
+    assert all([await store.run_was_reclaimed(i) for i in ids])
+
+
+async def test_one_holder_at_a_time_has_a_lease_until_it_lapses(store):
+    assert await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0))
+    assert not await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 5))
+    assert await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0 + 5)), "renewed by its holder"
+    assert not await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 14))
+    assert await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 15.5)), "lapsed: taken"
+    assert not await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0 + 16))
+    assert await store.lease_take(LeaseTakeParams("other", "a", 10, now=T0 + 16)), "leases are by name"

@@ -1,0 +1,335 @@
+"""The `runwright` command's face: exit codes, help, JSON output, pipes, serve, submit
+options, and that reading never creates a database. Real `runwright` processes."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
+from pathlib import Path
+from typing import IO, Iterator
+
+import httpx
+import pytest
+
+import runwright as rw
+from runwright.cli.exits import TABLE
+from runwright.cli.main import command
+from runwright.store.params import (
+    RunClaimParams,
+    RunCountParams,
+    RunFinishParams,
+    RunListParams,
+    WorkerRegisterParams,
+)
+
+from .harness import ROOT, wait_until
+
+pytestmark = pytest.mark.process
+
+CLI_APP = "tests.process.cli_apps:app"
+NO_DATABASE = ("error: SchemaError: no such database at {path}; set RUNWRIGHT_URL or run "
+               "`runwright migrate`")
+
+
+def runwright(*args: str, url: str | None = None, cwd: Path = ROOT, timeout_s: float = 120,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`runwright ARGS` with stdout and stderr captured through pipes (not a terminal)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("RUNWRIGHT_URL", "COLUMNS")}
+    if url is not None:
+        base["RUNWRIGHT_URL"] = url
+    return subprocess.run([sys.executable, "-m", "runwright", *args], cwd=cwd, env={**base, **(env or {})},
+                          capture_output=True, text=True, timeout=timeout_s)
+
+
+@contextlib.contextmanager
+def worker_process(url: str, *options: str) -> Iterator[subprocess.Popen]:
+    worker = subprocess.Popen([sys.executable, "-m", "runwright", "worker", CLI_APP, "--url", url, *options],
+                              cwd=ROOT, stderr=subprocess.DEVNULL)
+    try:
+        yield worker
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(60)
+
+
+def submitted(url: str, task: str, args: str, *options: str) -> int:
+    """Submit through the command line (the tests' own App does not know CLI_APP's tasks)."""
+    done = runwright("submit", CLI_APP, task, "--args", args, *options, url=url)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[1])
+
+
+# -- reading never creates a database ---------------------------------------------------
+
+READ_COMMANDS = [["status"], ["runs"], ["dead"], ["show", "1"], ["events", "1"], ["follow", "1"],
+                 ["workers"], ["thread", "t1"], ["schedules"], ["runs", "--json"], ["status", "--json"],
+                 ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"]]
+
+
+@pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
+def test_a_command_that_only_reads_creates_no_database(args: list[str], tmp_path: Path) -> None:
+    done = runwright(*args, cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.splitlines() == [NO_DATABASE.format(path=tmp_path / "runwright.db")]
+    assert done.stdout == ""
+    assert not (tmp_path / "runwright.db").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_migrate_then_reading_works_in_that_folder(tmp_path: Path) -> None:
+    assert runwright("migrate", cwd=tmp_path).returncode == 0
+    listed = runwright("runs", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []
+
+
+# -- exit codes, help, version ---------------------------------------------------------
+
+
+def test_the_exit_codes_are_listed_in_the_top_level_help_and_the_readme() -> None:
+    shown = runwright("--help")
+    assert shown.returncode == 0
+    lines = shown.stdout.splitlines()
+    start = lines.index("  Exit codes:")
+    assert lines[start + 1:start + 1 + len(TABLE)] == [f"    {code}  {meaning}" for code, meaning in TABLE]
+    assert [code for code, _ in TABLE] == list(range(len(TABLE)))  # one meaning per code
+    readme = (ROOT / "README.md").read_text()
+    for code, meaning in TABLE:
+        assert f"| {code} | {meaning} |" in readme
+
+
+def test_version_prints_the_installed_version() -> None:
+    shown = runwright("--version")
+    assert shown.returncode == 0 and shown.stdout == f"runwright {version('runwright')}\n"
+
+
+def test_every_option_of_every_command_has_help_and_no_type_hint() -> None:
+    group = command()
+    commands = {"": group, **group.commands}
+    assert {"worker", "serve", "submit", "runs", "status", "show", "events", "workers",
+            "thread"} <= set(commands)
+    for name, sub in commands.items():
+        shown = runwright(*([name] if name else []), "--help")
+        assert shown.returncode == 0, (name, shown.stderr)
+        assert not re.search(r"<\w+>", shown.stdout), (name, shown.stdout)
+        for param in sub.params:
+            assert (param.help or "").strip(), f"runwright {name}: {param.name} has no help"
+            for flag in getattr(param, "opts", []):
+                if flag.startswith("--"):
+                    (line,) = [line for line in shown.stdout.splitlines()
+                               if re.match(rf" +(-\w, )?{re.escape(flag)}( |$)", line)]
+                    assert line.split(flag, 1)[1].strip(), f"runwright {name} {flag}: no help shown"
+
+
+def test_an_unknown_run_is_exit_5(store_url: str) -> None:
+    assert runwright("migrate", url=store_url).returncode == 0
+    for args in (["show", "987654"], ["events", "987654"], ["cancel", "987654"]):
+        done = runwright(*args, url=store_url)
+        assert done.returncode == 5, (args, done.stderr)
+        assert done.stderr.splitlines() == ["error: RunNotFound: run 987654 not found"], args
+
+
+# -- submit -----------------------------------------------------------------------------
+
+
+async def test_submit_json_refuses_an_unknown_key_by_name_and_writes_nothing(app: rw.App,
+                                                                          store_url: str) -> None:
+    typo = runwright("submit", CLI_APP, "--json", '{"task": "double", "args": {"n": 1}, "delya_s": 60}',
+                     url=store_url)
+    assert typo.returncode == 2
+    assert typo.stderr.splitlines() == [
+        "error: InvalidInput: --json: unknown key 'delya_s' (did you mean 'delay_s'?); the keys are "
+        "task, args, key, priority, delay_s, run_at, queue, thread, on_busy, budget"]
+    old = runwright("submit", CLI_APP, "--json", '{"type": "double", "args": {"n": 1}}', url=store_url)
+    assert old.returncode == 2
+    assert old.stderr.startswith("error: InvalidInput: --json: unknown key 'type' (the job type is "
+                                 "given as 'task')") and len(old.stderr.splitlines()) == 1
+    assert await app.store.run_count_by_state(RunCountParams()) == {}
+
+
+async def test_submit_run_at_from_json_and_from_the_option(app: rw.App, store_url: str) -> None:
+    when = "2031-02-03T04:05:06+02:00"
+    expected = dt.datetime.fromisoformat(when).timestamp()
+    document = {"task": "double", "args": {"n": 1}, "key": "j", "run_at": when, "priority": 1,
+                "queue": "q1"}
+    from_json = runwright("submit", CLI_APP, "--json", json.dumps(document), url=store_url)
+    assert from_json.returncode == 0, from_json.stderr
+    by_option = runwright("submit", CLI_APP, "double", "--args", '{"n": 2}', "--key", "o",
+                          "--run-at", "2031-02-03T02:05:06Z", url=store_url)
+    assert by_option.returncode == 0, by_option.stderr
+    epoch = runwright("submit", CLI_APP, "double", "--args", '{"n": 3}', "--key", "e",
+                      "--run-at", str(expected), url=store_url)
+    assert epoch.returncode == 0, epoch.stderr
+    runs = {run.key: run for run in await app.store.run_list(RunListParams())}
+    assert {key: run.run_at for key, run in runs.items()} == {"j": expected, "o": expected, "e": expected}
+    assert (runs["j"].priority, runs["j"].queue) == (1, "q1")
+    naive = runwright("submit", CLI_APP, "double", "--args", '{"n": 4}', "--run-at", "2031-02-03T04:05:06",
+                      url=store_url)
+    assert naive.returncode == 2
+    assert naive.stderr.splitlines() == ["error: InvalidTime: run_at '2031-02-03T04:05:06' has no time "
+                                         "zone; add Z or an offset such as +02:00"]
+    assert len(await app.store.run_list(RunListParams())) == 3
+
+
+async def test_submit_wait_says_when_no_live_worker_serves_the_task_and_times_out(
+        app: rw.App, store_url: str) -> None:
+    with worker_process(store_url, "--queues", "other"):
+        await wait_until(app.store.worker_list, "the worker on queue 'other' registered")
+        unserved = runwright("submit", CLI_APP, "double", "--args", '{"n": 4}', "--wait",
+                             "--timeout-s", "2", url=store_url)
+        assert unserved.returncode == 6, unserved.stderr
+        run_id = unserved.stdout.split()[1]
+        assert unserved.stderr.splitlines() == [
+            f"warning: no live worker registers task 'double' on queue 'default': run {run_id} "
+            f"waits until one starts (runwright worker MODULE:APP --queues default)",
+            f"error: run {run_id} did not end within 2 s; it goes on (runwright follow {run_id})"]
+        served = runwright("submit", CLI_APP, "double", "--args", '{"n": 5}', "--queue", "other",
+                           "--wait", "--timeout-s", "100", url=store_url)
+        assert served.returncode == 0, served.stderr
+        assert served.stderr == "" and served.stdout.splitlines()[-1] == "10"
+    assert (await app.get(int(run_id))).state is rw.RunState.QUEUED  # it goes on waiting
+
+
+async def test_a_worker_that_died_without_deregistering_is_not_a_live_one(app: rw.App,
+                                                                          store_url: str) -> None:
+    stale = app.now() - 3600
+    await app.store.worker_register(WorkerRegisterParams("gone", 1, ["default"], ["double"], now=stale))
+    unserved = runwright("submit", CLI_APP, "double", "--args", '{"n": 1}', "--wait", "--timeout-s", "1",
+                         url=store_url)
+    assert unserved.returncode == 6
+    assert unserved.stderr.startswith("warning: no live worker registers task 'double' on queue 'default'")
+
+
+# -- show, JSON, pipes -------------------------------------------------------------------
+
+
+async def test_show_prints_the_traceback_of_a_failed_run(app: rw.App, store_url: str) -> None:
+    with worker_process(store_url):
+        failed = runwright("submit", CLI_APP, "explode", "--args", '{"reason": "no fuel"}', "--wait",
+                           url=store_url)
+    assert failed.returncode == 1
+    run_id = failed.stdout.split()[1]
+    shown = runwright("show", run_id, url=store_url)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert "Traceback (most recent call last):" in text
+    assert "in _inner_frame_of_explode" in text and 'raise ValueError(f"explode: {reason}")' in text
+    assert text.rstrip().splitlines()[-1] == "ValueError: explode: no fuel"
+    as_json = json.loads(runwright("show", run_id, "--json", url=store_url).stdout)
+    assert as_json["run"]["state"] == "dead" and as_json["run"]["error"]["type"] == "ValueError"
+    assert "_inner_frame_of_explode" in as_json["run"]["error"]["traceback"]
+    assert [a["outcome"] for a in as_json["attempts"]] == ["dead"]
+
+
+async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: str) -> None:
+    run_id = submitted(store_url, "double", '{"n": 21}', "--key", "k-json", "--delay-s", "3600")
+    created = runwright("schedules", "create", "hourly", "--app", CLI_APP, "--task", "double",
+                        "--cron", "0 * * * *", "--args", '{"n": 1}', "--json", url=store_url)
+    assert json.loads(created.stdout)["name"] == "hourly", created.stderr
+    worker_id = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"],
+                                                                     ["double"]))
+
+    def listed(*args: str) -> object:
+        done = runwright(*args, "--json", url=store_url)
+        assert done.returncode == 0, (args, done.stderr)
+        return json.loads(done.stdout)
+
+    (run,) = listed("runs")
+    assert (run["id"], run["key"], run["state"], run["args"]) == (run_id, "k-json", "queued", {"n": 21})
+    assert listed("dead") == []
+    status = listed("status")
+    assert status["queued"] == 1 and status["workers_alive"] == 1
+    (worker,) = listed("workers")
+    assert (worker["id"], worker["tasks"], worker["queues"]) == (worker_id, ["double"], ["default"])
+    (schedule,) = listed("schedules")
+    assert (schedule["name"], schedule["cron"], schedule["args"]) == ("hourly", "0 * * * *", {"n": 1})
+    shown = listed("show", str(run_id))
+    assert shown["run"]["id"] == run_id
+    events = runwright("events", str(run_id), "--json", url=store_url)
+    assert [json.loads(line)["kind"] for line in events.stdout.splitlines()] == ["submitted"]
+    thread = listed("thread", "no-such-thread")
+    assert thread == {"thread": "no-such-thread", "runs": [], "messages": []}
+
+
+async def test_tables_are_whole_when_piped(app: rw.App, store_url: str) -> None:
+    """Rich lays a table out to 80 columns without a terminal, cutting cells; a pipe gets
+    every row whole, on one line, and text that looks like Rich markup as it was written."""
+    run_id = submitted(store_url, "double", '{"n": 1}')
+    worker_id = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"],
+                                                                     ["double"]))
+    (claimed,) = await app.store.run_claim(RunClaimParams(worker_id, ["default"], ["double"], 1, 30))
+    message = "the upstream said [bold]no[/bold]: " + " ".join(f"reason-{i}" for i in range(40))
+    error = json.dumps({"type": "Upstream", "message": message})
+    await app.store.run_finish_many([RunFinishParams(claimed.id, claimed.fence, rw.RunState.DEAD,
+                                                     error=error)])
+    for args in (["runs"], ["dead"]):
+        done = runwright(*args, url=store_url, env={"COLUMNS": "80"})
+        assert done.returncode == 0, done.stderr
+        (row,) = [line for line in done.stdout.splitlines() if line.startswith(f"│ {run_id} ")]
+        assert f"Upstream: {message}" in row and "double" in row
+
+
+# -- serve ------------------------------------------------------------------------------
+
+
+def test_serve_prints_where_it_listens_and_a_port_in_use_is_exit_7(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runwright.db'}"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    server = subprocess.Popen([sys.executable, "-m", "runwright", "serve", CLI_APP, "--port", "0",
+                               "--url", url], cwd=ROOT, env={**env, "RUNWRIGHT_AUTH": "off"},
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        lines = _first_lines(server.stdout, 4)  # printed once it listens
+        (base,) = re.findall(r"^listening on +(http://127\.0\.0\.1:\d+)\n$", lines[0])
+        assert lines[1:] == [f"dashboard     {base}/\n", f"API docs      {base}/docs\n",
+                             f"OpenAPI       {base}/openapi.json\n"]
+        assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200
+        assert httpx.get(f"{base}/docs", timeout=30).status_code == 200
+        port = base.rsplit(":", 1)[1]
+        taken = runwright("serve", CLI_APP, "--port", port, url=url, env={"RUNWRIGHT_AUTH": "off"})
+        assert taken.returncode == 7, taken.stderr
+        assert taken.stderr.splitlines() == [f"error: cannot listen on 127.0.0.1:{port}: Address already in "
+                                             f"use (choose another with --port, or stop what listens there)"]
+        assert taken.stdout == ""
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(60)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def _first_lines(stream: IO[str], count: int, timeout_s: float = 120) -> list[str]:
+    """The first `count` lines of `stream`; a server that never prints fails the test
+    (at the deadline, which only ends a broken test) instead of hanging it."""
+    reader = ThreadPoolExecutor(1)
+    try:
+        return reader.submit(lambda: [stream.readline() for _ in range(count)]).result(timeout_s)
+    finally:
+        reader.shutdown(wait=False)  # a reader still blocked ends when the server is stopped
+
+
+# -- imports ----------------------------------------------------------------------------
+
+HEAVY = ("openai", "fastapi", "uvicorn", "starlette", "httpx")
+
+
+@pytest.mark.parametrize("program", [["-c", "import runwright"], ["-m", "runwright", "--help"],
+                                     ["-m", "runwright", "status", "--help"]], ids=" ".join)
+def test_import_and_help_load_no_model_sdk_and_no_web_stack(program: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-X", "importtime", *program], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+              if line.startswith("import time:")}
+    assert "runwright" in loaded
+    assert sorted(name for name in loaded if name.split(".")[0] in HEAVY) == []
+    assert not any(name.startswith("runwright.server") for name in loaded)

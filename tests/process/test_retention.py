@@ -1,0 +1,73 @@
+"""Retention with real processes, on every backend: the sweeping worker removes ended
+runs past their age, a reader is told they expired (the library, the CLI and HTTP: 410),
+and when the sweeping worker dies another takes the sweep over."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import runwright as rw
+
+from . import apps
+from .harness import ROOT, WorkerFleet, wait_until
+
+pytestmark = pytest.mark.process
+SWEEP = ["--retain-max-age-s", "0.5", "--sweep-interval-s", "0.2"]
+
+
+async def _gone(app: rw.App, run_id: int) -> bool:
+    return await app.store.run_get(run_id) is None
+
+
+async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it_dies(
+        app: rw.App, fleet: WorkerFleet) -> None:
+    first = fleet.start(args=SWEEP)
+    kept = fleet.start()  # no retention setting: it never sweeps
+    handle = await app.submit(apps.record, n=1)
+    assert (await handle.result(timeout_s=60)) == 1
+    await wait_until(lambda: _gone(app, handle.id), "the ended run is reclaimed")
+    with pytest.raises(rw.RunExpired, match="expired"):
+        await app.get(handle.id)
+    with pytest.raises(rw.RunNotFound):  # an id that never was a run is not "expired"
+        await app.get(handle.id + 10**9)
+    assert "retention pass" in first.log()
+
+    first.signal(signal.SIGKILL)
+    await first.wait_exit()
+    second = fleet.start(args=SWEEP)
+    later = await app.submit(apps.record, n=2)
+    assert (await later.result(timeout_s=60)) == 2
+    await wait_until(lambda: _gone(app, later.id), "the next sweeper reclaims it once the lease lapsed")
+    assert "retention pass" in second.log() and "retention pass" not in kept.log()
+    open_run = await app.submit(apps.record, n=3, delay_s=3600)
+    assert (await app.get(open_run.id)).state is rw.RunState.QUEUED, "an open run is never reclaimed"
+
+
+def cli(*args: str, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runwright", *args, "--url", url], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+async def test_runwright_sweep_says_what_it_removes(app: rw.App, fleet: WorkerFleet, store_url: str) -> None:
+    fleet.start()
+    handles = [await app.submit(apps.record, n=i) for i in range(3)]
+    for handle in handles:
+        await handle.result(timeout_s=60)
+    dry = cli("sweep", "--max-age-s", "0.001", "--dry-run", "--json", url=store_url)
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert (report["runs"], report["run_ids"], report["dry_run"]) == (3, [h.id for h in handles], True)
+    assert report["events"] == 9  # submitted, started, succeeded: each
+    assert all([await app.store.run_get(h.id) for h in handles]), "a dry run removes nothing"
+    done = cli("sweep", "--max-age-s", "0.001", url=store_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("removed 3 runs (0 journaled steps, 9 events)")
+    shown = cli("show", str(handles[0].id), url=store_url)
+    assert shown.returncode != 0 and "RunExpired" in shown.stderr
+    bad = cli("sweep", "--max-age-s", "0", url=store_url)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
