@@ -10,7 +10,8 @@
     │   ├── BadArguments            arguments that do not fit a task's or a tool's signature
     │   ├── SerializationError      a value that does not serialize to JSON
     │   ├── PayloadTooLarge         an encoded payload over the size limit
-    │   └── InvalidTime             a malformed run_at, delay or duration
+    │   ├── InvalidTime             a malformed run_at, delay or duration
+    │   └── ScheduleNotFound        a schedule name that is not stored
     ├── RunNotFound                 an unknown run id
     │   └── RunExpired              a run that existed, reclaimed by retention
     ├── QuestionNotFound            no question of that run at that id (ctx.ask, approvals)
@@ -66,6 +67,7 @@ __all__ = [
     "RunFailed",
     "RunNotFound",
     "RunwrightError",
+    "ScheduleNotFound",
     "SchemaError",
     "SerializationError",
     "StepFailed",
@@ -121,6 +123,10 @@ class PayloadTooLarge(InvalidInput):
 
 class InvalidTime(InvalidInput):
     """A malformed time, delay or duration."""
+
+
+class ScheduleNotFound(InvalidInput):
+    """A schedule name that is not stored (paused, resumed or deleted)."""
 
 
 class RunNotFound(RunwrightError, LookupError):

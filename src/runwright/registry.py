@@ -15,6 +15,7 @@ from .retry import Backoff, RetryPolicy
 from .runs import NORMAL
 from .schedules import Schedule
 from .serde import finite
+from .submission import OPTIONS
 from .tasks import TaskSpec, takes_context
 
 __all__ = ["Registry"]
@@ -65,6 +66,7 @@ class Registry:
     def add_task(self, spec: TaskSpec) -> TaskSpec:
         if spec.name in self.tasks:
             raise ConfigError(f"task {spec.name!r} is registered twice; give one a name=")
+        _check_no_option_shadowed(spec)
         self.tasks[spec.name] = spec
         return spec
 
@@ -107,3 +109,12 @@ class Registry:
     async def close_resources(self) -> None:
         for closer in self.closers:
             await closer()
+
+
+def _check_no_option_shadowed(spec: TaskSpec) -> None:
+    """A parameter named like a submission option could never be given (`submit(t,
+    key=...)` is the option): refused at registration rather than lost at submission."""
+    shadowed = sorted(set(spec.signature.parameters) & set(OPTIONS))
+    if shadowed:
+        raise ConfigError(f"task {spec.name!r}: rename {', '.join(map(repr, shadowed))}; a task's "
+                          f"parameter may not be named like a submission option ({', '.join(OPTIONS)})")

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .clock import Clock
 from .engine.scheduler import save_schedule
-from .errors import InvalidInput
+from .errors import InvalidInput, ScheduleNotFound
 from .limits import Limits
 from .registry import Registry
 from .schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
@@ -59,20 +59,20 @@ class Schedules:
 
     async def pause(self, name: str) -> None:
         if not await self._store.schedule_set_paused(SchedulePauseParams(name, True)):
-            raise InvalidInput(f"unknown schedule {name!r}")
+            raise ScheduleNotFound(f"unknown schedule {name!r}")
 
     async def resume(self, name: str, now: float | None = None) -> None:
         """Resume from now on: fires missed while paused are not made up."""
         found = {s.name: s for s in await self._store.schedule_list()}.get(name)
         if found is None:
-            raise InvalidInput(f"unknown schedule {name!r}")
+            raise ScheduleNotFound(f"unknown schedule {name!r}")
         upcoming = next_fire_after(found.cron, found.tz, self._clock.now(now))
         await self._store.schedule_set_paused(SchedulePauseParams(name, False, upcoming))
 
     async def delete(self, name: str) -> None:
         """Delete a stored schedule. One declared in code comes back when a worker starts."""
         if not await self._store.schedule_delete(name):
-            raise InvalidInput(f"unknown schedule {name!r}")
+            raise ScheduleNotFound(f"unknown schedule {name!r}")
 
 
 def _check_name(name: Any) -> None:

@@ -56,7 +56,7 @@ class Call:
     key: str | None = None
     priority: int | None = None
     delay_s: float | None = None
-    run_at: float | dt.datetime | None = None
+    run_at: float | str | dt.datetime | None = None
     traceparent: str | None = None
 
 
@@ -75,13 +75,18 @@ class RunScope:
 
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
                      priority: int | None = None, delay_s: float | None = None,
-                     run_at: float | dt.datetime | None = None, queue: str | None = None,
+                     run_at: float | str | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
                      on_busy: str = "reject", tenant: str | None = None,
                      traceparent: str | None = None, **kwargs: Any) -> RunHandle:
-        """Submit one run. The same `key` always names the same run of a tenant:
-        submitting it again returns the existing run (`handle.existed` is True), whatever
-        its state.
+        """Submit one run. The task's arguments go positionally or by keyword; the
+        submission options (`submission.OPTIONS`) are keyword-only, and no task parameter
+        is named like one (registration refuses it), so the two never collide.
+
+        The same `key` always names the same run of a tenant: submitting it again returns
+        the existing run (`handle.existed` is True), whatever its state. `run_at` is epoch
+        seconds, an aware datetime or text (ISO 8601 with a time zone, or epoch seconds);
+        `delay_s` or `run_at`, not both.
 
         With `thread`, the run joins that conversation (the tenant's thread of that name);
         runs of a thread never overlap, and `on_busy` says what happens when the thread
@@ -148,7 +153,7 @@ class RunScope:
         if run is None:
             raise await self._missing(_run_id(run_id))
         if not self._sees(run):
-            raise RunNotFound(f"run {run_id} not found")
+            raise RunNotFound(self._not_found(run_id))
         return run
 
     async def read_runs(self, run_ids: Sequence[int]) -> list[Run]:
@@ -341,7 +346,15 @@ class RunScope:
         says nothing of whose it was), else RunNotFound."""
         if await self._runtime.store.run_was_reclaimed(run_id):
             return RunExpired(f"run {run_id} expired: it ended and retention reclaimed it")
-        return RunNotFound(f"run {run_id} not found")
+        return RunNotFound(self._not_found(run_id))
+
+    def _not_found(self, run_id: int) -> str:
+        """Why a run is not found, the same words whether or not it exists elsewhere."""
+        if self.tenant_name is None:
+            return f"run {run_id} not found"
+        return (f"run {run_id} not found among tenant {self.tenant_name!r}'s runs (a tenant sees "
+                f"only the runs submitted as it; runs submitted with no tenant, as the CLI and an "
+                f"App do unless given one, are the operator's)")
 
     def _sees(self, run: Run) -> bool:
         return self.tenant_name is None or run.tenant == self.tenant_name

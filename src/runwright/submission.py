@@ -3,6 +3,11 @@
 One place checks what a submission may carry (priority, key, thread, busy policy, the
 task's own `check`, the payload limit) and turns it into what the store inserts, for
 `App.submit`, `App.submit_many`, a schedule's definition and `ctx.submit` alike.
+
+`OPTIONS` names the submission options, the keyword-only names of `submit` that every
+face (library, CLI, HTTP) takes beside a task's arguments. No task parameter may take
+one of these names (`@app.task` refuses it), so a task's arguments and the options of
+its submission never collide.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .budget import Budget
 from .errors import InvalidInput, InvalidTime
@@ -20,7 +25,12 @@ from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
 from .tracing import check_traceparent
 
-__all__ = ["Submission", "insert_params", "parse_run_at"]
+__all__ = ["OPTIONS", "Submission", "insert_params", "parse_run_at", "refuse_options_in", "run_at_of"]
+
+# The submission options, in one place: `Submission` has a field for each (and
+# `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
+OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread",
+           "traceparent")
 
 MAX_KEY_CHARS = 512
 MAX_THREAD_CHARS = 256
@@ -35,7 +45,7 @@ class Submission:
     key: str | None = None
     priority: int | None = None
     delay_s: float | None = None
-    run_at: float | dt.datetime | None = None
+    run_at: float | str | dt.datetime | None = None  # epoch s, aware datetime, or text (parse_run_at)
     queue: str | None = None
     budget: Budget | None = None
     thread: str | None = None
@@ -67,7 +77,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         priority=priority,
         max_attempts=spec.retry.max_attempts,
         timeout_s=spec.timeout_s,
-        run_at=due_at(now_s, submission.delay_s, submission.run_at),
+        run_at=due_at(now_s, submission.delay_s, run_at_of(submission.run_at)),
         parent_id=submission.parent_id,
         budget=budget.to_json() if budget is not None else None,
         deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
@@ -77,6 +87,22 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         traceparent=traceparent,
         now=now_s,
     )
+
+
+def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None:
+    """Refuse task arguments that name a submission option (no task parameter does): a face
+    that takes arguments as one JSON object (HTTP, the CLI) says so, naming it, rather than
+    letting `submit(task, **options, **arguments)` fail on a keyword given twice."""
+    shadowing = sorted(set(arguments) & set(OPTIONS))
+    if shadowing:
+        raise InvalidInput(f"{where}.{shadowing[0]}: {shadowing[0]!r} is a submission option, never a "
+                           f"task's argument; give it beside {where}")
+
+
+def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:
+    """`run_at` as `due_at` takes it: text (ISO 8601 with a time zone, or epoch seconds)
+    is parsed by `parse_run_at`; numbers and datetimes pass as they are (`due_at` checks them)."""
+    return parse_run_at(value) if isinstance(value, str) else value
 
 
 def _check_priority(priority: Any) -> None:

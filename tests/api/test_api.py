@@ -221,7 +221,7 @@ async def test_threads_schedules_and_workers(server: str, worker_app: rw.App) ->
         assert (await http.get("/schedules", headers=operator)).json()[0]["paused"] is False
         assert (await http.post("/schedules/hourly/pause", headers=operator)).status_code == 204
         assert (await http.get("/schedules", headers=operator)).json()[0]["paused"] is True
-        assert (await http.post("/schedules/nope/resume", headers=operator)).status_code == 422
+        assert (await http.post("/schedules/nope/resume", headers=operator)).status_code == 404
         assert (await http.post("/schedules/hourly/resume")).status_code == 403
         assert (await http.get("/workers")).json() == []
 

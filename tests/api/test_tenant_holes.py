@@ -21,6 +21,7 @@ from .test_api import OPERATOR_TOKEN, as_, server, serving, worker_app  # noqa: 
 pytestmark = pytest.mark.process
 MARKER = "alice-private-m4rk3r"  # in alice's arguments, results, events and thread messages
 NEVER = 10**15  # a run id that exists in no tenant
+ANSWER = {"question": 1, "value": True}  # what bob answers to alice's run
 
 # Each operation of the OpenAPI document, and what bob gets when he aims it at alice's.
 # A new operation fails test_every_operation_is_probed until it is classified here.
@@ -45,9 +46,14 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/threads/{thread}/events"): 404,  # bob has no such thread
     ("GET", "/threads/{thread}/events/stream"): 404,
     ("GET", "/schedules"): 403,
+    ("POST", "/schedules"): 403,  # not even to redefine the deployment's schedule
+    ("DELETE", "/schedules/{name}"): 403,
     ("POST", "/schedules/{name}/pause"): 403,
     ("POST", "/schedules/{name}/resume"): 403,
     ("GET", "/workers"): 200,  # the deployment's workers: no tenant's data
+    ("GET", "/questions"): 200,  # bob's own pending questions: none
+    ("GET", "/runs/{run_id}/questions"): 404,
+    ("POST", "/runs/{run_id}/answers"): 404,
 }
 
 
@@ -84,6 +90,10 @@ def requests_for(method: str, path: str, ids: dict[str, Any]) -> list[dict[str, 
             probe = {"method": method, "url": url, "headers": as_("bob-token"),
                      "json": {"task": "record", "args": {"n": 1}, "key": "k", "thread": "t",
                               "delay_s": 3600}}
+        if (method, path) == ("POST", "/runs/{run_id}/answers"):
+            probe["json"] = ANSWER
+        if (method, path) == ("POST", "/schedules"):
+            probe["json"] = {"name": "hourly", "cron": "* * * * * *", "task": "record", "args": {"n": 2}}
         if path.endswith("/stream"):
             probe["headers"]["Last-Event-ID"] = "0"
         probes.append(probe)
@@ -117,6 +127,8 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
     if (method, path) in (("GET", "/runs"), ("GET", "/dead"), ("GET", "/threads/{thread}/runs"),
                           ("POST", "/threads/{thread}/cancel")):
         assert body["items"] == []
+    elif (method, path) == ("GET", "/questions"):
+        assert body == []
     elif path == "/threads/{thread}/messages":
         assert body["messages"] == []
     elif path == "/summary":
@@ -125,7 +137,8 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
     elif (method, path) == ("POST", "/runs"):
         assert body["args"] == {"n": 1} and body["thread"] == "t"
     elif answer.status_code == 404 and "{run_id}" in path:
-        never = await http.request(method, path.format(run_id=NEVER), headers=as_("bob-token"))
+        never = await http.request(method, path.format(run_id=NEVER), headers=as_("bob-token"),
+                                   json=ANSWER if path.endswith("/answers") else None)
         assert never.status_code == 404 and never.json()["title"] == body["title"]
 
 
@@ -138,7 +151,7 @@ async def check_alice_untouched(http: httpx.AsyncClient, ids: dict[str, Any]) ->
     thread_runs = (await http.get("/threads/t/runs", headers=alice)).json()["items"]
     assert [r["id"] for r in thread_runs] == [ids["done"]]
     (hourly,) = (await http.get("/schedules", headers=as_(OPERATOR_TOKEN))).json()
-    assert hourly["paused"] is False
+    assert hourly["paused"] is False and hourly["cron"] == "0 * * * *"
     bobs = (await http.get("/runs", headers=as_("bob-token"))).json()["items"]
     assert [(r["key"], r["thread"]) for r in bobs] == [("k", "t")]  # his own, apart from alice's
 

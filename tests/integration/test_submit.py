@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 
 import pytest
 
 import runwright as rw
 from runwright.store.params import RunCountParams
+from runwright.submission import OPTIONS
 
 
 def _tasks(app: rw.App):
@@ -34,6 +36,34 @@ async def test_submit_options_override_and_delay(app):
     assert handle.run.run_at == pytest.approx(handle.run.created_at + 60)
     at = dt.datetime(2031, 1, 1, tzinfo=dt.UTC)
     assert (await app.submit(send, to="y", run_at=at)).run.run_at == at.timestamp()
+    # ISO 8601 text with a zone, as the CLI and the HTTP API pass it on.
+    assert (await app.submit(send, to="z", run_at="2031-01-01T01:00:00+01:00")).run.run_at == at.timestamp()
+    assert (await app.submit(send, to="w", run_at="2031-01-01T00:00:00Z")).run.run_at == at.timestamp()
+    batch = await app.submit_many(send, [rw.Call({"to": "v"}, run_at="2031-01-01T00:00:00Z")])
+    assert batch[0].run.run_at == at.timestamp()
+
+
+async def test_submission_options_never_collide_with_task_arguments(app):
+    """Options are keyword-only names of `submit`; a task may not name a parameter like
+    one (refused at registration, naming it), so every argument reaches the task."""
+    for name in OPTIONS:
+        async def shadowing(ctx: rw.Context, **kwargs: object) -> None: ...
+
+        shadowing.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+            inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)])
+        with pytest.raises(rw.ConfigError, match=f"rename '{name}'; .* submission option"):
+            app.task(name=f"shadowing_{name}")(shadowing)
+    assert not any(name.startswith("shadowing") for name in app.tasks)
+    with pytest.raises(rw.ConfigError, match="rename 'key', 'queue'"):
+        app.task(lambda queue, key: None)
+
+    @app.task
+    async def mail(ctx: rw.Context, to: str, keys: list[str], queued: bool = False) -> None: ...
+
+    handle = await app.submit(mail, "a@b.c", ["k1"], queued=True, key="k", queue="q", priority=0)
+    assert handle.run.arguments() == {"to": "a@b.c", "keys": ["k1"], "queued": True}
+    assert (handle.run.key, handle.run.queue, handle.run.priority) == ("k", "q", 0)
 
 
 async def test_the_same_key_returns_the_existing_run_and_says_so(app):
@@ -64,6 +94,9 @@ async def test_submit_many_in_one_batch_with_per_item_options(app):
     (lambda app, t: app.submit(t, to="x", delay_s=float("nan")), rw.InvalidTime, "finite"),
     (lambda app, t: app.submit(t, to="x", run_at=dt.datetime(2030, 1, 1)), rw.InvalidTime, "time zone"),
     (lambda app, t: app.submit(t, to="x", run_at=1.0, delay_s=1), rw.InvalidTime, "not both"),
+    (lambda app, t: app.submit(t, to="x", run_at="2030-01-01T09:00"), rw.InvalidTime, "time zone"),
+    (lambda app, t: app.submit(t, to="x", run_at="next tuesday"), rw.InvalidTime, "ISO 8601"),
+    (lambda app, t: app.submit(t, to="x", run_at="nan"), rw.InvalidTime, "finite"),
     (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
     (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
     (lambda app, t: app.submit_many(t, [{"to": "a"}, {"too": "b"}]), rw.BadArguments, "item 1"),

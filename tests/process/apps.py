@@ -236,3 +236,22 @@ async def ask_deploy(ctx: rw.Context, target: str) -> dict:
 def _noted(ctx: rw.Context, name: str) -> str:
     note(name, ctx)
     return name
+
+
+# -- following over SSE (tests/api/test_sse.py) -----------------------------------------
+
+@app.task(retries=1, backoff=rw.Backoff(base_s=0.05, jitter=0))
+async def doomed(ctx: rw.Context) -> None:
+    """Fails on every attempt: retried once, then dead (and dead again after a retry)."""
+    await ctx.emit("trying", {"attempt": ctx.attempt})
+    raise RuntimeError("doomed")
+
+
+@app.task(retries=0)
+async def chatter(ctx: rw.Context, count: int) -> int:
+    """`count` events, then wait at gate 0 (gate_file(run, 0)) before ending."""
+    for i in range(count):
+        await ctx.emit("tick", {"i": i})
+    note("chattered", ctx)
+    await wait_for_file(gate_file(ledger_dir(), ctx.run_id, 0))
+    return count

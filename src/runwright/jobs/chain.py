@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["CHAIN", "check_chain", "register_chain", "render"]
 
 CHAIN = "chain"
+# `type` is read as an older spelling of `task`.
+STEP_FIELDS = frozenset({"id", "task", "type", "args", "needs", "when", "if_needs_skipped"})
 _PLACEHOLDER = re.compile(r"\{\{\s*([\w.\-]+)\s*\}\}")
 # A chain waiting on its steps is woken by the first one that ends; this re-check only
 # bounds the wait if that wake-up were ever lost.
@@ -204,6 +206,10 @@ def _normalised(step: Any, index: int) -> dict[str, Any]:
     if not isinstance(step, dict) or not isinstance(step.get("id"), str) or not step["id"]:
         raise InvalidInput(f"chain step #{index} needs an `id` (a non-empty string)")
     where = f"chain step {step['id']!r}"
+    unknown = sorted(set(step) - STEP_FIELDS)
+    if unknown:  # a typo (`neds`) would otherwise be dropped without a word
+        raise InvalidInput(f"{where} has unknown fields {unknown}; a step takes "
+                           f"{', '.join(sorted(STEP_FIELDS - {'type'}))}")
     task = step.get("task") or step.get("type")
     if not isinstance(task, str):
         raise InvalidInput(f"{where} needs a `task` (or `type`): a task name")

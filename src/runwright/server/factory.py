@@ -14,18 +14,31 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Header, Query, Request, Response
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .. import metrics
 from ..app import App
 from ..logs import event
 from ..runs import RunState
 from ..scope import RunScope
+from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
 from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
+from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
-from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn, ThreadEventOut, ThreadEventPage
+from .models import (
+    EventOut,
+    EventPage,
+    RunOut,
+    RunPage,
+    ScheduleIn,
+    ScheduleOut,
+    SubmitIn,
+    ThreadEventOut,
+    ThreadEventPage,
+)
 from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
 
@@ -33,10 +46,23 @@ __all__ = ["create_server"]
 
 DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
+# SSE: a comment line this often keeps proxies and load balancers from closing a quiet
+# stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
+PING_S = 15.0
+RETRY_MS = 3000
+# Lines end with a bare newline, so frames end with a blank line "\n\n" (each event
+# given here carries it too: sse-starlette encodes an event with the event's own).
+SSE_SEP = "\n"
+SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 
+# Paths any caller may read: the dashboard's page (its data needs a token), the probes,
+# and the API's documentation.
+PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
+NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
 
-def create_server(app: App, auth: Auth) -> FastAPI:
-    """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off."""
+def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
+    """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off.
+    `ping_s`: the SSE keep-alive interval. Defaults to 15 s."""
 
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
@@ -46,9 +72,10 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         yield
         await app.close()
 
-    api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan,
+    api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Durable runs: submit, follow, cancel, retry.")
     install_problem_handlers(api)
+    install_docs(api)
     # Added before the authentication middleware, so inside it: an unauthenticated caller
     # is answered 401 without a byte of its body read.
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
@@ -57,7 +84,8 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     @api.middleware("http")
     async def authenticate(request: Request,
                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.url.path in ("/", "/healthz", "/readyz", "/openapi.json", "/docs"):
+        path = request.url.path
+        if path in PUBLIC or path.startswith(ASSETS_URL + "/"):
             return await call_next(request)
         tenant = auth.tenant_of(request.headers.get("authorization"))
         if tenant is False:
@@ -76,12 +104,12 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         """The dashboard: one static page; its data comes from this API, with the caller's token."""
         return HTMLResponse(DASHBOARD.read_text())
 
-    @api.get("/healthz")
+    @api.get("/healthz", openapi_extra=NO_TOKEN)
     async def healthz() -> dict[str, str]:
         """The process is alive."""
         return {"status": "ok"}
 
-    @api.get("/readyz")
+    @api.get("/readyz", openapi_extra=NO_TOKEN)
     async def readyz() -> Response:
         """The store answers."""
         try:
@@ -108,9 +136,14 @@ def create_server(app: App, auth: Auth) -> FastAPI:
                      traceparent: str | None = Header(
                          None, description="W3C traceparent: the run's spans continue this trace.")
                      ) -> RunOut:
-        handle = await scope_of(who).submit(body.task, key=body.key, priority=body.priority,
-                                            delay_s=body.delay_s, queue=body.queue, thread=body.thread,
-                                            on_busy=body.on_busy, traceparent=traceparent, **body.args)
+        """Submit a run: `task` names a registered task or a built-in job type (webhook,
+        llm, chain: their `args` are published below); the other fields are the
+        submission's options, and the `traceparent` header is one too. An unknown field is
+        refused, named."""
+        arguments = body.arguments()
+        refuse_options_in(arguments)
+        handle = await scope_of(who).submit(body.task, **body.submission(), traceparent=traceparent,
+                                            **arguments)
         if handle.existed:
             response.status_code = 200
         return RunOut.of(handle.run)
@@ -151,16 +184,21 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         page = await scope_of(who).events_page(run_id, after)
         return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
 
-    @api.get("/runs/{run_id}/events/stream", response_class=StreamingResponse,
-             responses={200: {"content": {"text/event-stream": {}}}})
+    @api.get("/runs/{run_id}/events/stream", response_class=EventSourceResponse,
+             responses={200: {"content": {"text/event-stream": {}}},
+                        204: {"description": "The run has ended and nothing is left after the "
+                                             "given event: a client stops reconnecting"}})
     async def stream(run_id: RunId, who: Tenant, after: After = 0,
-                     last_event_id: str | None = Header(None)) -> StreamingResponse:
+                     last_event_id: str | None = Header(None)) -> Response:
         """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
-        client sends), then follows live until the run's terminal event."""
-        await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
+        client sends), then follows live until the run has ended and every event of it
+        was sent. Each event: `id` its seq, `event` its kind, `data` its JSON."""
+        run = await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-        return StreamingResponse(_sse(broadcaster, run_id, start), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        if run.done and run.last_seq <= start:
+            return Response(status_code=204)
+        return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
+                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads", status_code=201)
     async def create_thread(who: Tenant) -> dict[str, str]:
@@ -184,18 +222,18 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
                                next_after=page[-1].tseq if page else after)
 
-    @api.get("/threads/{thread}/events/stream", response_class=StreamingResponse,
+    @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def thread_stream(thread: str, who: Tenant, after: After = 0,
-                            last_event_id: str | None = Header(None)) -> StreamingResponse:
+                            last_event_id: str | None = Header(None)) -> Response:
         """Server-sent events of the whole thread, run after run, each with its `tseq` as
         its id: replays after `after` (or the Last-Event-ID a reconnecting client sends),
         then follows live for as long as the client stays."""
         scope = scope_of(who)
         await scope.thread_events_page(thread, 0, 1)  # a 410 for a deleted thread now, not a broken stream
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-        return StreamingResponse(_thread_sse(scope, thread, start), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return EventSourceResponse(_thread_sse(scope, thread, start), ping=ping_s, sep=SSE_SEP,
+                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads/{thread}/cancel", response_model=RunPage)
     async def cancel_thread(thread: str, who: Tenant) -> RunPage:
@@ -209,14 +247,32 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         await scope_of(who).delete_thread(thread)
         return Response(status_code=204)
 
-    @api.get("/schedules", **OPERATOR_ONLY)
-    async def schedules() -> list[dict[str, Any]]:
+    @api.get("/schedules", response_model=list[ScheduleOut], **OPERATOR_ONLY)
+    async def schedules() -> list[ScheduleOut]:
         """Schedules with their next fire times (their arguments are not shown). Schedules
-        are the deployment's, declared in its code: listing, pausing and resuming them is
+        are the deployment's: creating, listing, pausing, resuming and deleting them is
         the operator's."""
-        return [{"name": s.name, "cron": s.cron, "tz": s.tz, "task": s.task, "paused": s.paused,
-                 "misfire": s.misfire, "next_fire_at": s.next_fire_at}
-                for s in await app.list_schedules()]
+        return [ScheduleOut.of(s) for s in await app.list_schedules()]
+
+    @api.post("/schedules", status_code=201, response_model=ScheduleOut,
+              dependencies=OPERATOR_ONLY["dependencies"], responses={
+                  **OPERATOR_ONLY["responses"],
+                  200: {"model": ScheduleOut, "description": "The name was redefined"}})
+    async def create_schedule(body: ScheduleIn, response: Response) -> ScheduleOut:
+        """Create a schedule, or redefine the one of that name (200). A schedule declared
+        in the deployment's code takes its code's definition again when a worker starts."""
+        existed = any(s.name == body.name for s in await app.list_schedules())
+        spec = app.schedule_spec(body.name, cron=body.cron, task=body.task, args=body.args, tz=body.tz,
+                                 misfire=body.misfire, catch_up_limit=body.catch_up_limit,
+                                 queue=body.queue, priority=body.priority)
+        if existed:
+            response.status_code = 200
+        return ScheduleOut.of(await app.save_schedule(spec))
+
+    @api.delete("/schedules/{name}", status_code=204, **OPERATOR_ONLY)
+    async def delete_schedule(name: str) -> Response:
+        await app.delete_schedule(name)
+        return Response(status_code=204)
 
     @api.post("/schedules/{name}/pause", status_code=204, **OPERATOR_ONLY)
     async def pause(name: str) -> Response:
@@ -237,15 +293,15 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     add_question_routes(api, scope_of)
     return api
 
-
-async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[bytes]:
+async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[ServerSentEvent]:
+    yield ServerSentEvent(comment=f"run {run_id} after {after}", retry=RETRY_MS, sep=SSE_SEP)
     async for item in broadcaster.follow(run_id, after):
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
-        yield f"id: {item.seq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
+        yield ServerSentEvent(data, id=str(item.seq), event=item.kind, sep=SSE_SEP)
 
-
-
-async def _thread_sse(scope: RunScope, thread: str, after: int) -> AsyncIterator[bytes]:
+async def _thread_sse(scope: RunScope, thread: str, after: int) -> AsyncIterator[ServerSentEvent]:
+    """The thread's events as the run stream's are framed, each with its tseq as its id."""
+    yield ServerSentEvent(comment=f"thread {thread} after {after}", retry=RETRY_MS, sep=SSE_SEP)
     async for item in scope.follow_thread(thread, after):
         data = ThreadEventOut.of_thread(item).model_dump_json()
-        yield f"id: {item.tseq}\nevent: {item.kind}\ndata: {data}\n\n".encode()
+        yield ServerSentEvent(data, id=str(item.tseq), event=item.kind, sep=SSE_SEP)

@@ -2,28 +2,144 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from ..budget import Budget
+from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
+from ..schedules import Schedule
 
-__all__ = ["EventOut", "EventPage", "RunOut", "RunPage", "SubmitIn", "ThreadEventOut", "ThreadEventPage"]
+__all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
+           "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage"]
 
 
-class SubmitIn(BaseModel):
+class BudgetIn(BaseModel):
+    """Bounds the run may not exceed; exceeding one ends it `failed` with the reason."""
+
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(description="A registered task or a built-in job type (webhook, llm, chain).")
-    args: dict[str, Any] = Field(default_factory=dict, description="The task's keyword arguments.")
+    max_cost_usd: float | None = Field(None, gt=0, description="Model spending (agents).")
+    deadline_s: float | None = Field(None, gt=0, description="From submission to the end.")
+    max_turns: int | None = Field(None, gt=0, description="Model calls of an agent run.")
+
+    def budget(self) -> Budget:
+        return Budget(self.max_cost_usd, self.deadline_s, self.max_turns)
+
+
+class SubmitOptions(BaseModel):
+    """The submission options, beside the job type and its arguments: one field for each
+    name of `submission.OPTIONS` but `tenant` (the caller's token decides it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     key: str | None = Field(None, max_length=512,
                             description="Idempotency key: the same key is the same run.")
     priority: int | None = Field(None, ge=0, le=32767, description="0 critical .. 3 low.")
-    delay_s: float | None = Field(None, ge=0)
+    delay_s: float | None = Field(None, ge=0, description="Start no sooner than this many seconds "
+                                                          "from now (or give run_at).")
+    run_at: float | Annotated[str, Field(json_schema_extra={"format": "date-time"})] | None = Field(
+        None, description="Start no sooner than this: ISO 8601 with a time zone, or epoch seconds.")
     queue: str | None = Field(None, max_length=200)
-    thread: str | None = Field(None, max_length=256)
-    on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback)$")
+    budget: BudgetIn | None = None
+    thread: str | None = Field(None, max_length=256, description="The conversation this run joins.")
+    on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback)$",
+                         description="When the thread has an open run.")
+
+    def submission(self) -> dict[str, Any]:
+        """The options as `submit` takes them (keywords of `submission.OPTIONS`)."""
+        return {"key": self.key, "priority": self.priority, "delay_s": self.delay_s,
+                "run_at": self.run_at, "queue": self.queue, "thread": self.thread,
+                "on_busy": self.on_busy, "budget": self.budget.budget() if self.budget else None}
+
+
+class TaskSubmitIn(SubmitOptions):
+    task: str = Field(description="A registered task, or a built-in job type (webhook, llm, chain).")
+    args: dict[str, Any] = Field(default_factory=dict, description="The task's keyword arguments.")
+
+    def arguments(self) -> dict[str, Any]:
+        return self.args
+
+
+class WebhookSubmitIn(SubmitOptions):
+    task: Literal["webhook"]
+    args: WebhookArgs
+
+    def arguments(self) -> dict[str, Any]:
+        return self.args.model_dump(exclude_unset=True)
+
+
+class LlmSubmitIn(SubmitOptions):
+    task: Literal["llm"]
+    args: LlmArgs
+
+    def arguments(self) -> dict[str, Any]:
+        return self.args.model_dump(exclude_unset=True)
+
+
+class ChainSubmitIn(SubmitOptions):
+    task: Literal["chain"]
+    args: ChainArgs
+
+    def arguments(self) -> dict[str, Any]:
+        return self.args.model_dump(exclude_unset=True)
+
+
+# The tag of each model a submission may be checked by (not shown in error locations).
+SUBMIT_TAGS = frozenset({*BODIES, "task"})
+
+
+def _job_type(body: Any) -> str:
+    """Which model a submission is checked by: its built-in job type's, else the task's."""
+    task = body.get("task") if isinstance(body, dict) else getattr(body, "task", None)
+    return task if task in BODIES else "task"
+
+
+# A built-in job's arguments are checked field by field (and published); a task's are
+# checked against its signature by the App.
+SubmitIn = Annotated[
+    Annotated[WebhookSubmitIn, Tag("webhook")] | Annotated[LlmSubmitIn, Tag("llm")]
+    | Annotated[ChainSubmitIn, Tag("chain")] | Annotated[TaskSubmitIn, Tag("task")],
+    Discriminator(_job_type)]
+
+
+class ScheduleIn(BaseModel):
+    """A cron schedule: each fire submits a run of `task` with `args`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200, pattern="^[^:]+$")
+    cron: str = Field(description="croniter syntax; an optional seconds field comes last.")
+    task: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    tz: str = Field("UTC", description="An IANA time zone, e.g. Europe/Paris.")
+    misfire: Literal["skip", "catch_up"] = "skip"
+    catch_up_limit: int = Field(10, ge=1, le=1000)
+    queue: str | None = Field(None, max_length=200)
+    priority: int | None = Field(None, ge=0, le=32767)
+
+
+class ScheduleOut(BaseModel):
+    name: str
+    cron: str
+    tz: str
+    task: str
+    queue: str
+    priority: int
+    paused: bool
+    misfire: str
+    catch_up_limit: int
+    next_fire_at: float
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> ScheduleOut:
+        return cls(name=schedule.name, cron=schedule.cron, tz=schedule.tz, task=schedule.task,
+                   queue=schedule.queue, priority=schedule.priority, paused=schedule.paused,
+                   misfire=schedule.misfire, catch_up_limit=schedule.catch_up_limit,
+                   next_fire_at=schedule.next_fire_at)
 
 
 class RunOut(BaseModel):
@@ -44,6 +160,11 @@ class RunOut(BaseModel):
     error: dict[str, Any] | None = None
     thread: str | None = None
     parent_id: int | None = None
+    tenant: str | None = Field(None, description="The tenant that submitted it; null: none (the "
+                                                 "CLI, a program's App, a schedule), seen only "
+                                                 "with an operator token.")
+    budget: dict[str, float] | None = Field(None, description="The bounds it was submitted with.")
+    deadline_at: float | None = None
     last_seq: int
 
     @classmethod
@@ -53,7 +174,8 @@ class RunOut(BaseModel):
                    max_attempts=run.max_attempts, run_at=run.run_at, created_at=run.created_at,
                    started_at=run.started_at, finished_at=run.finished_at, result=run.value(),
                    error=run.error_info(), thread=run.thread, parent_id=run.parent_id,
-                   last_seq=run.last_seq)
+                   tenant=run.tenant, budget=json.loads(run.budget) if run.budget else None,
+                   deadline_at=run.deadline_at, last_seq=run.last_seq)
 
 
 class RunPage(BaseModel):

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Awaitable, Callable
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
 from ..errors import (
     InvalidInput,
@@ -17,12 +18,14 @@ from ..errors import (
     QuestionNotFound,
     RunExpired,
     RunNotFound,
+    ScheduleNotFound,
     StoreError,
     ThreadBusy,
     ThreadDeleted,
     ThreadNotFound,
 )
 from ..serde import MAX_DEPTH
+from .models import SUBMIT_TAGS
 
 __all__ = ["OperatorOnly", "install_problem_handlers", "problem"]
 
@@ -36,6 +39,7 @@ STATUS = [
     (RunExpired, 410, "Run expired"),
     (RunNotFound, 404, "Not found"),
     (ThreadNotFound, 404, "Not found"),
+    (ScheduleNotFound, 404, "Not found"),
     (QuestionNotFound, 404, "Not found"),
     (ThreadDeleted, 410, "Thread deleted"),
     (ThreadBusy, 409, "Thread busy"),
@@ -58,22 +62,53 @@ def install_problem_handlers(api: FastAPI) -> None:
     async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):  # the only kind it is installed for
             raise exc
-        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        detail = "; ".join(f"{'.'.join(map(str, _shown(e['loc'])))}: {e['msg']}" for e in exc.errors())
         return problem(422, "Invalid request", detail)
 
     api.add_exception_handler(RequestValidationError, invalid_request)
 
-    async def unparsable_body(request: Request, exc: Exception) -> Response:
-        # FastAPI answers a body its JSON parser gave up on (RecursionError: nested too
-        # deep) with a bare 400; say why, as encoding the same value would have.
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # Starlette's own answers (404 no such path, 405 with its Allow header, a body its
+        # JSON parser gave up on) as problems too; a body nested too deep (RecursionError)
+        # says why, as encoding the same value would have.
         if not isinstance(exc, HTTPException):  # the only kind it is installed for
             raise exc
         if isinstance(exc.__cause__, RecursionError):
             return problem(422, "Invalid input", f"the request body is nested deeper than the "
                                                  f"limit of {MAX_DEPTH} levels")
-        return await http_exception_handler(request, exc)
+        headers = dict(exc.headers or {})
+        detail = str(exc.detail)
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(_allowed(request))
+            detail = f"{request.method} is not allowed on {request.url.path}; allowed: {headers['Allow']}"
+        elif exc.status_code == 404:
+            detail = f"no such path: {request.url.path} (the API is described at /docs)"
+        answer = problem(exc.status_code, HTTPStatus(exc.status_code).phrase, detail)
+        answer.headers.update(headers)
+        return answer
 
-    api.add_exception_handler(HTTPException, unparsable_body)
+    api.add_exception_handler(HTTPException, http_error)
+
+    async def unexpected(_request: Request, _exc: Exception) -> Response:
+        # The error itself goes to the server's log (Starlette re-raises it after this
+        # answer); the caller learns only that it was ours.
+        return problem(500, "Internal Server Error", "the server failed to answer this request; "
+                                                     "its log has the error")
+
+    api.add_exception_handler(Exception, unexpected)
+
+
+def _allowed(request: Request) -> list[str]:
+    """Every method some route of this path takes (Starlette names only the first route's)."""
+    return sorted({method for route in request.app.router.routes if isinstance(route, Route)
+                   and route.matches(request.scope)[0] is not Match.NONE for method in route.methods or ()})
+
+
+def _shown(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """Where a validation error is, without the tag of the model that checked the body."""
+    if len(loc) > 1 and loc[0] == "body" and loc[1] in SUBMIT_TAGS:
+        return (loc[0], *loc[2:])
+    return loc
 
 
 def _handler(status: int, title: str) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
