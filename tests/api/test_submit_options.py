@@ -86,7 +86,9 @@ async def test_the_openapi_document_publishes_the_built_in_job_bodies(server: st
     assert set(schemas["WebhookArgs"]["properties"]) == {
         "url", "method", "headers", "body", "timeout_s", "max_response_bytes", "secret"}
     assert set(schemas["LlmArgs"]["properties"]) == {"prompt", "model", "input", "system", "callback"}
-    assert set(schemas["ChainStep"]["properties"]) == {"id", "task", "args", "needs"}
+    assert set(schemas["ChainStep"]["properties"]) == {"id", "task", "args", "needs", "when",
+                                                       "if_needs_skipped"}
+    assert set(schemas["ChainArgs"]["properties"]) == {"steps", "input", "callback"}
     body = spec["paths"]["/runs"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert {ref["$ref"].rsplit("/", 1)[1] for ref in body["oneOf"]} == {
         "WebhookSubmitIn", "LlmSubmitIn", "ChainSubmitIn", "TaskSubmitIn"}
