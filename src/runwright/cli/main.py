@@ -86,7 +86,7 @@ def worker(
     drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
     metrics_port: int | None = typer.Option(
         None, min=1, max=65535, help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
-        "on this port; with --processes N, worker process k serves on port+k-1."),
+        "on this port; with -p N, worker process k serves on port+k-1."),
     metrics_host: str = typer.Option("127.0.0.1", help="The address --metrics-port listens on "
                                      "(0.0.0.0: every interface)."),
     retain_max_age_s: float | None = typer.Option(
