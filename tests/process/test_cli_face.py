@@ -70,8 +70,8 @@ def submitted(url: str, task: str, args: str, *options: str) -> int:
 # -- reading never creates a database ---------------------------------------------------
 
 READ_COMMANDS = [["status"], ["runs"], ["dead"], ["show", "1"], ["events", "1"], ["follow", "1"],
-                 ["workers"], ["thread", "t1"], ["schedules"], ["runs", "--json"], ["status", "--json"],
-                 ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"]]
+                 ["workers"], ["thread", "show", "t1"], ["schedules"], ["runs", "--json"],
+                 ["status", "--json"], ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"]]
 
 
 @pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
@@ -255,7 +255,7 @@ async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: s
     assert shown["run"]["id"] == run_id
     events = runwright("events", str(run_id), "--json", url=store_url)
     assert [json.loads(line)["kind"] for line in events.stdout.splitlines()] == ["submitted"]
-    thread = listed("thread", "no-such-thread")
+    thread = listed("thread", "show", "no-such-thread")
     assert thread == {"thread": "no-such-thread", "runs": [], "messages": []}
 
 

@@ -408,22 +408,6 @@ def workers(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
 
 
 @cli.command()
-def thread(name: str = typer.Argument(..., metavar="THREAD", help="The thread's name."),
-           as_json: bool = JSON_OUT, url: str | None = URL) -> None:
-    """Show a thread: its runs, newest first, and its message history, in order."""
-
-    async def go(app: App) -> tuple[list[Any], list[Any]]:
-        return await app.list_runs(thread=name, limit=1000), await app.thread_history(name)
-
-    found, messages = with_app(url, go)
-    if as_json:
-        return print_json({"thread": name, "runs": found, "messages": messages})
-    show_out(views.runs_table(found, title=f"runs of thread {name}", full=not out.is_terminal))
-    for line in views.messages_lines(messages):
-        out.print(line, highlight=False, markup=False)
-
-
-@cli.command()
 def schedules(
     action: str = typer.Argument("list", metavar="ACTION", help="list, create, pause, resume or delete."),
     name: str | None = typer.Argument(None, metavar="NAME", help="The schedule (for all but list)."),
@@ -514,17 +498,36 @@ def demo(
     raise typer.Exit(0 if ok else 1)
 
 
-thread_cli = typer.Typer(help="A thread's runs: cancel them, follow them.", no_args_is_help=True)
+thread_cli = typer.Typer(help="A thread: show its runs and history, cancel its runs, follow them.",
+                         no_args_is_help=True)
 cli.add_typer(thread_cli, name="thread")
 TENANT = typer.Option(None, "--tenant", help="The thread's tenant (threads are named per tenant).")
+THREAD = typer.Argument(..., metavar="THREAD", help="The thread's name.")
 
 
 def _scope(app: App, tenant: str | None) -> Any:
     return app if tenant is None else app.tenant(tenant)
 
 
+@thread_cli.command("show")
+def thread_show(name: str = THREAD, tenant: str | None = TENANT, as_json: bool = JSON_OUT,
+                url: str | None = URL) -> None:
+    """Show a thread: its runs, newest first, and its message history, in order."""
+
+    async def go(app: App) -> tuple[list[Any], list[Any]]:
+        scope = _scope(app, tenant)
+        return await scope.list_runs(thread=name, limit=1000), await scope.thread_history(name)
+
+    found, messages = with_app(url, go)
+    if as_json:
+        return print_json({"thread": name, "runs": found, "messages": messages})
+    show_out(views.runs_table(found, title=f"runs of thread {name}", full=not out.is_terminal))
+    for line in views.messages_lines(messages):
+        out.print(line, highlight=False, markup=False)
+
+
 @thread_cli.command("cancel")
-def thread_cancel(name: str = typer.Argument(...), tenant: str | None = TENANT,
+def thread_cancel(name: str = THREAD, tenant: str | None = TENANT,
                   url: str | None = URL) -> None:
     """Cancel every open run of a thread; the thread and its history stay."""
     runs = with_app(url, lambda app: _scope(app, tenant).cancel_thread(name))
@@ -535,7 +538,7 @@ def thread_cancel(name: str = typer.Argument(...), tenant: str | None = TENANT,
 
 
 @thread_cli.command("follow")
-def thread_follow(name: str = typer.Argument(...), tenant: str | None = TENANT,
+def thread_follow(name: str = THREAD, tenant: str | None = TENANT,
                   after: int = typer.Option(0, "--after", help="Start after this thread seq (tseq)."),
                   url: str | None = URL) -> None:
     """Print a thread's events live, run after run (`tseq run:seq time kind data`), until
