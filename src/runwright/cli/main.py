@@ -61,9 +61,11 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(make())
 
 
-def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
+def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False,
+             app: App | None = None) -> T:
     async def go() -> T:
-        app = App(url, auto_migrate=migrate)
+        nonlocal app
+        app = app or App(url, auto_migrate=migrate)
         try:
             await app.open()
             return await use(app)

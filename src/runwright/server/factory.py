@@ -25,6 +25,7 @@ from ..scope import RunScope
 from .auth import Auth
 from .body_limit import BodyLimit
 from .fanout import Broadcaster
+from .fleet_routes import add_fleet_routes
 from .models import EventOut, EventPage, RunOut, RunPage, SubmitIn
 from .problems import OperatorOnly, install_problem_handlers, problem
 
@@ -68,7 +69,13 @@ def create_server(app: App, auth: Auth) -> FastAPI:
         if not auth.enabled:
             event(logging.WARNING, "AUTH IS OFF: every caller sees every run (RUNWRIGHT_AUTH=off)")
         await app.open()
+        member = await app.fleet.member_for("server")  # this server's life in the fleet
+        await member.join()
+        await member.resync()
+        await member.ready()
         yield
+        await member.recycling(0.0)
+        await member.leave()
         await app.close()
 
     api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan,
@@ -78,6 +85,7 @@ def create_server(app: App, auth: Auth) -> FastAPI:
     # is answered 401 without a byte of its body read.
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     broadcaster = Broadcaster(app)
+    add_fleet_routes(api, app, OPERATOR_ONLY)
 
     @api.middleware("http")
     async def authenticate(request: Request,
