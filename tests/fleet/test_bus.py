@@ -159,3 +159,36 @@ async def _row(app: rw.App, name: str, state: str) -> dict | None:
 
 async def _absent(app: rw.App, name: str) -> bool:
     return all(r["name"] != name for r in await app.fleet.workers())
+
+
+async def test_a_sqlite_store_with_live_workers_on_another_host_refuses_to_join(make_app, backend):
+    from runwright.errors import ConfigError
+    from runwright.store.params import WorkerRegisterParams
+
+    app = make_app()
+    await app.open()
+    await app.store.worker_register(WorkerRegisterParams(host="another-machine", pid=4242,
+                                                         queues=["default"], tasks=["t"]))
+    if backend != "sqlite":  # a cluster store: other hosts are the point
+        assert (await app.fleet.member_for("worker")).kind == "worker"
+        return
+    with pytest.raises(ConfigError, match="another host .*another-machine.*RUNWRIGHT_URL"):
+        await app.fleet.member_for("worker")
+
+
+async def test_a_namespace_changed_at_run_time_refuses_to_join(make_app, monkeypatch):
+    from runwright.errors import ConfigError
+
+    app = make_app()
+    monkeypatch.setenv("RUNWRIGHT_NAMESPACE", "elsewhere")
+    with pytest.raises(ConfigError, match="RUNWRIGHT_NAMESPACE changed at run time"):
+        await app.fleet.member_for("worker")
+
+
+def test_a_version_is_a_semantic_version():
+    from runwright.errors import ConfigError
+
+    assert rw.App("sqlite:///x.db", version="2.4.0-rc.1+b7").version == "2.4.0-rc.1+b7"
+    assert rw.App("sqlite:///x.db").fleet.root == "runwright:v0"
+    with pytest.raises(ConfigError, match="semantic version"):
+        rw.App("sqlite:///x.db", version="2.4")
