@@ -108,3 +108,20 @@ async def _reads(app: rw.App, name: str, state: str) -> dict | None:
 async def _pid_reads(app: rw.App, pid: int, state: str) -> dict | None:
     row = next((r for r in await app.fleet.workers() if r["pid"] == pid), None)
     return row if row is not None and row["state"] == state else None
+
+
+async def test_a_paused_queue_is_claimed_by_no_worker_including_later_ones(client, processes):
+    processes.start()
+    await ready_rows(client, 1)
+    report = await client.fleet.broadcast("pause-queue", {"queue": "default"}, timeout_s=10)
+    assert [r.outcome for r in report] == [Outcome.APPLIED]
+    processes.start()  # started after the pause: reads it in its boot resync
+    await ready_rows(client, 2)
+    handle = await client.submit("work", n=7)
+    # An absence can only be watched for a while: several claim polls (1 s) and fleet
+    # heartbeats of both workers pass, and the run is still waiting.
+    await asyncio.sleep(3)
+    assert (await client.get(handle.id)).run.state.value == "queued"
+    report = await client.fleet.broadcast("resume-queue", {"queue": "default"}, timeout_s=10)
+    assert [r.outcome for r in report] == [Outcome.APPLIED, Outcome.APPLIED]
+    assert await handle.result(timeout_s=60) == 7
