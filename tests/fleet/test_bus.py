@@ -136,6 +136,10 @@ async def test_a_life_that_stops_heartbeating_reads_stale_then_ends(make_app):
                                                      ("worker-2", Outcome.STALE)]
     await wait_until(lambda: _absent(watcher, "worker-2"), "worker-2's TTL passes")
     assert not await member.transport.presence_refresh(old, member._writing())  # noqa: SLF001
+    # Away longer than the TTL: the life ended; the next heartbeat begins a new one.
+    await member._beat_once()  # noqa: SLF001
+    assert (member.life.name, member.life.generation) == ("worker-2", old.generation + 1)
+    assert await _row(watcher, "worker-2", "ready")
 
 
 async def test_replies_of_another_generation_are_discarded(make_app):

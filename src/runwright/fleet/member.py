@@ -114,42 +114,51 @@ class Member:
             await asyncio.shield(self._heartbeat)
 
     async def _write(self, state: State) -> None:
+        """Write `state` now; never raises for the store (the next heartbeat writes it),
+        so a stop request always goes on to its drain."""
         self.state = state
-        if self.life is not None:
-            try:
-                kept = await self.transport.presence_refresh(self.life, self._writing())
-            except StoreError as exc:  # the next heartbeat writes it
-                event(WARNING, "fleet state not written yet", state=state.value, error=str(exc))
-                return
-            if not kept:
-                await self._new_life()
+        try:
+            await self._beat_once()
+        except StoreError as exc:
+            event(WARNING, "fleet state not written yet", state=state.value, error=str(exc))
 
     async def _beat(self) -> None:
-        while True:
+        while self.life is not None:
             await asyncio.sleep(jittered(self.settings.heartbeat_s))
-            assert self.life is not None
             try:
-                kept = await self.transport.presence_refresh(self.life, self._writing())
-                if kept and self.state is State.READY:
-                    self.paused = await self.transport.queues_paused()  # a lost op heals here
-            except StoreError as exc:
-                event(WARNING, "fleet heartbeat failed; trying again", name=self.life.name,
-                      error=str(exc))
-                continue
-            if not kept:
-                await self._new_life()
+                await self._beat_once()
+            except StoreError as exc:  # a blip: the life lasts while its TTL does
+                event(WARNING, "fleet heartbeat failed; trying again", name=self.name, error=str(exc))
+
+    async def _beat_once(self) -> None:
+        if self.life is None:
+            return
+        if await self.transport.presence_refresh(self.life, self._writing()):
+            if self.state is State.READY:
+                self.paused = await self.transport.queues_paused()  # a lost op heals here
+            return
+        if self.state is State.RECYCLING:  # leaving anyway: no new life to begin
+            event(WARNING, "fleet life ended during the drain", name=self.life.name)
+            self.life = None
+            return
+        await self._new_life()
 
     async def _new_life(self) -> None:
-        """The life ended while we were away (longer than the TTL): begin another."""
+        """The life ended while we were away (longer than the TTL): begin another, which
+        resyncs before it reads ready again."""
         old = self.life
-        leaving = self.state is State.RECYCLING
-        self.life = await self._claim()
+        before = self.state
+        self.state = State.RESYNCING  # what the new life writes first
+        try:
+            self.life = await self._claim()
+        except BaseException:
+            self.state = before  # the next heartbeat tries again, as it was
+            raise
+        ready = before is State.READY
         event(WARNING, "fleet life ended while away; a new one began",
               previous=None if old is None else f"{old.name}@{old.generation}",
               name=self.life.name, generation=self.life.generation)
-        if not leaving:
-            self.state = State.RESYNCING
-            await self.transport.presence_refresh(self.life, self._writing())
+        if ready:
             await self.resync()
             self.state = State.READY
             await self.transport.presence_refresh(self.life, self._writing())
