@@ -50,6 +50,9 @@ class Member:
         self._resync = resync
         self._heartbeat: asyncio.Task[None] | None = None
         self._applying: set[asyncio.Task[None]] = set()
+        # One write of the row at a time: a state change and a heartbeat that both found
+        # the life ended must not begin two new lives.
+        self._writing_turn = asyncio.Lock()
         self._host, self._pid = socket.gethostname(), os.getpid()
 
     @property
@@ -109,7 +112,8 @@ class Member:
             event(INFO, "left the fleet", name=self.life.name, generation=self.life.generation)
 
     async def watch(self) -> None:
-        """Wait on the heartbeat: returns never, raises if it died (a supervised side task)."""
+        """Wait on the heartbeat (a supervised side task): raises if it died; returns only
+        when the life ended during a drain."""
         if self._heartbeat is not None:
             await asyncio.shield(self._heartbeat)
 
@@ -131,6 +135,10 @@ class Member:
                 event(WARNING, "fleet heartbeat failed; trying again", name=self.name, error=str(exc))
 
     async def _beat_once(self) -> None:
+        async with self._writing_turn:
+            await self._refresh_or_renew()
+
+    async def _refresh_or_renew(self) -> None:
         if self.life is None:
             return
         if await self.transport.presence_refresh(self.life, self._writing()):
