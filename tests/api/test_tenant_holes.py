@@ -45,6 +45,8 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("POST", "/schedules/{name}/pause"): 403,
     ("POST", "/schedules/{name}/resume"): 403,
     ("GET", "/workers"): 200,  # the deployment's workers: no tenant's data
+    ("GET", "/fleet"): 403,  # the fleet bus is the operator's
+    ("POST", "/fleet/broadcast"): 403,
 }
 
 

@@ -29,6 +29,7 @@ __all__ = ["Handler", "Member"]
 INFO, WARNING, ERROR = logging.INFO, logging.WARNING, logging.ERROR
 Handler = Callable[[dict[str, Any]], Any]  # payload -> detail (JSON), sync or async
 CLAIM_TRIES = 20  # claims lost to a racing process before giving up (each re-reads)
+STOP_WRITE_S = 5.0  # longest a stop waits on the fleet's store: the TTL covers the rest
 
 
 class Member:
@@ -91,31 +92,39 @@ class Member:
         await self._write(State.READY)
 
     async def recycling(self, drain_s: float) -> None:
-        """Leaving gracefully: `recycling`, announcing `drain_s`, until `leave()`."""
+        """Leaving gracefully: `recycling`, announcing `drain_s`, until `leave()`. Waits
+        at most STOP_WRITE_S: a slow store never delays a drain (the heartbeat writes it)."""
         self.drain_s = drain_s
-        await self._write(State.RECYCLING)
+        self.state = State.RECYCLING
+        try:
+            await asyncio.wait_for(self._write(State.RECYCLING), STOP_WRITE_S)
+        except TimeoutError:
+            event(WARNING, "fleet state recycling not written yet", name=self.name)
 
     async def leave(self) -> None:
         """Stop heartbeating and delete the row (the slot is free for the next life)."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
-            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            await asyncio.wait([self._heartbeat], timeout=STOP_WRITE_S)
             self._heartbeat = None
         for task in list(self._applying):
             task.cancel()
         if self.life is not None:
             try:
-                await self.transport.presence_delete(self.life)
-            except StoreError as exc:
+                await asyncio.wait_for(self.transport.presence_delete(self.life), STOP_WRITE_S)
+            except (StoreError, TimeoutError) as exc:
                 event(WARNING, "could not delete the fleet row; it expires by its TTL",
                       name=self.life.name, error=str(exc))
             event(INFO, "left the fleet", name=self.life.name, generation=self.life.generation)
 
     async def watch(self) -> None:
-        """Wait on the heartbeat (a supervised side task): raises if it died; returns only
-        when the life ended during a drain."""
-        if self._heartbeat is not None:
-            await asyncio.shield(self._heartbeat)
+        """Watch the heartbeat (a supervised side task): raises if it died; returns only
+        when it ended (the life ended during a drain). Cancelling the watch leaves the
+        heartbeat running: it beats through the drain, until `leave()`."""
+        while self._heartbeat is not None and not self._heartbeat.done():
+            await asyncio.sleep(self.settings.heartbeat_s)
+        if self._heartbeat is not None and not self._heartbeat.cancelled():
+            self._heartbeat.result()
 
     async def _write(self, state: State) -> None:
         """Write `state` now; never raises for the store (the next heartbeat writes it),
