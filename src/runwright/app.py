@@ -6,7 +6,8 @@
 - schedule operations (`scheduling`), thread operations (`threads`), the follower of
   logs and ends (`following`);
 - workers, given the registry, the store, the clock and the limits (`runtime`), never
-  the App.
+  the App;
+- the fleet bus of its processes (`fleet`, under `{namespace}:v{major of version}`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from .agents.loop import define_agent
 from .agents.rate_limits import RateLimit
 from .clock import Clock
+from .fleet import Fleet, FleetSettings
 from .following import Follower
 from .jobs import register_builtin_jobs
 from .limits import Limits
@@ -29,11 +31,13 @@ from .serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .store import Store, store_from_url
 from .tasks import TaskSpec
 from .threads import Threads
+from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:
     from .agents.models import ModelClient
     from .agents.tools import ToolSpec
     from .engine.worker import Worker
+    from .fleet import Member
 
 __all__ = ["App", "Call", "TenantView"]
 
@@ -46,12 +50,14 @@ class App(RunScope):
     `runwright migrate`; a SQLite file that does not exist is then refused, not created).
     A newer schema than this code knows is refused either way.
     The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
-    `clock` defaults to the store's.
+    `clock` defaults to the store's. `version` is the app's semantic version (defaults to
+    "0.0.0"); its major names the fleet its processes join: two majors are two fleets.
     """
 
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, builtin_jobs: bool = True,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, version: str = DEFAULT_VERSION) -> None:
+        self.version = check_version(version)
         self.store: Store = store_from_url(url)
         self.url = self.store.url
         self.auto_migrate = auto_migrate
@@ -66,6 +72,11 @@ class App(RunScope):
         super().__init__(self.runtime, follower, Threads(self.store, follower), self.open, tenant=None)
         self._schedules = Schedules(self.registry, self.store, self.runtime.clock, self.runtime.limits)
         self._opened: asyncio.Task[list[int]] | None = None
+        self.fleet = Fleet(self.store, FleetSettings.from_env(major_of(self.version)), self.open,
+                           url_from_env=url is None)
+        # `@app.on_fleet("reload-config")`, and the cache `evict-cache` evicts.
+        self.on_fleet = self.fleet.on
+        self.cache = self.fleet.cache
         if builtin_jobs:
             register_builtin_jobs(self.registry)
 
@@ -197,6 +208,7 @@ class App(RunScope):
         await self.store.schema_version()
 
     async def close(self) -> None:
+        await self.fleet.close()
         await self.registry.close_resources()
         if self._opened is not None:
             self._opened = None
@@ -242,7 +254,12 @@ class App(RunScope):
         """A Worker executing this app's tasks; see `runwright.engine.worker.WorkerConfig`."""
         from .engine.worker import Worker, WorkerConfig
 
-        return Worker(self.runtime, WorkerConfig(**options), connect=self.open)
+        config = WorkerConfig(**options)
+
+        async def join() -> Member:
+            return await self.fleet.member_for("worker", config.drain_grace_s)
+
+        return Worker(self.runtime, config, connect=self.open, join_fleet=join)
 
 
 def _failed(opening: asyncio.Task[list[int]]) -> bool:

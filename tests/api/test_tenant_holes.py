@@ -54,6 +54,8 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/questions"): 200,  # bob's own pending questions: none
     ("GET", "/runs/{run_id}/questions"): 404,
     ("POST", "/runs/{run_id}/answers"): 404,
+    ("GET", "/fleet"): 403,  # the fleet bus is the operator's
+    ("POST", "/fleet/broadcast"): 403,
 }
 
 

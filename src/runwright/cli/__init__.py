@@ -2,6 +2,9 @@
 
 from . import questions as _questions  # noqa: F401 (registers its commands)
 from . import sweep as _sweep  # noqa: F401 (registers its command)
+from .fleet import fleet_cli
 from .main import cli, main
+
+cli.add_typer(fleet_cli, name="fleet")
 
 __all__ = ["cli", "main"]

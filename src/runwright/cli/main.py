@@ -61,12 +61,15 @@ def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return asyncio.run(make())
 
 
-def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False) -> T:
-    """Open the store, `use` the App, close. Without `migrate` nothing is created: a
-    missing SQLite file is one line (exit 4), and no empty database is left behind."""
+def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool = False,
+             app: App | None = None) -> T:
+    """Open the store (of `app`, or a new App on `url`), `use` the App, close. Without
+    `migrate` nothing is created: a missing SQLite file is one line (exit 4), and no
+    empty database is left behind."""
 
     async def go() -> T:
-        app = App(url, auto_migrate=migrate)
+        nonlocal app
+        app = app or App(url, auto_migrate=migrate)
         try:
             await app.open()
             return await use(app)

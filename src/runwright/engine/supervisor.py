@@ -1,7 +1,8 @@
 """Running workers as processes: one in this process, or N children supervised.
 
 The supervisor forwards SIGTERM/SIGINT to its children (each drains on its own), and
-restarts a child that died unexpectedly, loudly, with a backoff. A child that fails to
+restarts a child that died unexpectedly, loudly, with a backoff; a child that exits 0 by
+itself (a fleet recycle: it drained and left) is started again at once. A child that fails to
 start (it exits before its worker started: the store unreachable, the app module missing)
 is tried a few times, then the pool stops with that child's message and exit code.
 """
@@ -149,10 +150,20 @@ class _Pool:
             started = child.reap()
             if self.stopping or not self.restart:
                 self.worst = self.worst or code
+            elif started and code == 0:
+                self._start_next_life(child)
             elif started:
                 self._restart_crashed(child, code)
             else:
                 self._retry_start(child, code)
+
+    def _start_next_life(self, child: Child) -> None:
+        """It drained and left on its own (a fleet recycle asked it to): start it again at
+        once, as a new life of the fleet."""
+        self.failed_starts[child.slot] = 0
+        event(INFO, "worker process recycled; starting its next life", slot=child.slot,
+              pid=child.pid)
+        self.respawn_at[child.slot] = time.monotonic()
 
     def _restart_crashed(self, child: Child, code: int) -> None:
         """It ran, then died: the next life may well run (a crash, an OOM kill)."""

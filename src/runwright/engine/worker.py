@@ -1,9 +1,14 @@
 """The worker: slots, the claim loop, and the side tasks that keep claims honest.
 
 One Worker per process. Side tasks (claimer, completer, lease keeper, cancel watcher,
-heartbeat, rescuer) are supervised: if one dies of an unexpected error the worker stops
-loudly instead of limping on. A store that blinks is not unexpected: each side task
-retries it with backoff.
+heartbeat, rescuer, the fleet heartbeat) are supervised: if one dies of an unexpected
+error the worker stops loudly instead of limping on. A store that blinks is not
+unexpected: each side task retries it with backoff.
+
+In the fleet (when the App gives it a way to join): `resyncing` from the slot's claim
+until the boot resync is done (registration, listening, schedules, paused queues), then
+`ready`; `recycling`, with the drain grace it announces, from a stop request (its first
+SIGTERM/SIGINT, or a `recycle` op) until the drain ends; then the row is deleted.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from .scheduler import Scheduler, save_schedules
 from .sweeper import Sweeper
 
 if TYPE_CHECKING:
+    from ..fleet import Member
     from ..runtime import Runtime
 
 __all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
@@ -101,10 +107,13 @@ class Worker:
 
     `connect` makes the store ready before the first claim: the App gives its own `open`
     (which migrates or checks the schema, as it was told); by default the store is opened.
+    `join_fleet` gives this process's fleet membership (the App's fleet); by default the
+    worker is in no fleet.
     """
 
     def __init__(self, runtime: Runtime, config: WorkerConfig | None = None, *,
-                 connect: Callable[[], Awaitable[object]] | None = None) -> None:
+                 connect: Callable[[], Awaitable[object]] | None = None,
+                 join_fleet: Callable[[], Awaitable[Member]] | None = None) -> None:
         self.runtime = runtime
         self.config = config or WorkerConfig()
         self.store = runtime.store
@@ -122,6 +131,8 @@ class Worker:
         self._completer = Completer(self.store, on_batch=self._instruments.finish_batch)
         self._tasks: list[str] = []
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
+        self._join_fleet = join_fleet
+        self.member: Member | None = None
 
     @property
     def stats(self) -> WorkerStats:
@@ -149,17 +160,34 @@ class Worker:
         self._tasks = sorted(self.runtime.registry.tasks)
         if not self._tasks:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
+        if self._join_fleet is not None:
+            self.member = await self._join_fleet()  # the boot rules refuse a bad shape here
+            await self.member.join()
+            self.member.on_recycle = self.stop
+        try:
+            await self._boot_and_work(ready)
+        except BaseException:
+            if self.member is not None:  # a failed boot: free the slot at once, not by TTL
+                await self.member.leave()
+            raise
+
+    async def _boot_and_work(self, ready: Callable[[Worker], Any] | None) -> None:
         await self._register()
         await self.store.listen()
         completer = asyncio.create_task(self._completer.run(), name="completer")
         await save_schedules(self.store, self.runtime.registry.schedules.values(),
                              self.schedule_clock())
+        if self.member is not None:
+            await self.member.resync()
         sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
-            self._scheduler, self._sweeper)]
+            self._scheduler, self._sweeper, self._fleet_watch)]
         self._loops = [completer, *sides]
+        if self.member is not None:
+            await self.member.ready()
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
-              concurrency=self.config.concurrency, tasks=len(self._tasks))
+              concurrency=self.config.concurrency, tasks=len(self._tasks),
+              fleet=self.member.name if self.member is not None else "")
         if ready is not None:
             ready(self)
         stopping = asyncio.create_task(self._stopping.wait())
@@ -172,7 +200,13 @@ class Worker:
             event(ERROR, f"side task {task.get_name()} died; the worker stops",
                   exc_info=None if task.cancelled() else task.exception(), worker=self.id)
         self._stopping.set()
-        await self._shutdown(sides, completer, grace_s=0 if crashed else self.config.drain_grace_s)
+        grace_s = 0 if crashed else self.config.drain_grace_s
+        if self.member is not None:
+            await self.member.recycling(grace_s)
+        await self._shutdown(sides, completer, grace_s=grace_s)
+        if self.member is not None:
+            await self.member.leave()
+            self.member = None  # left: nothing more to free
         stopping.cancel()
         if crashed:
             first = crashed[0]
@@ -231,11 +265,20 @@ class Worker:
 
     # -- claiming -------------------------------------------------------------------
 
+    def _claimable(self) -> list[str]:
+        """This worker's queues but those paused fleet-wide."""
+        paused = self.member.paused if self.member is not None else set()
+        return [queue for queue in self.config.queues if queue not in paused]
+
     async def _claim_loop(self) -> None:
         config = self.config
         batch = config.claim_batch or config.concurrency
         with self.store.hub.watch(QUEUED) as queued:
             while not self._stopping.is_set():
+                queues = self._claimable()
+                if not queues:  # every queue paused: look again at the next poll
+                    await asyncio.sleep(jittered(config.poll_s))
+                    continue
                 free = config.concurrency - (len(self._active) - self._finishing)
                 if free <= 0 or self._finishing >= config.concurrency:
                     self._slot_freed.clear()
@@ -245,7 +288,7 @@ class Worker:
                 limit = min(free, batch)
                 crash_point("worker.claim_loop")
                 runs = await self._store_call(self.store.run_claim, RunClaimParams(
-                    self.id, config.queues, self._tasks, limit, config.lease_s))
+                    self.id, queues, self._tasks, limit, config.lease_s))
                 if runs:
                     crash_point("worker.after_claim")
                     self._instruments.claimed_batch(len(runs))
@@ -253,13 +296,13 @@ class Worker:
                     self._start(run)
                 if runs is not None and len(runs) == limit:
                     continue  # more may be due: claim again at once
-                await self._idle(queued)
+                await self._idle(queued, queues)
 
-    async def _idle(self, queued: asyncio.Event) -> None:
+    async def _idle(self, queued: asyncio.Event, queues: list[str]) -> None:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
         next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
-            self.config.queues, self._tasks))
+            queues, self._tasks))
         if next_due is not None:
             wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():
@@ -401,6 +444,13 @@ class Worker:
         while True:
             await self._store_call(sweeper.tick)
             await asyncio.sleep(jittered(config.sweep_interval_s))
+
+    async def _fleet_watch(self) -> None:
+        """The fleet heartbeat, supervised like the others (idle when in no fleet)."""
+        if self.member is None:
+            await asyncio.Event().wait()
+        else:
+            await self.member.watch()
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

@@ -28,6 +28,7 @@ from .body_limit import BodyLimit
 from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
+from .fleet_routes import add_fleet_routes
 from .models import (
     EventOut,
     EventPage,
@@ -69,7 +70,13 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         if not auth.enabled:
             event(logging.WARNING, "AUTH IS OFF: every caller sees every run (RUNWRIGHT_AUTH=off)")
         await app.open()
+        member = await app.fleet.member_for("server")  # this server's life in the fleet
+        await member.join()
+        await member.resync()
+        await member.ready()
         yield
+        await member.recycling(0.0)
+        await member.leave()
         await app.close()
 
     api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -80,6 +87,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
     # is answered 401 without a byte of its body read.
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     broadcaster = Broadcaster(app)
+    add_fleet_routes(api, app, OPERATOR_ONLY)
 
     @api.middleware("http")
     async def authenticate(request: Request,

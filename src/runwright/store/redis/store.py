@@ -157,6 +157,7 @@ class RedisStore:
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url
+        self.client_url = client_url  # for other users of this Redis (the fleet's transport)
         self._redis: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._listener: Listener | None = None

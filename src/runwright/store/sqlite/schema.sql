@@ -186,3 +186,38 @@ CREATE TABLE rate_buckets (
     tokens     REAL NOT NULL,
     updated_at REAL NOT NULL
 ) WITHOUT ROWID;
+
+-- The fleet bus: a row per slot of a fleet root (its generation grows across lives; state
+-- NULL: the slot is free), the queues paused fleet-wide, and the polled messages.
+CREATE TABLE fleet_slots (
+    root         TEXT    NOT NULL,
+    kind         TEXT    NOT NULL,
+    ordinal      INTEGER NOT NULL,
+    generation   INTEGER NOT NULL,
+    state        TEXT    CHECK (state IN ('ready', 'resyncing', 'recycling')),
+    host         TEXT,
+    pid          INTEGER,
+    drain_s      REAL,
+    claimed_at   REAL,
+    heartbeat_at REAL,
+    expires_at   REAL,
+    PRIMARY KEY (root, kind, ordinal)
+) WITHOUT ROWID;
+
+-- Queues paused fleet-wide: no worker of the root claims from them, including workers
+-- started later (they read this at boot).
+CREATE TABLE fleet_paused_queues (
+    root      TEXT NOT NULL,
+    queue     TEXT NOT NULL,
+    paused_at REAL NOT NULL,
+    PRIMARY KEY (root, queue)
+) WITHOUT ROWID;
+
+-- SQLite has no notification between processes: fleet messages are rows that every
+-- process of the machine polls for, after the last id it read; old ones are pruned.
+CREATE TABLE fleet_messages (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    root    TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    sent_at REAL NOT NULL
+);

@@ -1,0 +1,40 @@
+"""The fleet bus: presence, slots with generations, and broadcasts with honest reports.
+
+    settings    the root `{namespace}:v{major}` and the clocks of presence
+    presence    rows, how they read, which slot a new life takes, when a life departed
+    broadcast   the outcomes of an op, one row per process
+    transport   the one interface of every transport, and its messages
+    transports/ postgres (LISTEN/NOTIFY), redis (pub/sub), sqlite (a polled table)
+    member      this process's life: claim, heartbeat, states, handling ops
+    recycle     the rolling recycle, confirmed by the census
+    boot        the rules that refuse a shape that cannot converge
+    cache       the process-local cache `evict-cache` evicts
+    fleet       Fleet, the App's face of all this (`app.fleet`)
+"""
+
+from __future__ import annotations
+
+from .broadcast import Outcome, ReportRow
+from .cache import Cache
+from .fleet import BUILTIN_OPS, Fleet
+from .member import Member
+from .presence import Census, Life, Presence, State
+from .recycle import RecycleReport, RecycleStep
+from .settings import DEFAULT_NAMESPACE, FleetSettings
+
+__all__ = [
+    "BUILTIN_OPS",
+    "DEFAULT_NAMESPACE",
+    "Cache",
+    "Census",
+    "Fleet",
+    "FleetSettings",
+    "Life",
+    "Member",
+    "Outcome",
+    "Presence",
+    "RecycleReport",
+    "RecycleStep",
+    "ReportRow",
+    "State",
+]

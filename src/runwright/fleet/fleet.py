@@ -1,0 +1,228 @@
+"""Fleet: the App's face of the fleet bus (`app.fleet`).
+
+It owns the transport (opened on first use, on the App's store), routes what comes off
+the bus (replies to the broadcast waiting for them, ops to this process's member), and
+holds the handlers: the user's (`@app.on_fleet("reload-config")`) and the built-in
+`ping`, `evict-cache`, `pause-queue`, `resume-queue` and `recycle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any, Awaitable, Callable, Sequence
+
+from ..errors import InvalidInput, StoreError
+from ..store.interface import Store
+from .boot import StartingShape, check_apply_window, check_one_host, check_unchanged
+from .broadcast import ReportRow, Tally
+from .cache import Cache
+from .member import Handler, Member
+from .presence import Census, parse_name
+from .recycle import RecycleReport, roll
+from .settings import FleetSettings
+from .transport import Transport, encode
+from .transports import transport_for
+
+__all__ = ["BUILTIN_OPS", "Fleet"]
+
+BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue")
+Resync = Callable[[], Awaitable[None]]
+
+
+class Fleet:
+    """The fleet of one App's root (`settings.root`) on its store."""
+
+    def __init__(self, store: Store, settings: FleetSettings, connect: Callable[[], Awaitable[object]],
+                 url_from_env: bool) -> None:
+        self.store = store
+        self.settings = settings
+        self.cache = Cache()
+        self.member: Member | None = None
+        self._connect = connect
+        self._started = StartingShape.now(url_from_env)
+        self._handlers: dict[str, Handler] = {
+            "ping": lambda _payload: {"pong": True},
+            "evict-cache": self._evict_cache,
+            "pause-queue": self._queue_changed,
+            "resume-queue": self._queue_changed,
+            "recycle": lambda _payload: {"drain_s": self.member.drain_s if self.member else 0},
+        }
+        self._resyncs: list[Resync] = []
+        self._transport: Transport | None = None
+        self._opening = asyncio.Lock()
+        self._waiting: dict[str, tuple[Tally, asyncio.Event]] = {}
+
+    @property
+    def root(self) -> str:
+        return self.settings.root
+
+    # -- declaring ------------------------------------------------------------------
+
+    def on(self, op: str) -> Callable[[Handler], Handler]:
+        """`@app.on_fleet("reload-config")`: `fn(payload) -> detail` (sync or async) runs in
+        every ready process that receives the op; raising reports `failed` with its error."""
+        if not isinstance(op, str) or not op or op in BUILTIN_OPS:
+            raise InvalidInput(f"a fleet op is a non-empty name other than the built-in "
+                               f"{', '.join(BUILTIN_OPS)}; got {op!r}")
+
+        def register(fn: Handler) -> Handler:
+            self._handlers[op] = fn
+            return fn
+
+        return register
+
+    def on_resync(self, fn: Resync) -> Resync:
+        """Run `fn` in each boot or reconnect resync, before the process reads `ready`."""
+        self._resyncs.append(fn)
+        return fn
+
+    # -- the bus --------------------------------------------------------------------
+
+    async def open(self) -> Transport:
+        await self._connect()
+        async with self._opening:
+            if self._transport is None:
+                transport = transport_for(self.store, self.root)
+                await transport.open()
+                try:
+                    await transport.subscribe(self._deliver)
+                except BaseException:
+                    await transport.close()
+                    raise
+                self._transport = transport
+        return self._transport
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            transport, self._transport = self._transport, None
+            await transport.close()
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        if message["type"] == "reply":
+            waiting = self._waiting.get(str(message.get("id")))
+            if waiting is not None:
+                tally, changed = waiting
+                tally.reply(str(message.get("name")), int(message.get("generation") or 0),
+                            str(message.get("phase")), message.get("error"), message.get("detail"))
+                changed.set()
+        elif self.member is not None:
+            self.member.receive(message)
+
+    # -- what processes do ------------------------------------------------------------
+
+    async def member_for(self, kind: str, drain_s: float = 0.0) -> Member:
+        """This process's membership as a `kind` (e.g. "worker", "server"), after the boot
+        rules: not joined yet (`join()` claims the slot)."""
+        check_unchanged(self._started)
+        check_apply_window(self.settings, drain_s)
+        transport = await self.open()
+        await check_one_host(self.store)
+        self.member = Member(transport, self.settings, kind, self._handlers, self._resync)
+        self.member.drain_s = drain_s
+        return self.member
+
+    async def _resync(self, _member: Member) -> None:
+        check_unchanged(self._started)
+        for fn in self._resyncs:
+            await fn()
+
+    # -- what an operator does -------------------------------------------------------
+
+    async def census(self) -> Census:
+        return await (await self.open()).census()
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """The census: name, kind, generation, state (as it reads), host, pid, heartbeat age."""
+        return (await self.census()).describe(self.settings.stale_s)
+
+    async def broadcast(self, op: str, payload: dict[str, Any] | None = None, *,
+                        timeout_s: float | None = None,
+                        targets: Sequence[str] | None = None) -> list[ReportRow]:
+        """Send `op` to every live process (or the `targets` named) and report, per process,
+        what became of it within `timeout_s` (see `broadcast.Outcome`)."""
+        message = self._op_message(op, payload, targets)
+        window_s = self.settings.broadcast_timeout_s if timeout_s is None else float(timeout_s)
+        if not window_s > 0:
+            raise InvalidInput(f"timeout_s must be positive, got {timeout_s!r}")
+        transport = await self.open()
+        if op in ("pause-queue", "resume-queue"):  # durable first: later workers read it
+            await transport.queue_set_paused(message["payload"]["queue"], op == "pause-queue")
+        tally = Tally(await transport.census(), self.settings.stale_s, targets)
+        changed = asyncio.Event()
+        self._waiting[message["id"]] = (tally, changed)
+        try:
+            await transport.publish(message)
+            await self._collect(transport, tally, changed, window_s)
+        finally:
+            del self._waiting[message["id"]]
+        return tally.close()
+
+    async def _collect(self, transport: Transport, tally: Tally, changed: asyncio.Event,
+                       window_s: float) -> None:
+        """Until every expected life answered or is gone, re-reading the census once per
+        heartbeat (departed lives are reported as such, not at the window's end)."""
+        deadline = time.monotonic() + window_s
+        next_look = time.monotonic() + self.settings.heartbeat_s
+        while not tally.settled:
+            now = time.monotonic()
+            if now >= deadline:
+                break
+            changed.clear()
+            try:
+                await asyncio.wait_for(changed.wait(), min(deadline, next_look) - now)
+            except TimeoutError:
+                pass
+            if time.monotonic() >= next_look or time.monotonic() >= deadline:
+                next_look = time.monotonic() + self.settings.heartbeat_s
+                await self._recheck(transport, tally)
+        if not tally.settled:
+            await self._recheck(transport, tally)
+
+    async def _recheck(self, transport: Transport, tally: Tally) -> None:
+        try:
+            tally.recheck(await transport.census())
+        except StoreError:  # next look, or the report says missing: never applied
+            pass
+
+    def _op_message(self, op: str, payload: dict[str, Any] | None,
+                    targets: Sequence[str] | None) -> dict[str, Any]:
+        if not isinstance(op, str) or not op:
+            raise InvalidInput(f"a fleet op is a non-empty name, got {op!r}")
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidInput(f"a fleet payload is a JSON object, got {type(payload).__name__}")
+        payload = dict(payload or {})
+        if op in ("pause-queue", "resume-queue"):
+            queue = payload.get("queue")
+            if not isinstance(queue, str) or not queue:
+                raise InvalidInput(f'{op} needs {{"queue": "<name>"}}, got {payload!r}')
+        if op == "evict-cache" and not isinstance(payload.get("prefix", ""), str):
+            raise InvalidInput(f'evict-cache takes {{"prefix": "<text>"}}, got {payload!r}')
+        if targets is not None and any(parse_name(name) is None for name in targets):
+            raise InvalidInput(f"targets are slot names such as 'worker-2', got {list(targets)!r}")
+        message = {"type": "op", "id": uuid.uuid4().hex, "op": op, "payload": payload,
+                   "targets": None if targets is None else list(targets)}
+        encode(message)  # too large or not JSON: refused here, before anything is sent
+        return message
+
+    async def recycle(self, kind: str = "worker") -> RecycleReport:
+        """A rolling recycle of every ready `kind` process, one at a time, confirmed by the
+        census (see `recycle`)."""
+        return await roll(self, kind)
+
+    async def paused_queues(self) -> set[str]:
+        return await (await self.open()).queues_paused()
+
+    # -- built-in handlers --------------------------------------------------------------
+
+    def _evict_cache(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return {"evicted": self.cache.evict(str(payload.get("prefix", "")))}
+
+    async def _queue_changed(self, _payload: dict[str, Any]) -> dict[str, Any]:
+        """Re-read the durable set (the broadcaster wrote it): idempotent, and a process
+        that missed an earlier op is right again too."""
+        if self.member is None:
+            return {"paused": sorted(await self.paused_queues())}
+        self.member.paused = await self.member.transport.queues_paused()
+        return {"paused": sorted(self.member.paused)}

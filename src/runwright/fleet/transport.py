@@ -1,0 +1,93 @@
+"""The one interface every transport provides, and the messages it carries.
+
+A transport stores presence rows (with the store's clock), claims a slot only if no live
+row holds it (atomically, bumping the slot's generation), carries messages to every
+process of its root, and keeps the durable set of paused queues. It decides nothing:
+the rules are in `presence` and `broadcast`.
+
+Messages are small JSON objects on one channel per root: an op
+(`{"type": "op", "id", "op", "payload", "targets"}`) and its replies
+(`{"type": "reply", "id", "name", "generation", "phase", "error", "detail"}`).
+Delivery is a hint, like every notification of runwright: a lost message shows in the
+report (`missing`), never as a success.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+from ..errors import InvalidInput
+from .presence import Census, Life, State
+
+__all__ = ["MAX_MESSAGE_BYTES", "Deliver", "Transport", "Writing", "decode", "encode"]
+
+# PostgreSQL's NOTIFY takes at most 8000 bytes; every transport keeps to it, so that an
+# op that works on one works on all.
+MAX_MESSAGE_BYTES = 7900
+
+Deliver = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Writing:
+    """What a process writes into its row: its state, where it is, and its drain."""
+
+    state: State
+    host: str
+    pid: int
+    drain_s: float
+    ttl_s: float
+
+
+class Transport(Protocol):
+    root: str  # `{namespace}:v{major}`
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def census(self) -> Census:
+        """Every row of the root (live or not), with the store's clock."""
+
+    async def slot_claim(self, kind: str, ordinal: int, writing: Writing) -> int | None:
+        """Take slot (kind, ordinal) if no live row holds it, bumping its generation:
+        the new generation, or None when a live row holds it (a race lost)."""
+
+    async def presence_refresh(self, life: Life, writing: Writing) -> bool:
+        """Rewrite the row of `life` and extend its TTL; False when that life has ended
+        (its row expired or a newer generation holds the slot)."""
+
+    async def presence_delete(self, life: Life) -> None:
+        """Remove the row of `life` (a no-op if another life holds the slot)."""
+
+    async def publish(self, message: Mapping[str, Any]) -> None: ...
+
+    async def subscribe(self, deliver: Deliver) -> None:
+        """Deliver every message of the root to `deliver` from now on (idempotent)."""
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None: ...
+
+    async def queues_paused(self) -> set[str]: ...
+
+
+def encode(message: Mapping[str, Any]) -> str:
+    """JSON of a message; InvalidInput if it is larger than any transport carries."""
+    try:
+        text = json.dumps(message, separators=(",", ":"), default=str)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"a fleet payload must be JSON: {exc}") from None
+    if len(text.encode()) > MAX_MESSAGE_BYTES:
+        raise InvalidInput(f"a fleet message is at most {MAX_MESSAGE_BYTES} bytes of JSON, "
+                           f"this one is {len(text.encode())}")
+    return text
+
+
+def decode(text: str | bytes) -> dict[str, Any] | None:
+    """The message, or None for anything that is not one of ours."""
+    try:
+        message = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return message if isinstance(message, dict) and message.get("type") in ("op", "reply") else None

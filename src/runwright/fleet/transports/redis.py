@@ -1,0 +1,160 @@
+"""The fleet on Redis: presence as one hash per life with the life's TTL, messages by
+pub/sub, one Lua script per operation (`lua/*.lua`, each headed by its KEYS and ARGV).
+
+Every key is under the store's own prefix and the fleet's root,
+`rw:{<store namespace>}:fleet:<root>:`, so it shares the store's hash tag (one Cluster
+slot) and a test's namespace cleanup. A pub/sub connection that drops loses what was
+published meanwhile; it is taken again with a backoff, and a broadcast in the gap reads
+`missing`, never applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from importlib import resources
+from typing import Any, Mapping
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from ...errors import StoreUnreachable
+from ...store.redis.tasks import halt
+from ..presence import Census, Life, Presence, State
+from ..transport import Deliver, Writing, decode, encode
+
+__all__ = ["RedisTransport"]
+
+log = logging.getLogger("runwright.fleet")
+DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, ConnectionError, OSError)
+SCRIPTS = ("claim", "refresh", "delete", "census", "pause")
+
+
+class RedisTransport:
+    def __init__(self, client_url: str, store_prefix: str, root: str) -> None:
+        self.root = root
+        self.prefix = f"{store_prefix}fleet:{root}:"
+        self._client_url = client_url
+        self._redis: aioredis.Redis | None = None
+        self._scripts: dict[str, Any] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def _client(self) -> aioredis.Redis:
+        return aioredis.Redis.from_url(self._client_url, decode_responses=True,
+                                       socket_connect_timeout=5, socket_timeout=30)
+
+    async def open(self) -> None:
+        self._redis = self._client()
+        folder = resources.files(__package__).joinpath("lua")
+        # register_script calls by SHA and loads again after a SCRIPT FLUSH or a restart.
+        self._scripts = {name: self._redis.register_script(folder.joinpath(f"{name}.lua").read_text())
+                         for name in SCRIPTS}
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            # redis-py may turn a cancelled read into a connection error, which the loop
+            # would take for an outage: the flag says that this one is a stop.
+            self._stopping = True
+            await halt(self._listener)
+            self._listener = None
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None
+
+    def _key(self, name: str) -> str:
+        return self.prefix + name
+
+    async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await self._scripts[script](keys=keys, args=args)
+        except DOWN as exc:
+            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+
+    async def census(self) -> Census:
+        reply = await self._run("census", [self._key("names")], [self.prefix])
+        return Census([_presence(_pairs(flat)) for flat in reply[1:]], float(reply[0]))
+
+    async def slot_claim(self, kind: str, ordinal: int, writing: Writing) -> int | None:
+        name = f"{kind}-{ordinal}"
+        generation = await self._run(
+            "claim", [self._key(f"life:{name}"), self._key("generations"), self._key("names")],
+            [name, kind, ordinal, writing.state.value, writing.host, writing.pid, writing.drain_s,
+             int(writing.ttl_s * 1000)])
+        return None if generation is None else int(generation)
+
+    async def presence_refresh(self, life: Life, writing: Writing) -> bool:
+        kept = await self._run("refresh", [self._key(f"life:{life.name}")],
+                               [life.generation, writing.state.value, writing.drain_s,
+                                int(writing.ttl_s * 1000)])
+        return bool(kept)
+
+    async def presence_delete(self, life: Life) -> None:
+        await self._run("delete", [self._key(f"life:{life.name}")], [life.generation])
+
+    async def publish(self, message: Mapping[str, Any]) -> None:
+        assert self._redis is not None, "fleet transport is not open"
+        try:
+            await self._redis.publish(self._key("bus"), encode(message))
+        except DOWN as exc:
+            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+
+    async def subscribe(self, deliver: Deliver) -> None:
+        if self._listener is None:
+            ready = asyncio.get_running_loop().create_future()
+            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, ready))
+            await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
+
+    async def _listen(self, deliver: Deliver, ready: asyncio.Future[None]) -> None:
+        backoff_s = 0.05
+        while not self._stopping:
+            client = self._client()
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self._key("bus"))
+                backoff_s = 0.05
+                if not ready.done():
+                    ready.set_result(None)
+                while not self._stopping:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is None:
+                        await pubsub.ping()  # a dead socket would otherwise look quiet
+                    elif message.get("type") == "message":
+                        decoded = decode(message["data"])
+                        if decoded is not None:
+                            deliver(decoded)
+            except DOWN as exc:
+                log.warning("fleet pub/sub lost (%s); subscribing again", exc)
+            finally:
+                if not ready.done():
+                    ready.set_result(None)
+                try:
+                    await asyncio.wait_for(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
+                    await asyncio.wait_for(client.aclose(), 2)
+                except Exception:  # closing a connection that is already gone
+                    pass
+            await asyncio.sleep(backoff_s)
+            backoff_s = min(2.0, backoff_s * 2)
+
+    async def queue_set_paused(self, queue: str, paused: bool) -> None:
+        await self._run("pause", [self._key("paused")], [queue, "1" if paused else "0"])
+
+    async def queues_paused(self) -> set[str]:
+        assert self._redis is not None, "fleet transport is not open"
+        try:
+            members = await self._redis.smembers(self._key("paused"))
+            return {str(member) for member in members}
+        except DOWN as exc:
+            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _presence(fields: dict[str, str]) -> Presence:
+    return Presence(kind=fields["kind"], ordinal=int(fields["ordinal"]),
+                    generation=int(fields["generation"]), state=State(fields["state"]),
+                    host=fields["host"], pid=int(fields["pid"]), drain_s=float(fields["drain_s"]),
+                    claimed_at=float(fields["claimed_at"]), heartbeat_at=float(fields["heartbeat_at"]),
+                    expires_at=float(fields["expires_at"]))
