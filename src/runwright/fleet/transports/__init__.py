@@ -18,7 +18,7 @@ def transport_for(store: Store, root: str) -> Transport:
     if isinstance(store, PostgresStore):
         from .postgres import PostgresTransport
 
-        return PostgresTransport(store.dsn, store.schema, root)
+        return PostgresTransport(store.direct_dsn, store.schema, root)
     if isinstance(store, RedisStore):
         from .redis import RedisTransport
 

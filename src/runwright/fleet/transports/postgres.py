@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import asyncpg
 
 from ...errors import StoreUnreachable
+from ...store.postgres.sql import qualify
 from ...store.sql.dialect import POSTGRES
 from ..transport import Deliver, decode, encode
 from .sql import SqlTransport
@@ -32,9 +33,13 @@ class PostgresTransport(SqlTransport):
     now_sql = "extract(epoch from clock_timestamp())::float8"
 
     def __init__(self, dsn: str, schema: str, root: str) -> None:
+        """`dsn` is the store's session URL (its `direct=` one behind a transaction pooler):
+        the fleet holds a LISTEN. No search_path, as for the store: statements name their
+        schema (store.postgres.sql.qualify)."""
         super().__init__(root)
         self._dsn = dsn
-        self._settings = {"search_path": schema, "application_name": f"runwright-fleet:{schema}"[:63]}
+        self._schema = schema
+        self._settings = {"application_name": f"runwright-fleet:{schema}"[:63]}
         self.channel = f"rwfleet_{zlib.crc32(f'{schema}:{root}'.encode()):08x}"
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -54,6 +59,9 @@ class PostgresTransport(SqlTransport):
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    def _sql(self, statement: str) -> str:
+        return qualify(super()._sql(statement), self._schema)
 
     async def _fetch(self, statement: str, *args: Any) -> list[Sequence[Any]]:
         assert self._pool is not None, "fleet transport is not open"
