@@ -31,6 +31,7 @@ from .runs import Run, RunState
 from .store.hub import QUEUED, done_topic, events_topic
 from .store.interface import Store
 from .store.params import EventListParams, RunListParams, ThreadEventListParams
+from .waiting import wait_set
 
 __all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 
@@ -131,10 +132,7 @@ class Follower:
 
 
 async def _wait(woken: asyncio.Event, degraded: bool) -> None:
-    try:
-        await asyncio.wait_for(woken.wait(), DEGRADED_S if degraded else FALLBACK_S)
-    except TimeoutError:
-        pass
+    await wait_set(woken, DEGRADED_S if degraded else FALLBACK_S)
 
 
 class TokenText:

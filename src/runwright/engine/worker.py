@@ -37,6 +37,7 @@ from ..store.params import (
     WorkerHeartbeatParams,
     WorkerRegisterParams,
 )
+from ..waiting import wait_set
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
+STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
 
 
 class WorkerCrashed(RuntimeError):
@@ -253,7 +255,11 @@ class Worker:
             await asyncio.wait([a.task for a in rest], timeout=5.0)
         for task in others:
             task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        # A side task that ignores its cancel must not hold the stop forever: say so, go on.
+        _, deaf = await asyncio.wait(others, timeout=STOP_SIDES_S)
+        for task in deaf:
+            event(ERROR, f"side task {task.get_name()} did not stop; the worker stops without it",
+                  worker=self.id)
         completer.cancel()  # flushes what is pending, then stops
         await asyncio.gather(completer, return_exceptions=True)
         try:
@@ -306,10 +312,7 @@ class Worker:
         if next_due is not None:
             wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():
-            try:
-                await asyncio.wait_for(queued.wait(), wait_s)
-            except TimeoutError:
-                pass
+            await wait_set(queued, wait_s)
 
     def _start(self, run: Run) -> None:
         self._instruments.claimed(run)
@@ -369,10 +372,7 @@ class Worker:
         """Stop runs whose cancel was requested: woken by notifications, with a short poll."""
         with self.store.hub.watch(CANCEL) as requested:
             while True:
-                try:
-                    await asyncio.wait_for(requested.wait(), jittered(self.config.cancel_poll_s))
-                except TimeoutError:
-                    pass
+                await wait_set(requested, jittered(self.config.cancel_poll_s))
                 requested.clear()
                 if not self._active:
                     continue

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import InvalidInput, StoreError
 from ..store.interface import Store
+from ..waiting import wait_set
 from .boot import StartingShape, check_apply_window, check_one_host, check_unchanged
 from .broadcast import ReportRow, Tally
 from .cache import Cache
@@ -170,10 +171,7 @@ class Fleet:
             if now >= deadline:
                 break
             changed.clear()
-            try:
-                await asyncio.wait_for(changed.wait(), min(deadline, next_look) - now)
-            except TimeoutError:
-                pass
+            await wait_set(changed, min(deadline, next_look) - now)
             if time.monotonic() >= next_look or time.monotonic() >= deadline:
                 next_look = time.monotonic() + self.settings.heartbeat_s
                 await self._recheck(transport, tally)

@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from ..errors import InvalidInput, StoreError
 from ..logs import event
 from ..resilience import jittered
+from ..waiting import bounded
 from .presence import Life, State, choose_ordinal
 from .settings import FleetSettings
 from .transport import Transport, Writing
@@ -97,7 +98,7 @@ class Member:
         self.drain_s = drain_s
         self.state = State.RECYCLING
         try:
-            await asyncio.wait_for(self._write(State.RECYCLING), STOP_WRITE_S)
+            await bounded(self._write(State.RECYCLING), STOP_WRITE_S)
         except TimeoutError:
             event(WARNING, "fleet state recycling not written yet", name=self.name)
 
@@ -111,7 +112,7 @@ class Member:
             task.cancel()
         if self.life is not None:
             try:
-                await asyncio.wait_for(self.transport.presence_delete(self.life), STOP_WRITE_S)
+                await bounded(self.transport.presence_delete(self.life), STOP_WRITE_S)
             except (StoreError, TimeoutError) as exc:
                 event(WARNING, "could not delete the fleet row; it expires by its TTL",
                       name=self.life.name, error=str(exc))

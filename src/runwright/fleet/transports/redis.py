@@ -20,6 +20,7 @@ from redis import exceptions as redis_errors
 
 from ...errors import StoreUnreachable
 from ...store.redis.tasks import halt
+from ...waiting import bounded
 from ..presence import Census, Life, Presence, State
 from ..transport import Deliver, Writing, decode, encode
 
@@ -129,8 +130,8 @@ class RedisTransport:
                 if not ready.done():
                     ready.set_result(None)
                 try:
-                    await asyncio.wait_for(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
-                    await asyncio.wait_for(client.aclose(), 2)
+                    await bounded(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
+                    await bounded(client.aclose(), 2)
                 except Exception:  # closing a connection that is already gone
                     pass
             await asyncio.sleep(backoff_s)

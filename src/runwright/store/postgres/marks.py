@@ -18,6 +18,7 @@ from typing import Awaitable, Callable
 import asyncpg
 
 from ...errors import StoreUnreachable
+from ...waiting import bounded
 
 __all__ = ["Marks", "close_quietly"]
 
@@ -62,7 +63,7 @@ class Marks:
             return None  # not ours (released, or never held)
         task = self._retake_soon(worker_id)
         try:
-            kept = await asyncio.wait_for(asyncio.shield(task), 5)
+            kept = await bounded(asyncio.shield(task), 5)
         except TimeoutError as exc:
             raise StoreUnreachable("postgresql: liveness mark not yet taken again") from exc
         return self.connection(worker_id) if kept else None
@@ -135,6 +136,6 @@ class Marks:
 async def close_quietly(conn: asyncpg.Connection) -> None:
     """Close, or if the session does not answer in 2 s, drop the socket."""
     try:
-        await asyncio.wait_for(conn.close(), 2)
+        await bounded(conn.close(), 2)
     except Exception:
         conn.terminate()

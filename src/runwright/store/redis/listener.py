@@ -15,6 +15,7 @@ from typing import Callable
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
+from ...waiting import bounded
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from .tasks import halt
 
@@ -99,10 +100,10 @@ class Listener:
 
 async def _close_quietly(pubsub: aioredis.client.PubSub, client: aioredis.Redis) -> None:
     try:
-        await asyncio.wait_for(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
+        await bounded(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
     except Exception:
         pass
     try:
-        await asyncio.wait_for(client.aclose(), 2)
+        await bounded(client.aclose(), 2)
     except Exception:
         pass
