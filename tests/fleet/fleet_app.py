@@ -1,7 +1,8 @@
 """The app fleet test processes load as `tests.fleet.fleet_app:app`.
 
 FLEET_TEST_VERSION sets its declared version (its major names the fleet);
-FLEET_TEST_RESYNC_S holds its boot resync that long; the `hold` op writes a marker
+FLEET_TEST_RESYNC_S holds its boot resync that long, and a file `hold-resync` in the ledger
+holds any resync while it exists; the `hold` op writes a marker
 (`held-<pid>` in RUNWRIGHT_TEST_LEDGER) and then holds for `payload["s"]` seconds; the
 `work` task leaves one ledger line per execution (`work run_id fence pid`).
 """
@@ -25,6 +26,8 @@ def _ledger() -> Path:
 @app.fleet.on_resync
 async def slow_resync() -> None:
     await asyncio.sleep(float(os.environ.get("FLEET_TEST_RESYNC_S", "0")))
+    while (_ledger() / "hold-resync").exists():  # a test holds a reconnect resync
+        await asyncio.sleep(0.05)
 
 
 @app.on_fleet("hold")

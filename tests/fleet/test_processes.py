@@ -7,6 +7,10 @@ import asyncio
 import signal
 import time
 
+import asyncpg
+import pytest
+import redis.asyncio
+
 import runwright as rw
 from runwright.fleet import Outcome
 
@@ -75,6 +79,47 @@ async def test_a_process_in_its_boot_resync_reads_resyncing(client, processes):
     report = await client.fleet.broadcast("ping", timeout_s=5)
     assert {r.name: r.outcome for r in report}[row["name"]] is Outcome.RESYNCING
     assert [r.outcome for r in report].count(Outcome.APPLIED) == 1
+
+
+async def test_a_process_whose_bus_dropped_reads_resyncing_until_it_resynced(
+        client, processes, backend, store_url):
+    if backend == "sqlite":
+        pytest.skip("SQLite's bus is a table every process polls: a failed poll loses no message")
+    proc = processes.start()
+    await ready_rows(client, 1)
+    hold = processes.ledger / "hold-resync"
+    hold.touch()  # the reconnect resync waits while this exists
+    await _cut_bus(backend, store_url, proc.pid)
+    row = await wait_until(lambda: _pid_reads(client, proc.pid, "resyncing"), "it reads resyncing")
+    report = await client.fleet.broadcast("ping", timeout_s=5)
+    assert [(r.name, r.outcome) for r in report] == [(row["name"], Outcome.RESYNCING)]
+    hold.unlink()
+    again = await wait_until(lambda: _pid_reads(client, proc.pid, "ready"), "it reads ready again")
+    assert (again["name"], again["generation"]) == (row["name"], row["generation"])  # the same life
+    report = await client.fleet.broadcast("ping", timeout_s=10)
+    assert [(r.name, r.outcome) for r in report] == [(row["name"], Outcome.APPLIED)]
+
+
+async def _cut_bus(backend: str, store_url: str, pid: int) -> None:
+    """Drop the subscription of the process `pid` (its LISTEN session, or pub/sub client),
+    leaving its store and heartbeat connections be."""
+    if backend == "postgres":
+        conn = await asyncpg.connect(store_url.split("?", 1)[0])
+        try:
+            cut = await conn.fetch("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                   "WHERE application_name LIKE $1 AND query LIKE 'LISTEN%'",
+                                   f"runwright-fleet:{pid}:%")
+        finally:
+            await conn.close()
+    else:
+        client = redis.asyncio.Redis.from_url(store_url.split("?", 1)[0], decode_responses=True)
+        try:
+            clients = await client.client_list()
+            cut = [await client.client_kill_filter(_id=c["id"]) for c in clients
+                   if c.get("name") == f"runwright-fleet:{pid}" and int(c.get("sub", 0)) > 0]
+        finally:
+            await client.aclose()
+    assert cut, "no bus subscription of that process was found"
 
 
 async def test_two_majors_on_one_namespace_are_two_fleets(client, processes):

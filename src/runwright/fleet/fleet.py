@@ -88,7 +88,7 @@ class Fleet:
                 transport = transport_for(self.store, self.root)
                 await transport.open()
                 try:
-                    await transport.subscribe(self._deliver)
+                    await transport.subscribe(self._deliver, self._hearing)
                 except BaseException:
                     await transport.close()
                     raise
@@ -110,6 +110,10 @@ class Fleet:
                 changed.set()
         elif self.member is not None:
             self.member.receive(message)
+
+    def _hearing(self, up: bool) -> None:
+        if self.member is not None:
+            self.member.hearing(up)
 
     # -- what processes do ------------------------------------------------------------
 

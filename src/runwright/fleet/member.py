@@ -15,7 +15,7 @@ import inspect
 import logging
 import os
 import socket
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ..errors import InvalidInput, StoreError
 from ..logs import event
@@ -56,6 +56,7 @@ class Member:
         # the life ended must not begin two new lives.
         self._writing_turn = asyncio.Lock()
         self._host, self._pid = socket.gethostname(), os.getpid()
+        self._deaf = False  # the bus dropped while we were ready: resync when it is back
 
     @property
     def name(self) -> str | None:
@@ -181,6 +182,36 @@ class Member:
             self.state = State.READY
             await self.transport.presence_refresh(self.life, self._writing())
 
+    def hearing(self, up: bool) -> None:
+        """The bus subscription dropped (False) or is back (True). Ops sent while it was
+        down are lost, so a ready process reads `resyncing` from the drop, and resyncs
+        when it hears again before it reads `ready` (a broadcast meanwhile reports it so)."""
+        if not up:
+            if self.state is State.READY:
+                self._deaf = True
+                self._spawn(self._write(State.RESYNCING))
+        elif self._deaf:
+            self._deaf = False
+            self._spawn(self._resync_after_gap())
+
+    async def _resync_after_gap(self) -> None:
+        if self.state is not State.RESYNCING:  # recycling meanwhile, or a new life resynced
+            return
+        try:
+            await self.resync()
+        except StoreError as exc:  # the next drop and return, or the heartbeat, heals it
+            event(WARNING, "fleet resync after a gap failed; the process stays resyncing",
+                  name=self.name, error=str(exc))
+            return
+        if self.state is State.RESYNCING:
+            await self._write(State.READY)
+            event(INFO, "fleet resynced after a gap in the bus", name=self.name)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._applying.add(task)
+        task.add_done_callback(self._applying.discard)
+
     # -- ops ----------------------------------------------------------------------------
 
     def receive(self, message: dict[str, Any]) -> None:
@@ -190,9 +221,7 @@ class Member:
             return
         if targets is not None and self.life.name not in targets:
             return
-        task = asyncio.get_running_loop().create_task(self._apply(self.life, message))
-        self._applying.add(task)
-        task.add_done_callback(self._applying.discard)
+        self._spawn(self._apply(self.life, message))
 
     async def _apply(self, life: Life, message: dict[str, Any]) -> None:
         op = str(message.get("op"))

@@ -21,13 +21,16 @@ from typing import Any, Callable, Mapping, Protocol
 from ..errors import InvalidInput
 from .presence import Census, Life, State
 
-__all__ = ["MAX_MESSAGE_BYTES", "Deliver", "Transport", "Writing", "decode", "encode"]
+__all__ = ["MAX_MESSAGE_BYTES", "Deliver", "Hearing", "Transport", "Writing", "decode", "encode"]
 
 # PostgreSQL's NOTIFY takes at most 8000 bytes; every transport keeps to it, so that an
 # op that works on one works on all.
 MAX_MESSAGE_BYTES = 7900
 
 Deliver = Callable[[dict[str, Any]], None]
+# Told False when the subscription dropped (messages sent meanwhile are lost) and True
+# when it is taken again: the process resyncs in between, reading `resyncing`.
+Hearing = Callable[[bool], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +67,9 @@ class Transport(Protocol):
 
     async def publish(self, message: Mapping[str, Any]) -> None: ...
 
-    async def subscribe(self, deliver: Deliver) -> None:
-        """Deliver every message of the root to `deliver` from now on (idempotent)."""
+    async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
+        """Deliver every message of the root to `deliver` from now on (idempotent), and
+        tell `hearing` when a subscription that may lose messages drops and comes back."""
 
     async def queue_set_paused(self, queue: str, paused: bool) -> None: ...
 

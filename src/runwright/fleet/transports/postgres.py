@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import zlib
 from typing import Any, Mapping, Sequence
 
@@ -18,7 +19,7 @@ import asyncpg
 from ...errors import StoreUnreachable
 from ...store.postgres.sql import qualify
 from ...store.sql.dialect import POSTGRES
-from ..transport import Deliver, decode, encode
+from ..transport import Deliver, Hearing, decode, encode
 from .sql import SqlTransport
 
 __all__ = ["PostgresTransport"]
@@ -39,7 +40,8 @@ class PostgresTransport(SqlTransport):
         super().__init__(root)
         self._dsn = dsn
         self._schema = schema
-        self._settings = {"application_name": f"runwright-fleet:{schema}"[:63]}
+        # The pid names the process to an operator reading pg_stat_activity.
+        self._settings = {"application_name": f"runwright-fleet:{os.getpid()}:{schema}"[:63]}
         self.channel = f"rwfleet_{zlib.crc32(f'{schema}:{root}'.encode()):08x}"
         self._pool: asyncpg.Pool | None = None
         self._listener: asyncio.Task[None] | None = None
@@ -82,15 +84,16 @@ class PostgresTransport(SqlTransport):
     async def publish(self, message: Mapping[str, Any]) -> None:
         await self._execute("SELECT pg_notify($1, $2)", self.channel, encode(message))
 
-    async def subscribe(self, deliver: Deliver) -> None:
+    async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
         if self._listener is None:
             ready = asyncio.get_running_loop().create_future()
-            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, ready))
+            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, hearing, ready))
             await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
 
-    async def _listen(self, deliver: Deliver, ready: asyncio.Future[None]) -> None:
-        """Hold one LISTEN session, taken again after it drops."""
+    async def _listen(self, deliver: Deliver, hearing: Hearing, ready: asyncio.Future[None]) -> None:
+        """Hold one LISTEN session, taken again after it drops (hearing says so both ways)."""
         backoff_s = 0.05
+        deaf = False
 
         def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
             message = decode(payload)
@@ -114,6 +117,9 @@ class PostgresTransport(SqlTransport):
                     backoff_s = 0.05
                     if not ready.done():
                         ready.set_result(None)
+                    if deaf:
+                        deaf = False
+                        hearing(True)
                     await lost
                     log.warning("fleet listener connection lost; taking it again")
                 except DOWN as exc:
@@ -122,5 +128,8 @@ class PostgresTransport(SqlTransport):
                     conn.terminate()
             if not ready.done():
                 ready.set_result(None)
+            if not deaf:
+                deaf = True
+                hearing(False)
             await asyncio.sleep(backoff_s)
             backoff_s = min(2.0, backoff_s * 2)

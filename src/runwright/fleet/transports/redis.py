@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from importlib import resources
 from typing import Any, Mapping
 
@@ -22,7 +23,7 @@ from ...errors import StoreUnreachable
 from ...store.redis.tasks import halt
 from ...waiting import bounded
 from ..presence import Census, Life, Presence, State
-from ..transport import Deliver, Writing, decode, encode
+from ..transport import Deliver, Hearing, Writing, decode, encode
 
 __all__ = ["RedisTransport"]
 
@@ -42,8 +43,10 @@ class RedisTransport:
         self._stopping = False
 
     def _client(self) -> aioredis.Redis:
+        # The pid names the process to an operator reading CLIENT LIST.
         return aioredis.Redis.from_url(self._client_url, decode_responses=True,
-                                       socket_connect_timeout=5, socket_timeout=30)
+                                       socket_connect_timeout=5, socket_timeout=30,
+                                       client_name=f"runwright-fleet:{os.getpid()}")
 
     async def open(self) -> None:
         self._redis = self._client()
@@ -100,14 +103,15 @@ class RedisTransport:
         except DOWN as exc:
             raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
 
-    async def subscribe(self, deliver: Deliver) -> None:
+    async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
         if self._listener is None:
             ready = asyncio.get_running_loop().create_future()
-            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, ready))
+            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, hearing, ready))
             await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
 
-    async def _listen(self, deliver: Deliver, ready: asyncio.Future[None]) -> None:
+    async def _listen(self, deliver: Deliver, hearing: Hearing, ready: asyncio.Future[None]) -> None:
         backoff_s = 0.05
+        deaf = False
         while not self._stopping:
             client = self._client()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -116,6 +120,9 @@ class RedisTransport:
                 backoff_s = 0.05
                 if not ready.done():
                     ready.set_result(None)
+                if deaf:
+                    deaf = False
+                    hearing(True)
                 while not self._stopping:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is None:
@@ -126,6 +133,9 @@ class RedisTransport:
                             deliver(decoded)
             except DOWN as exc:
                 log.warning("fleet pub/sub lost (%s); subscribing again", exc)
+                if not deaf and not self._stopping:
+                    deaf = True
+                    hearing(False)
             finally:
                 if not ready.done():
                     ready.set_result(None)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from ...errors import StoreUnreachable
 from ...resilience import jittered
 from ...store.sql.dialect import SQLITE
-from ..transport import Deliver, decode, encode
+from ..transport import Deliver, Hearing, decode, encode
 from .sql import SqlTransport
 
 __all__ = ["SqliteTransport"]
@@ -88,7 +88,8 @@ class SqliteTransport(SqlTransport):
         if message.get("type") == "op":
             await self._execute(PRUNE, KEEP_S)
 
-    async def subscribe(self, deliver: Deliver) -> None:
+    async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
+        # The messages wait in the table: a failed poll loses none, so hearing never drops.
         if self._poller is None:
             last_id = int((await self._fetch(LAST_ID))[0][0])
             self._poller = asyncio.get_running_loop().create_task(self._poll(deliver, last_id))
