@@ -8,6 +8,7 @@ system chose. Imported only by `serve`, so other commands never load the web sta
 from __future__ import annotations
 
 import errno
+import signal
 import socket
 from typing import Any
 
@@ -16,6 +17,7 @@ import uvicorn
 from ..app import App
 from ..engine.supervisor import event_loop_runner
 from ..server import Auth, create_server
+from ..server.factory import DRAIN_S
 from .exits import ADDRESS_IN_USE, BAD_INPUT, clear_errors, fail
 
 __all__ = ["serve_app"]
@@ -23,7 +25,8 @@ __all__ = ["serve_app"]
 
 def serve_app(app: App, auth: Auth, host: str, port: int) -> None:
     """Serve `app` over HTTP on host:port until SIGINT/SIGTERM."""
-    config = uvicorn.Config(create_server(app, auth), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_server(app, auth), host=host, port=port, log_level="warning",
+                            timeout_graceful_shutdown=int(DRAIN_S))
 
     async def go() -> None:
         # The store is opened first, in the server's loop: one that cannot be reached is
@@ -31,7 +34,10 @@ def serve_app(app: App, auth: Auth, host: str, port: int) -> None:
         await app.open()
         try:
             listener = bind(host, port)
-            server = _Announcing(config, listener)
+            server = _Server(config, listener, app)
+            # uvicorn raises a caught signal again once it stopped, under the handler it
+            # found: for SIGTERM let that be none, so a drained server exits 0, as a worker.
+            signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
             await server.serve(sockets=[listener])
         finally:
             await app.close()
@@ -67,16 +73,29 @@ def urls(host: str, listener: socket.socket) -> list[tuple[str, str]]:
             ("OpenAPI", f"{base}/openapi.json")]
 
 
-class _Announcing(uvicorn.Server):
+class _Server(uvicorn.Server):
     """Prints where it listens once it accepts connections, on stdout (flushed: a script
-    reading the pipe learns the URL at once)."""
+    reading the pipe learns the URL at once). In the fleet, it reads `recycling` from its
+    first SIGTERM/SIGINT (not only once its last connection closed), and a `recycle` op
+    stops it as a signal would: it drains, and the process exits 0."""
 
-    def __init__(self, config: uvicorn.Config, listener: socket.socket) -> None:
+    def __init__(self, config: uvicorn.Config, listener: socket.socket, app: App) -> None:
         super().__init__(config)
         self._listener = listener
+        self._app = app
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.started:
             for what, url in urls(self.config.host, self._listener):
                 print(f"{what:<13} {url}", flush=True)
+            if self._app.fleet.member is not None:  # joined in the lifespan's startup
+                self._app.fleet.member.on_recycle = self._recycle
+
+    def _recycle(self) -> None:
+        self.should_exit = True  # what uvicorn's signal handler sets
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        if self._app.fleet.member is not None:
+            await self._app.fleet.member.recycling(DRAIN_S)
+        await super().shutdown(sockets)

@@ -95,7 +95,11 @@ class Member:
 
     async def recycling(self, drain_s: float) -> None:
         """Leaving gracefully: `recycling`, announcing `drain_s`, until `leave()`. Waits
-        at most STOP_WRITE_S: a slow store never delays a drain (the heartbeat writes it)."""
+        at most STOP_WRITE_S: a slow store never delays a drain (the heartbeat writes it).
+        Once recycling, a second call changes nothing (a server calls it at its first
+        signal, and its lifespan again at the end)."""
+        if self.state is State.RECYCLING:
+            return
         self.drain_s = drain_s
         self.state = State.RECYCLING
         try:

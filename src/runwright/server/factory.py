@@ -55,6 +55,7 @@ RETRY_MS = 3000
 # given here carries it too: sse-starlette encodes an event with the event's own).
 SSE_SEP = "\n"
 SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
+DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (announced)
 
 # Paths any caller may read: the dashboard's page (its data needs a token), the probes,
 # and the API's documentation.
@@ -70,7 +71,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         if not auth.enabled:
             event(logging.WARNING, "AUTH IS OFF: every caller sees every run (RUNWRIGHT_AUTH=off)")
         await app.open()
-        member = await app.fleet.member_for("server")  # this server's life in the fleet
+        # This server's life in the fleet; `runwright serve` makes it recyclable.
+        member = await app.fleet.member_for("server", drain_s=DRAIN_S)
         await member.join()
         await member.resync()
         await member.ready()
