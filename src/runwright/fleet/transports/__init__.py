@@ -11,20 +11,25 @@ __all__ = ["transport_for"]
 
 
 def transport_for(store: Store, root: str) -> Transport:
-    from ...store.postgres.store import PostgresStore
-    from ...store.redis.store import RedisStore
-    from ...store.sqlite.store import SqliteStore
-
-    if isinstance(store, PostgresStore):
+    # By the store's module, importing only its own backend: a worker on PostgreSQL never
+    # loads redis-py (a tenth of its start).
+    backend = type(store).__module__.rsplit(".", 2)[-2]
+    if backend == "postgres":
+        from ...store.postgres.store import PostgresStore
         from .postgres import PostgresTransport
 
+        assert isinstance(store, PostgresStore)
         return PostgresTransport(store.direct_dsn, store.schema, root)
-    if isinstance(store, RedisStore):
+    if backend == "redis":
+        from ...store.redis.store import RedisStore
         from .redis import RedisTransport
 
+        assert isinstance(store, RedisStore)
         return RedisTransport(store.client_url, store.prefix, root)
-    if isinstance(store, SqliteStore):
+    if backend == "sqlite":
+        from ...store.sqlite.store import SqliteStore
         from .sqlite import SqliteTransport
 
+        assert isinstance(store, SqliteStore)
         return SqliteTransport(store.path, root)
     raise TypeError(f"no fleet transport for {type(store).__name__}")
