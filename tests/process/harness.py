@@ -184,6 +184,40 @@ class WorkerFleet:
                f"{f.err_path.read_text()}" for f in self.followers])
 
 
+@dataclass
+class ServerProcess:
+    """One `runwright serve` subprocess on a port the system picked (`base` is its URL)."""
+
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    base: str = ""
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    async def wait_listening(self) -> str:
+        line = await wait_until(lambda: next((text for text in self.log().splitlines()
+                                              if text.startswith("listening on")), None),
+                                f"server {self.log_path.stem} listens", timeout_s=90)
+        self.base = line.split()[-1]
+        return self.base
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def start_server(url: str, logs: Path, app_spec: str, env: dict[str, str]) -> ServerProcess:
+    """`runwright serve app_spec` on `url`, listening on a free port (see wait_listening)."""
+    log_path = logs / f"s{len(list(logs.glob('s*.log'))) + 1}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "runwright", "serve", app_spec, "--port", "0",
+                                 "--url", url], cwd=ROOT, env={**os.environ, **env}, stdout=log,
+                                stderr=subprocess.STDOUT)
+    return ServerProcess(proc, log_path)
+
+
 # A follower in a process of its own: prints each event of a run after `after` as a JSON
 # line, flushed at once, and exits after the run's terminal event.
 FOLLOWER = """

@@ -166,6 +166,9 @@ class RunOut(BaseModel):
     budget: dict[str, float] | None = Field(None, description="The bounds it was submitted with.")
     deadline_at: float | None = None
     last_seq: int
+    traceparent: str | None = Field(None, description="The W3C traceparent it was submitted with "
+                                                      "(its spans continue that trace); null: "
+                                                      "it has a trace of its own.")
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
@@ -175,7 +178,7 @@ class RunOut(BaseModel):
                    started_at=run.started_at, finished_at=run.finished_at, result=run.value(),
                    error=run.error_info(), thread=run.thread, parent_id=run.parent_id,
                    tenant=run.tenant, budget=json.loads(run.budget) if run.budget else None,
-                   deadline_at=run.deadline_at, last_seq=run.last_seq)
+                   deadline_at=run.deadline_at, last_seq=run.last_seq, traceparent=run.traceparent)
 
 
 class RunPage(BaseModel):
