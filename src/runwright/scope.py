@@ -104,7 +104,8 @@ class RunScope:
         # and a deadline count from.
         await self._ready()
         params = insert_params(spec, spec.bind(args, kwargs), submission,
-                               now_s=self._runtime.clock(), limits=self._runtime.limits)
+                               now_s=self._runtime.clock(), limits=self._runtime.limits,
+                               version=self._runtime.registry.version)
         store = self._runtime.store
         if thread is None:
             (run,) = await store.run_insert_many([params])
@@ -134,7 +135,8 @@ class RunScope:
                 traceparent=call.traceparent if call.traceparent is not None else traceparent)
             try:
                 params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
-                                            now_s=now_s, limits=self._runtime.limits))
+                                            now_s=now_s, limits=self._runtime.limits,
+                                            version=self._runtime.registry.version))
             except InvalidInput as exc:
                 raise type(exc)(f"item {index}: {exc}") from exc
         runs = await self._runtime.store.run_insert_many(params)
