@@ -37,6 +37,7 @@ from .store.params import (
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
+    RunUnrunnableParams,
     WorkerInfo,
 )
 from .submission import Submission, insert_params
@@ -326,6 +327,14 @@ class RunScope:
             raise await self._missing(_run_id(run_id)) from None
 
     # -- the deployment, read-only --------------------------------------------------
+
+    async def count_unrunnable(self) -> int:
+        """Due runs (of this scope's tenant) that no live worker can run: no worker
+        registers the task for the run's major, or serves its queue."""
+        await self._ready()
+        kinds = await self._runtime.store.run_count_unrunnable(RunUnrunnableParams(
+            tenant=self.tenant_name))
+        return sum(kind[3] for kind in kinds)
 
     async def list_workers(self) -> list[WorkerInfo]:
         """The registered workers: shared by every tenant, so any scope may count them."""

@@ -265,10 +265,12 @@ UnrunnableKind = tuple[str, str, "int | None", int]  # queue, task, major (None:
 class RunUnrunnableParams:
     """Queued runs due for at least `due_for_s` (judged by the store's clock) that no live
     worker can run, as `rules.unrunnable_kinds` decides from the workers table: counted,
-    or closed `failed` (`rules.unrunnable_error`) by `run_fail_unrunnable_many`."""
+    or closed `failed` (`rules.unrunnable_error`) by `run_fail_unrunnable_many`. A count
+    with `tenant` counts only that tenant's runs (a close takes every tenant's)."""
 
     due_for_s: float = 0.0
     now: float | None = None
+    tenant: str | None = None
 
 
 # -- journal and events -------------------------------------------------------------

@@ -435,10 +435,36 @@ class RedisStore:
             return []
         kinds = [(queue, task, int(major) if major else None, int(count))
                  for queue, task, major, count in zip(flat[::4], flat[1::4], flat[2::4], flat[3::4])]
-        return rules.unrunnable_kinds(kinds, await self.worker_list())
+        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        if params.tenant is None or not unrunnable:
+            return unrunnable
+        return await self._of_tenant(unrunnable, params)
+
+    async def _of_tenant(self, kinds: list[UnrunnableKind],
+                         params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        """The unrunnable kinds counted over one tenant's runs: the due sets are not per
+        tenant, so the runs of these kinds only (about to be closed anyway) are read."""
+        cutoff = await self._now(params.now) - params.due_for_s
+        out: list[UnrunnableKind] = []
+        for queue, task, major, _count in kinds:
+            ids: list[str] = []
+            for member in await self._call(self.redis.smembers, self.key(f"dues:{queue}")):
+                head, member_task = member.split(":", 1)  # "<priority>[.<major>]", as lib.lua
+                member_major = head.partition(".")[2]
+                if member_task == task and (int(member_major) if member_major else None) == major:
+                    ids += await self._call(self.redis.zrangebyscore,
+                                            self.key(due_key(head, queue, task)), "-inf", cutoff)
+            pipe = self.redis.pipeline(transaction=False)
+            for member in ids:
+                pipe.hget(self.key(f"run:{int(member)}"), "tenant")
+            tenants = await self._call(pipe.execute) if ids else []
+            count = sum(1 for tenant in tenants if tenant == params.tenant)
+            if count:
+                out.append((queue, task, major, count))
+        return out
 
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
-        kinds = await self.run_count_unrunnable(params)
+        kinds = await self.run_count_unrunnable(RunUnrunnableParams(params.due_for_s, params.now))
         if not kinds:
             return []
         args: list[Any] = []

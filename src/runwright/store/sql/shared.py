@@ -349,6 +349,7 @@ class SqlStore(ABC):
         """Every worker sweeps: runs that no live worker can run (as the workers table
         says now) and that were due for `params.due_for_s` end `failed`."""
         now = self.clock.now(params.now)
+        params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
         if not await self.run_count_unrunnable(params):  # most checks find nothing: no write lock
             return []
         closed: list[Run] = []
@@ -367,7 +368,9 @@ class SqlStore(ABC):
         return closed
 
     async def _unrunnable(self, conn: SqlConnection, params: RunUnrunnableParams) -> list[UnrunnableKind]:
-        rows = await conn.fetch(q.DUE_KINDS, self.clock.judged(params.now), float(params.due_for_s))
+        judged, due_for_s = self.clock.judged(params.now), float(params.due_for_s)
+        rows = await (conn.fetch(q.DUE_KINDS, judged, due_for_s) if params.tenant is None else
+                      conn.fetch(q.DUE_KINDS_OF_TENANT, judged, due_for_s, params.tenant))
         if not rows:
             return []
         workers = [worker_from_row(row) for row in await conn.fetch(q.WORKER_LIST)]

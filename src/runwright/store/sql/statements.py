@@ -20,6 +20,7 @@ __all__ = [
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
     "DUE_KINDS",
+    "DUE_KINDS_OF_TENANT",
     "DROP_STEPS",
     "END_QUEUED",
     "EXPIRE",
@@ -213,6 +214,8 @@ SELECT queue, task, major, count(*) FROM runs
 WHERE state = 'queued' AND run_at <= NOW($1) - CAST($2 AS double precision)
 GROUP BY queue, task, major
 """
+# The same, of one tenant's runs.
+DUE_KINDS_OF_TENANT = DUE_KINDS.replace("GROUP BY", "AND tenant = $3 GROUP BY")
 # One kind that no live worker can run (`rules.unrunnable_kinds`) ends `failed`; only runs
 # still queued and due that long: a claim that came first wins. Major -1 stands for NULL.
 FAIL_UNRUNNABLE = f"""
