@@ -405,7 +405,7 @@ def retry(
 
 @cli.command()
 def workers(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
-    """List the registered workers: host, pid, queues, tasks, last heartbeat."""
+    """List the registered workers: host, pid, app version, queues, tasks, last heartbeat."""
 
     async def go(app: App) -> tuple[list[Any], float]:
         return await app.list_workers(), app.now()

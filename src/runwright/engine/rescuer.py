@@ -59,13 +59,15 @@ class Rescuer:
         does, they would wait forever in silence, so say so. Those that no live worker can
         run (by the workers table: task, major, queue) are unrunnable: counted for the
         metric, and closed `failed` once due for `unrunnable_after_s` (by the store's clock)."""
-        await self._close_unrunnable(worker_id)
-        judged = self._clock.judged()
+        # One read of the due runs per check: only when some are unrunnable at all (rare)
+        # does the close look for those due long enough.
+        age_s = min(self._orphan_age_s, self._unrunnable_after_s)
         unrunnable = await store_call(self._store.run_count_unrunnable,
-                                      RunUnrunnableParams(self._orphan_age_s, now=judged), worker=worker_id)
+                                      RunUnrunnableParams(age_s, now=self._clock.judged()), worker=worker_id)
         if unrunnable is None:
             return
-        self._on_unrunnable(sum(kind[3] for kind in unrunnable))
+        closed = await self._close_unrunnable(worker_id) if unrunnable else 0
+        self._on_unrunnable(max(0, sum(kind[3] for kind in unrunnable) - closed))
         for queue, task, major, count in unrunnable:
             of = "no version recorded" if major is None else f"major {major}"
             event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker that can "
@@ -73,7 +75,7 @@ class Rescuer:
                   f"for {self._unrunnable_after_s:g} s)", worker=worker_id, task=task, runs=count)
         await self._report_others(worker_id, {task for _, task, _, _ in unrunnable})
 
-    async def _close_unrunnable(self, worker_id: int) -> None:
+    async def _close_unrunnable(self, worker_id: int) -> int:
         closed = await store_call(self._store.run_fail_unrunnable_many, RunUnrunnableParams(
             self._unrunnable_after_s, now=self._clock.judged()), worker=worker_id) or []
         if closed:
@@ -83,15 +85,16 @@ class Rescuer:
                   f"{run.task!r} of version {run.version or 'unrecorded'} for "
                   f"{self._unrunnable_after_s:g} s)", run_id=run.id, attempt=run.attempt,
                   worker=worker_id, task=run.task)
+        return len(closed)
 
     async def _report_others(self, worker_id: int, unrunnable: Collection[str]) -> None:
-        """Due runs of tasks this worker lacks that another live worker can run: said at
-        INFO level, they are that worker's (a heterogeneous pool working as meant)."""
+        """Due runs of tasks this worker lacks that another live worker can run: said
+        loudly too, a task missing from some workers is often a deployment's mistake."""
         due_before = self._clock() - self._orphan_age_s
         counts = await store_call(self._store.run_count_due_by_task,
                                   RunCountDueParams(self._queues, due_before), worker=worker_id)
         for task, count in sorted((counts or {}).items()):
             if task not in self._tasks and task not in unrunnable:
-                event(logging.INFO, f"{count} due runs of task {task!r} wait for a worker that "
+                event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker that "
                       f"registers it; this one does not, another worker does", worker=worker_id,
                       task=task, runs=count)

@@ -166,6 +166,9 @@ class RunOut(BaseModel):
     budget: dict[str, float] | None = Field(None, description="The bounds it was submitted with.")
     deadline_at: float | None = None
     last_seq: int
+    version: str | None = Field(None, description="The version of the app that submitted it (its "
+                                                  "major decides which workers may run it); null: "
+                                                  "submitted before runs recorded one.")
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
@@ -175,7 +178,7 @@ class RunOut(BaseModel):
                    started_at=run.started_at, finished_at=run.finished_at, result=run.value(),
                    error=run.error_info(), thread=run.thread, parent_id=run.parent_id,
                    tenant=run.tenant, budget=json.loads(run.budget) if run.budget else None,
-                   deadline_at=run.deadline_at, last_seq=run.last_seq)
+                   deadline_at=run.deadline_at, last_seq=run.last_seq, version=run.version)
 
 
 class RunPage(BaseModel):
