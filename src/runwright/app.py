@@ -61,7 +61,7 @@ class App(RunScope):
         self.store: Store = store_from_url(url)
         self.url = self.store.url
         self.auto_migrate = auto_migrate
-        self.registry = Registry()
+        self.registry = Registry(self.version)
         # `@app.task` / `@app.task(retries=5, ...)` and `@app.tool`: the registry's own,
         # typed as it types them (see `Registry.task` and `Registry.tool`).
         self.task = self.registry.task

@@ -360,7 +360,8 @@ class Context:
                                 queue=queue, tenant=self.run.tenant, parent_id=self.run.id,
                                 traceparent=traceparent)
         params = insert_params(spec, spec.bind(args, kwargs), submission,
-                               now_s=self.runtime.clock(), limits=self.runtime.limits)
+                               now_s=self.runtime.clock(), limits=self.runtime.limits,
+                               version=self.runtime.registry.version)
         with self._span(name, position) as current:
             (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
             if current is not None:

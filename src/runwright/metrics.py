@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from .engine.instruments import ATTEMPTS, FINISHED, LEASE_LOSSES, RUN_SECONDS, START_DELAY, TAKEOVERS
+from .engine.instruments import (
+    ATTEMPTS,
+    FINISHED,
+    LEASE_LOSSES,
+    RUN_SECONDS,
+    START_DELAY,
+    TAKEOVERS,
+    UNRUNNABLE,
+)
 
 if TYPE_CHECKING:
     from .app import App
@@ -56,6 +64,9 @@ async def scrape(app: App) -> bytes:
             depth.labels(queue).set(count if oldest_due is not None else 0)
             oldest.labels(queue).set(now - oldest_due if oldest_due is not None else 0)
     workers.set(len(alive))
+    # The store's word at scrape time (a worker's rescuer also sets it at each orphan check):
+    # a server that runs no worker reports it too.
+    UNRUNNABLE.set(await app.count_unrunnable())
     return generate_latest() + generate_latest(store_registry)
 
 
@@ -128,6 +139,9 @@ async def summary(scope: RunScope) -> dict[str, object]:
         "dead": counts.get("dead", 0),
         "cancelled": counts.get("cancelled", 0),
         "workers_alive": len(await scope.list_workers()),
+        # Due runs no live worker can run (their task, for their major, or their queue):
+        # closed failed after the workers' unrunnable_after_s.
+        "unrunnable": await scope.count_unrunnable(),
         "oldest_due_age_s": round(max(oldest), 3) if oldest else 0.0,
         "queues": sorted({queue for queue, *_ in stats}),
         "queue_depths": {queue: count for queue, state, count, oldest_due in stats

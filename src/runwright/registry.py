@@ -6,6 +6,7 @@ never the App: it looks tasks up here and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Awaitable, Callable, Sequence, overload
 
 from .agents.rate_limits import RateLimit
@@ -17,14 +18,20 @@ from .schedules import Schedule
 from .serde import finite
 from .submission import OPTIONS
 from .tasks import TaskSpec, takes_context
+from .versions import DEFAULT_VERSION, check_majors, check_version, major_of
 
 __all__ = ["Registry"]
 
 
 class Registry:
-    """Tasks, tools and schedules by name, and the resources they hold (closed with the app)."""
+    """Tasks, tools and schedules by name, and the resources they hold (closed with the app).
 
-    def __init__(self) -> None:
+    `version` is the app's: the version its submissions record, and whose major its
+    tasks run unless they declare `versions=`. Defaults to "0.0.0"."""
+
+    def __init__(self, version: str = DEFAULT_VERSION) -> None:
+        self.version = check_version(version)
+        self.major = major_of(version)
         self.tasks: dict[str, TaskSpec] = {}
         self.tools: dict[str, ToolSpec] = {}
         self.schedules: dict[str, Schedule] = {}  # declared in code; workers save them at start
@@ -41,6 +48,7 @@ class Registry:
              give_up_on: Sequence[type[BaseException]] = ...,
              timeout_s: float | None = ...,
              check: Callable[[dict[str, Any]], None] | None = ...,
+             versions: object = ...,
              ) -> Callable[[Callable[..., Any]], TaskSpec]: ...
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
@@ -49,17 +57,24 @@ class Registry:
              retry_on: Sequence[type[BaseException]] | None = None,
              give_up_on: Sequence[type[BaseException]] = (),
              timeout_s: float | None = None,
-             check: Callable[[dict[str, Any]], None] | None = None) -> Any:
+             check: Callable[[dict[str, Any]], None] | None = None,
+             versions: object = None) -> Any:
         """Register a task: `@registry.task` or `@registry.task(retries=5, ...)`.
-        `check(arguments)` may refuse a submission with InvalidInput before it is stored."""
+        `check(arguments)` may refuse a submission with InvalidInput before it is stored.
+        `versions`: the majors of submitting apps whose runs this code can run (one major,
+        a collection, a range "1-2" or a list "1,2"; it must include the app's own). A
+        worker claims a run only when the run's major is one of them. Defaults to the
+        app's own major."""
         policy = RetryPolicy(retries, backoff or Backoff(),
                              tuple(retry_on) if retry_on is not None else None, tuple(give_up_on))
         if timeout_s is not None:
             finite(timeout_s, "timeout_s")
 
         def register(f: Callable[..., Any]) -> TaskSpec:
-            return self.add_task(TaskSpec(name or f.__name__, f, queue, priority, policy, timeout_s,
-                                          takes_context(f), check))
+            task_name = name or f.__name__
+            majors = check_majors(versions, self.major, task_name)
+            return self.add_task(TaskSpec(task_name, f, queue, priority, policy, timeout_s,
+                                          takes_context(f), check, majors))
 
         return register(fn) if fn is not None else register
 
@@ -67,6 +82,8 @@ class Registry:
         if spec.name in self.tasks:
             raise ConfigError(f"task {spec.name!r} is registered twice; give one a name=")
         _check_no_option_shadowed(spec)
+        if spec.majors is None:
+            spec = dataclasses.replace(spec, majors=(self.major,))
         self.tasks[spec.name] = spec
         return spec
 
@@ -101,6 +118,11 @@ class Registry:
             known = ", ".join(sorted(self.tasks)) or "none"
             raise UnknownTask(f"unknown task {name!r}; registered tasks: {known}")
         return spec
+
+    def runnable_majors(self) -> dict[str, list[int]]:
+        """Each task, with the majors whose runs it can run: what a worker claims, and
+        what it registers so that others can tell whether any live worker can run a run."""
+        return {name: list(spec.majors or (self.major,)) for name, spec in sorted(self.tasks.items())}
 
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Run `closer` when the app closes (e.g. a model client's connections)."""

@@ -110,6 +110,9 @@ class Run:
     interrupt: str | None = None  # "interrupt" or "rollback": stop at the next step boundary
     tenant: str | None = None
     traceparent: str | None = None  # W3C, given at submission (None: the run's own trace)
+    # The version of the app that submitted it; None: submitted before runs recorded one
+    # (any worker that registers its task may run it).
+    version: str | None = None
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
 
     @property

@@ -37,6 +37,7 @@ from .store.params import (
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
+    RunUnrunnableParams,
     WorkerInfo,
 )
 from .submission import Submission, insert_params
@@ -104,7 +105,8 @@ class RunScope:
         # and a deadline count from.
         await self._ready()
         params = insert_params(spec, spec.bind(args, kwargs), submission,
-                               now_s=self._runtime.clock(), limits=self._runtime.limits)
+                               now_s=self._runtime.clock(), limits=self._runtime.limits,
+                               version=self._runtime.registry.version)
         store = self._runtime.store
         if thread is None:
             (run,) = await store.run_insert_many([params])
@@ -134,7 +136,8 @@ class RunScope:
                 traceparent=call.traceparent if call.traceparent is not None else traceparent)
             try:
                 params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
-                                            now_s=now_s, limits=self._runtime.limits))
+                                            now_s=now_s, limits=self._runtime.limits,
+                                            version=self._runtime.registry.version))
             except InvalidInput as exc:
                 raise type(exc)(f"item {index}: {exc}") from exc
         runs = await self._runtime.store.run_insert_many(params)
@@ -324,6 +327,14 @@ class RunScope:
             raise await self._missing(_run_id(run_id)) from None
 
     # -- the deployment, read-only --------------------------------------------------
+
+    async def count_unrunnable(self) -> int:
+        """Due runs (of this scope's tenant) that no live worker can run: no worker
+        registers the task for the run's major, or serves its queue."""
+        await self._ready()
+        kinds = await self._runtime.store.run_count_unrunnable(RunUnrunnableParams(
+            tenant=self.tenant_name))
+        return sum(kind[3] for kind in kinds)
 
     async def list_workers(self) -> list[WorkerInfo]:
         """The registered workers: shared by every tenant, so any scope may count them."""

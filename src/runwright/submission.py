@@ -56,9 +56,10 @@ class Submission:
 
 
 def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
-                  now_s: float, limits: Limits) -> RunInsertParams:
-    """The checked insert of one run of `spec` with `arguments` (bound by keyword);
-    InvalidInput (or a subclass) names what is wrong, and nothing is written."""
+                  now_s: float, limits: Limits, version: str | None = None) -> RunInsertParams:
+    """The checked insert of one run of `spec` with `arguments` (bound by keyword), as
+    submitted by an app at `version` (recorded on the run); InvalidInput (or a subclass)
+    names what is wrong, and nothing is written."""
     priority = spec.priority if submission.priority is None else submission.priority
     _check_priority(priority)
     _check_key(submission.key)
@@ -85,6 +86,7 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         on_busy=submission.on_busy,
         tenant=submission.tenant,
         traceparent=traceparent,
+        version=version,
         now=now_s,
     )
 

@@ -36,6 +36,9 @@ class TaskSpec:
     timeout_s: float | None
     wants_context: bool
     check: Callable[[dict[str, Any]], None] | None = None  # refuses bad arguments at submission
+    # The majors of submitting apps whose runs this code can run (`versions=`, checked by
+    # the registry, which sets its own major when none was given).
+    majors: tuple[int, ...] | None = None
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
 

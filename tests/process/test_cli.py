@@ -316,11 +316,13 @@ async def test_submit_a_builtin_job_from_json_without_an_app(app: rw.App, store_
 
 async def test_status_summarises_the_store(app: rw.App, store_url: str) -> None:
     await app.submit(apps.record, n=1, delay_s=60)
+    await app.submit(apps.record, n=2)  # due, and no live worker can run it
     shown = runwright("status", url=store_url)
     assert shown.returncode == 0, shown.stderr
     rows = {line.strip("│ ").split("│")[0].strip(): line.strip("│ ").split("│")[-1].strip()
             for line in shown.stdout.splitlines() if line.count("│") >= 2}
-    assert rows["queued"] == "1" and rows["running"] == "0" and rows["workers alive"] == "0"
+    assert rows["queued"] == "2" and rows["running"] == "0" and rows["workers alive"] == "0"
+    assert rows["unrunnable"] == "1"
 
 
 async def test_a_worker_serves_its_own_metrics(app: rw.App, store_url: str, tmp_path) -> None:

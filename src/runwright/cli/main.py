@@ -96,6 +96,10 @@ def worker(
         None, help="Remove ended runs older than this, with their journal and log (one worker "
                    "at a time sweeps). Unset: keep everything."),
     sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
+    unrunnable_after_s: float = typer.Option(
+        3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
+                     "none registers its task for the major of the app version that submitted it, "
+                     "or serves its queue."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -110,7 +114,8 @@ def worker(
     _use_url(url)
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
-                "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+                "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),
+                "--unrunnable-after-s", str(unrunnable_after_s)]
         if retain_max_age_s is not None:
             argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
 
@@ -136,6 +141,7 @@ def worker(
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
                                        retain_max_age_s=retain_max_age_s,
                                        sweep_interval_s=sweep_interval_s,
+                                       unrunnable_after_s=unrunnable_after_s,
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts
@@ -399,7 +405,7 @@ def retry(
 
 @cli.command()
 def workers(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
-    """List the registered workers: host, pid, queues, tasks, last heartbeat."""
+    """List the registered workers: host, pid, app version, queues, tasks, last heartbeat."""
 
     async def go(app: App) -> tuple[list[Any], float]:
         return await app.list_workers(), app.now()

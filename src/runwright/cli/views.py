@@ -91,10 +91,10 @@ def traceback_text(run: Run) -> Text | None:
 
 def workers_table(workers: Sequence[Any], now: float) -> Table:
     table = Table(title=f"workers ({len(workers)})")
-    for column in ("id", "host", "pid", "queues", "tasks", "started", "heartbeat"):
+    for column in ("id", "host", "pid", "version", "queues", "tasks", "started", "heartbeat"):
         table.add_column(column)
     for w in workers:
-        table.add_row(str(w.id), w.host, str(w.pid), ",".join(w.queues), ",".join(w.tasks),
+        table.add_row(str(w.id), w.host, str(w.pid), w.version, ",".join(w.queues), ",".join(w.tasks),
                       _when(w.started_at), f"{max(0.0, now - w.heartbeat_at):.1f} s ago")
     return table
 

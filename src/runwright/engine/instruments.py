@@ -49,8 +49,11 @@ DEFERRALS = Counter("runwright_deferrals_total", "Runs put off to later, by reas
                     "(parked, holding no slot), retry (a backoff after a failed attempt).", ["reason"])
 SHUTDOWN_RUNS = Counter("runwright_shutdown_runs_total", "Runs in flight at a graceful stop, by how "
                         "they left: drained (ended within the grace) or given_back (to the queue).", ["how"])
-UNRUNNABLE = Gauge("runwright_unrunnable_runs", "Due runs of this worker's queues whose task no live "
-                   "worker registers (checked every orphan_check_s).")
+UNRUNNABLE = Gauge("runwright_unrunnable_runs", "Due runs that no live worker can run: none registers "
+                   "the task for the run's major, or serves its queue (checked every orphan_check_s; "
+                   "closed failed after unrunnable_after_s).")
+UNRUNNABLE_CLOSED = Counter("runwright_unrunnable_closed_total", "Runs closed failed (Unrunnable) by this "
+                            "worker's rescuer: no live worker could run them for unrunnable_after_s.")
 DEFERRAL_REASONS = ("sleep", "children")  # what a park gives as its reason; others count as "other"
 
 # Outcome labels: a fixed set, whatever kinds of events an attempt may end with.
@@ -161,6 +164,9 @@ class Instruments:
 
     def unrunnable(self, count: int) -> None:
         UNRUNNABLE.set(count)
+
+    def unrunnable_closed(self, count: int) -> None:
+        UNRUNNABLE_CLOSED.inc(count)
 
     def lease_lost(self, span: Any = None) -> None:
         self.stats.lease_lost += 1

@@ -1,6 +1,9 @@
 """The rescuer: every worker takes back runs of dead workers and of expired leases, ends
 runs whose deadline passed (so a deadline holds even when a run's own worker is dead),
-and says loudly when due runs wait for a task that it does not register."""
+says loudly when due runs wait for a task that it does not register, and closes `failed`
+the runs that no live worker can run once they were due for `unrunnable_after_s` (their
+task registered by no live worker for the major that submitted them: a GPU task with no
+GPU worker up, runs of an old major after its last worker drained)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from ..logs import event
 from ..resilience import store_call
 from ..runs import Run, RunState
 from ..store.interface import Store
-from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams
+from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams, RunUnrunnableParams
 
 __all__ = ["Rescuer"]
 
@@ -22,9 +25,13 @@ class Rescuer:
     def __init__(self, store: Store, queues: Sequence[str], tasks: Collection[str],
                  params: RunRescueParams, orphan_check_s: float, orphan_age_s: float,
                  clock: Clock = SYSTEM_CLOCK,
-                 on_unrunnable: Callable[[int], None] = lambda _count: None) -> None:
+                 on_unrunnable: Callable[[int], None] = lambda _count: None,
+                 unrunnable_after_s: float = 3600.0,
+                 on_closed: Callable[[int], None] = lambda _count: None) -> None:
         self._store = store
         self._on_unrunnable = on_unrunnable
+        self._on_closed = on_closed
+        self._unrunnable_after_s = unrunnable_after_s
         self._clock = clock
         self._queues = queues
         self._tasks = tasks
@@ -49,20 +56,45 @@ class Rescuer:
 
     async def _report_orphans(self, worker_id: int) -> None:
         """Runs of a task this worker lacks are left for a worker that has it; if none
-        does, they would wait forever in silence, so say so. Those that no live worker
-        registers are unrunnable: counted for the metric (one registry read per check)."""
+        does, they would wait forever in silence, so say so. Those that no live worker can
+        run (by the workers table: task, major, queue) are unrunnable: counted for the
+        metric, and closed `failed` once due for `unrunnable_after_s` (by the store's clock)."""
+        # One read of the due runs per check: only when some are unrunnable at all (rare)
+        # does the close look for those due long enough.
+        age_s = min(self._orphan_age_s, self._unrunnable_after_s)
+        unrunnable = await store_call(self._store.run_count_unrunnable,
+                                      RunUnrunnableParams(age_s, now=self._clock.judged()), worker=worker_id)
+        if unrunnable is None:
+            return
+        closed = await self._close_unrunnable(worker_id) if unrunnable else 0
+        self._on_unrunnable(max(0, sum(kind[3] for kind in unrunnable) - closed))
+        for queue, task, major, count in unrunnable:
+            of = "no version recorded" if major is None else f"major {major}"
+            event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker that can "
+                  f"run them ({of}, queue {queue!r}); no live worker can (closed failed once due "
+                  f"for {self._unrunnable_after_s:g} s)", worker=worker_id, task=task, runs=count)
+        await self._report_others(worker_id, {task for _, task, _, _ in unrunnable})
+
+    async def _close_unrunnable(self, worker_id: int) -> int:
+        closed = await store_call(self._store.run_fail_unrunnable_many, RunUnrunnableParams(
+            self._unrunnable_after_s, now=self._clock.judged()), worker=worker_id) or []
+        if closed:
+            self._on_closed(len(closed))
+        for run in closed:
+            event(logging.WARNING, f"run failed: unrunnable (no live worker could run task "
+                  f"{run.task!r} of version {run.version or 'unrecorded'} for "
+                  f"{self._unrunnable_after_s:g} s)", run_id=run.id, attempt=run.attempt,
+                  worker=worker_id, task=run.task)
+        return len(closed)
+
+    async def _report_others(self, worker_id: int, unrunnable: Collection[str]) -> None:
+        """Due runs of tasks this worker lacks that another live worker can run: said
+        loudly too, a task missing from some workers is often a deployment's mistake."""
         due_before = self._clock() - self._orphan_age_s
         counts = await store_call(self._store.run_count_due_by_task,
                                   RunCountDueParams(self._queues, due_before), worker=worker_id)
-        if counts is None:
-            return
-        orphans = {task: count for task, count in counts.items() if task not in self._tasks}
-        workers = await store_call(self._store.worker_list, worker=worker_id) if orphans else []
-        if workers is None:
-            return
-        registered = {task for worker in workers for task in worker.tasks}
-        self._on_unrunnable(sum(count for task, count in orphans.items() if task not in registered))
-        for task, count in sorted(orphans.items()):
-            others = "another worker does" if task in registered else "no live worker does"
-            event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker "
-                  f"that registers it; this one does not, {others}", worker=worker_id, task=task, runs=count)
+        for task, count in sorted((counts or {}).items()):
+            if task not in self._tasks and task not in unrunnable:
+                event(logging.WARNING, f"{count} due runs of task {task!r} wait for a worker that "
+                      f"registers it; this one does not, another worker does", worker=worker_id,
+                      task=task, runs=count)

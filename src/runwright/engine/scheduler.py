@@ -37,8 +37,10 @@ async def save_schedules(store: Store, schedules: Iterable[Schedule], now: float
 
 
 class Scheduler:
-    def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK) -> None:
+    def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK,
+                 version: str | None = None) -> None:
         self._store = store
+        self._version = version  # recorded on the runs it fires: its app's
         self._clock = clock if isinstance(clock, Clock) else Clock(clock)
 
     async def tick(self, now: float | None = None) -> list[Run]:
@@ -54,7 +56,7 @@ class Scheduler:
         runs = await self._store.run_insert_many([RunInsertParams(
             key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
-            run_at=fire, now=now) for fire in times]) if times else []
+            run_at=fire, version=self._version, now=now) for fire in times]) if times else []
         await self._store.schedule_advance(ScheduleAdvanceParams(
             schedule.name, schedule.next_fire_at, upcoming))
         created = [run for run in runs if not run.existed]

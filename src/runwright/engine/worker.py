@@ -80,6 +80,10 @@ class WorkerConfig:
     claim_batch: int = 0  # most runs per claim; 0 means `concurrency`. Defaults to 0.
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
+    # A due run that no live worker can run (no worker registers its task for the major
+    # that submitted it, or serves its queue) is closed `failed` (Unrunnable) once due this
+    # long, by any worker's rescuer, judged by the store's clock. Defaults to 3600 s.
+    unrunnable_after_s: float = 3600.0
     schedule_tick_s: float = 1.0  # how often due schedules are fired. Defaults to 1 s.
     # Retention: ended runs older than this are removed with their journal and log, by
     # one worker at a time (see engine.sweeper). Defaults to None: keep everything.
@@ -100,6 +104,8 @@ class WorkerConfig:
             raise ConfigError("a worker needs at least one queue")
         if self.retain_max_age_s is not None and not self.retain_max_age_s > 0:
             raise ConfigError(f"retain_max_age_s must be > 0 (or None: keep), got {self.retain_max_age_s}")
+        if not self.unrunnable_after_s > 0:
+            raise ConfigError(f"unrunnable_after_s must be > 0, got {self.unrunnable_after_s}")
         if not self.sweep_interval_s > 0:
             raise ConfigError(f"sweep_interval_s must be > 0, got {self.sweep_interval_s}")
 
@@ -132,6 +138,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store, on_batch=self._instruments.finish_batch)
         self._tasks: list[str] = []
+        self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
         self._join_fleet = join_fleet
         self.member: Member | None = None
@@ -160,6 +167,7 @@ class Worker:
         """Work until `stop()`; raises WorkerCrashed if a side task died."""
         await self._connect()
         self._tasks = sorted(self.runtime.registry.tasks)
+        self._majors = self.runtime.registry.runnable_majors()
         if not self._tasks:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
         if self._join_fleet is not None:
@@ -234,7 +242,7 @@ class Worker:
     async def _register(self) -> None:
         self.id = await self.store.worker_register(WorkerRegisterParams(
             host=socket.gethostname(), pid=os.getpid(), queues=list(self.config.queues),
-            tasks=self._tasks))
+            tasks=self._tasks, version=self.runtime.registry.version, majors=self._majors))
 
     async def _shutdown(self, sides: list[asyncio.Task[None]], completer: asyncio.Task[None],
                         grace_s: float) -> None:
@@ -294,7 +302,7 @@ class Worker:
                 limit = min(free, batch)
                 crash_point("worker.claim_loop")
                 runs = await self._store_call(self.store.run_claim, RunClaimParams(
-                    self.id, queues, self._tasks, limit, config.lease_s))
+                    self.id, queues, self._tasks, limit, config.lease_s, majors=self._majors))
                 if runs:
                     crash_point("worker.after_claim")
                     self._instruments.claimed_batch(len(runs))
@@ -308,7 +316,7 @@ class Worker:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
         next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
-            queues, self._tasks))
+            queues, self._tasks, self._majors))
         if next_due is not None:
             wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():
@@ -418,14 +426,16 @@ class Worker:
         rescuer = Rescuer(self.store, config.queues, self.runtime.registry.tasks,
                           RunRescueParams(config.max_recoveries, config.worker_stale_s),
                           config.orphan_check_s, config.orphan_age_s, self.clock,
-                          on_unrunnable=self._instruments.unrunnable)
+                          on_unrunnable=self._instruments.unrunnable,
+                          unrunnable_after_s=config.unrunnable_after_s,
+                          on_closed=self._instruments.unrunnable_closed)
         while True:
             await asyncio.sleep(jittered(config.rescue_interval_s))
             await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
-        scheduler = Scheduler(self.store, self.schedule_clock)
+        scheduler = Scheduler(self.store, self.schedule_clock, self.runtime.registry.version)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)

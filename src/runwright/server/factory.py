@@ -136,8 +136,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
 
     @api.get("/summary")
     async def status_summary(who: Tenant) -> dict[str, Any]:
-        """Pending, running, done, dead, workers alive, oldest due age (the dashboard's data),
-        of the caller's own runs."""
+        """Pending, running, done, dead, workers alive, due runs no live worker can run
+        (`unrunnable`), oldest due age (the dashboard's data), of the caller's own runs."""
         return await metrics.summary(scope_of(who))
 
     @api.post("/runs", status_code=201, response_model=RunOut,

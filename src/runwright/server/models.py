@@ -169,6 +169,9 @@ class RunOut(BaseModel):
     traceparent: str | None = Field(None, description="The W3C traceparent it was submitted with "
                                                       "(its spans continue that trace); null: "
                                                       "it has a trace of its own.")
+    version: str | None = Field(None, description="The version of the app that submitted it (its "
+                                                  "major decides which workers may run it); null: "
+                                                  "submitted before runs recorded one.")
 
     @classmethod
     def of(cls, run: Run) -> RunOut:
@@ -178,7 +181,8 @@ class RunOut(BaseModel):
                    started_at=run.started_at, finished_at=run.finished_at, result=run.value(),
                    error=run.error_info(), thread=run.thread, parent_id=run.parent_id,
                    tenant=run.tenant, budget=json.loads(run.budget) if run.budget else None,
-                   deadline_at=run.deadline_at, last_seq=run.last_seq, traceparent=run.traceparent)
+                   deadline_at=run.deadline_at, last_seq=run.last_seq, traceparent=run.traceparent,
+                   version=run.version)
 
 
 class RunPage(BaseModel):

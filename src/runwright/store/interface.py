@@ -43,6 +43,7 @@ from .params import (
     RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
+    RunUnrunnableParams,
     ScheduleAdvanceParams,
     ScheduleDueParams,
     SchedulePauseParams,
@@ -52,6 +53,7 @@ from .params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
@@ -147,6 +149,14 @@ class RunStore(Protocol):
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None: ...
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]: ...
+
+    async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        """Due runs that no live worker can run (`rules.unrunnable_kinds` over the workers
+        table), by (queue, task, major), with their counts."""
+
+    async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
+        """End `failed` (`rules.unrunnable_error`) the runs that no live worker can run and
+        that have been due for `params.due_for_s`, judged by the store's clock."""
 
 
 class JournalStore(Protocol):

@@ -9,9 +9,10 @@ changes nothing if the fence is no longer current; the caller turns "refused" in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..runs import RunState
+from ..versions import major_of
 
 __all__ = [
     "ON_BUSY",
@@ -41,6 +42,8 @@ __all__ = [
     "RunReclaimed",
     "RunRescueParams",
     "RunRetryParams",
+    "RunUnrunnableParams",
+    "UnrunnableKind",
     "ScheduleAdvanceParams",
     "ScheduleDueParams",
     "SchedulePauseParams",
@@ -83,7 +86,14 @@ class RunInsertParams:
     on_busy: str = "reject"
     tenant: str | None = None
     traceparent: str | None = None  # W3C, checked: the trace every attempt continues
+    # The submitting app's version (see `versions`); None records none, and then any
+    # worker that registers the task may run it.
+    version: str | None = None
     now: float | None = None
+
+    @property
+    def major(self) -> int | None:
+        return None if self.version is None else major_of(self.version)
 
 
 @dataclass(slots=True)
@@ -130,7 +140,10 @@ class RunQueueStatsParams:
 
 @dataclass(slots=True)
 class RunClaimParams:
-    """Claim up to `limit` due runs of `queues` whose task is one of `tasks`."""
+    """Claim up to `limit` due runs of `queues` whose task is one of `tasks`, and, with
+    `majors` (task -> the majors its code can run), whose recorded major is one of its
+    task's (a run that recorded no version is any worker's that has its task). None
+    claims runs of any major: for tools and tests, never a worker."""
 
     worker_id: int
     queues: Sequence[str]
@@ -138,6 +151,7 @@ class RunClaimParams:
     limit: int
     lease_s: float
     now: float | None = None
+    majors: Mapping[str, Sequence[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -228,10 +242,12 @@ class RunExpireParams:
 
 @dataclass(slots=True)
 class RunNextDueParams:
-    """The earliest run_at among queued runs of `queues` and `tasks`."""
+    """The earliest run_at among queued runs of `queues` and `tasks` (and, with `majors`,
+    of the runs that a claim with those `majors` would take)."""
 
     queues: Sequence[str]
     tasks: Sequence[str]
+    majors: Mapping[str, Sequence[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -240,6 +256,21 @@ class RunCountDueParams:
 
     queues: Sequence[str]
     due_before: float
+
+
+UnrunnableKind = tuple[str, str, "int | None", int]  # queue, task, major (None: unrecorded), count
+
+
+@dataclass(slots=True)
+class RunUnrunnableParams:
+    """Queued runs due for at least `due_for_s` (judged by the store's clock) that no live
+    worker can run, as `rules.unrunnable_kinds` decides from the workers table: counted,
+    or closed `failed` (`rules.unrunnable_error`) by `run_fail_unrunnable_many`. A count
+    with `tenant` counts only that tenant's runs (a close takes every tenant's)."""
+
+    due_for_s: float = 0.0
+    now: float | None = None
+    tenant: str | None = None
 
 
 # -- journal and events -------------------------------------------------------------
@@ -381,11 +412,16 @@ class SchedulePauseParams:
 
 @dataclass(slots=True)
 class WorkerRegisterParams:
+    """`majors`: each task with the majors whose runs it can run (see `RunClaimParams`),
+    read by every worker that judges whether a run is runnable by someone."""
+
     host: str
     pid: int
     queues: Sequence[str]
     tasks: Sequence[str]
     now: float | None = None
+    version: str = "0.0.0"
+    majors: Mapping[str, Sequence[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -403,6 +439,8 @@ class WorkerInfo:
     tasks: list[str]
     started_at: float
     heartbeat_at: float
+    version: str = "0.0.0"
+    majors: dict[str, list[int]] | None = None  # None: registered before majors were (any)
 
 
 # -- questions ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Collection, Sequence
+from typing import Collection, Mapping, Sequence
 
 from ..errors import (
     AlreadyAnswered,
@@ -23,7 +23,15 @@ from ..errors import (
 from ..journal import SNAPSHOT, StepRecord
 from ..questions import Question, check_answer
 from ..runs import Run, RunState, check_transition
-from .params import ON_BUSY, BucketTakeParams, QuestionAnswerParams, QuestionOpenParams, RunListParams
+from .params import (
+    ON_BUSY,
+    BucketTakeParams,
+    QuestionAnswerParams,
+    QuestionOpenParams,
+    RunListParams,
+    UnrunnableKind,
+    WorkerInfo,
+)
 
 __all__ = [
     "REQUEUE_STOPS",
@@ -33,6 +41,8 @@ __all__ = [
     "Rescue",
     "StopRequest",
     "answered_event",
+    "can_run",
+    "claim_keys",
     "asked_event",
     "cancelled_error",
     "check_schema_known",
@@ -49,6 +59,8 @@ __all__ = [
     "step_event",
     "take_from_bucket",
     "submitted_event",
+    "unrunnable_error",
+    "unrunnable_kinds",
     "worker_lost_error",
 ]
 
@@ -92,6 +104,42 @@ def submitted_event(run: Run) -> str:
     """The data of event 1 of every run's log."""
     return json.dumps({"task": run.task, "key": run.key, "queue": run.queue,
                        "priority": run.priority, "parent": run.parent_id, "thread": run.thread})
+
+
+def unrunnable_error(task: str, major: int | None, due_for_s: float) -> str:
+    """Why a run that no live worker could run was closed `failed`."""
+    of = f"task {task!r}" if major is None else f"task {task!r} at major {major}"
+    return json.dumps({"type": "Unrunnable", "task": task, "major": major,
+                       "message": f"no live worker could run {of} (none registers the task for "
+                                  f"that major, or serves its queue); it was due for more than "
+                                  f"{due_for_s:g} s (unrunnable_after_s)"})
+
+
+# -- which worker may run which run -----------------------------------------------------
+
+
+def claim_keys(majors: Mapping[str, Sequence[int]]) -> list[str]:
+    """What a claim matches a run's (major, task) against: "<major>:<task>" (the major, an
+    integer, ends at the first colon, so any task name is kept apart)."""
+    return [f"{major}:{task}" for task, task_majors in sorted(majors.items()) for major in task_majors]
+
+
+def can_run(worker: WorkerInfo, queue: str, task: str, major: int | None) -> bool:
+    """Whether `worker` would claim a run of `task` in `queue` that recorded `major`: it
+    serves the queue and registers the task, for that major (a run that recorded none is
+    any major's; a worker that registered no majors, from before they were recorded, runs
+    any major)."""
+    if queue not in worker.queues or task not in worker.tasks:
+        return False
+    if major is None or worker.majors is None:
+        return True
+    return major in worker.majors.get(task, ())
+
+
+def unrunnable_kinds(kinds: Sequence[UnrunnableKind], workers: Sequence[WorkerInfo]) -> list[UnrunnableKind]:
+    """Of the due runs by (queue, task, major), those that no live worker can run."""
+    return [kind for kind in kinds
+            if not any(can_run(worker, kind[0], kind[1], kind[2]) for worker in workers)]
 
 
 # -- an attempt's end that meets a stop request ---------------------------------------

@@ -33,7 +33,10 @@ CREATE TABLE runs (
     thread           text,
     interrupt        text,
     tenant           text,
-    traceparent      text
+    traceparent      text,
+    -- the submitting app's version and its major (NULL: submitted before runs recorded one)
+    version          text,
+    major            integer
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -103,7 +106,10 @@ CREATE TABLE workers (
     queues       text    NOT NULL,
     tasks        text    NOT NULL,
     started_at   double precision NOT NULL,
-    heartbeat_at double precision NOT NULL
+    heartbeat_at double precision NOT NULL,
+    -- its app's version, and each task with the majors it runs (JSON; NULL: any)
+    version      text    NOT NULL DEFAULT '0.0.0',
+    majors       text
 );
 
 -- Every worker fires due schedules; a fire is a run keyed by the schedule and its

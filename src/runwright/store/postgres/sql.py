@@ -30,16 +30,19 @@ INSERT_MANY = f"""
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
                          $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
-                         $13::float8[], $14::text[], $15::text[], $16::text[])
+                         $13::float8[], $14::text[], $15::text[], $16::text[], $17::text[],
+                         $18::integer[])
         WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, budget, deadline_at, thread, tenant, traceparent, ord)
+                             parent_id, budget, deadline_at, thread, tenant, traceparent,
+                             version, major, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, budget, deadline_at, thread, tenant, traceparent, last_seq)
+                      created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,
+                      version, major, last_seq)
     SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
-           parent_id, budget, deadline_at, thread, tenant, traceparent, 1
+           parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
     FROM input ORDER BY ord
     ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
     RETURNING {RUN_COLUMNS}
@@ -76,6 +79,10 @@ WITH picked AS MATERIALIZED (
         SELECT t.id, t.priority, t.run_at FROM runs t
         WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= NOW($3)
           AND t.task = ANY($2::text[])
+          -- Only a major the task's code can run, as "<major>:<task>" keys ($8; NULL: any
+          -- major); a run that recorded no version is any worker's that has its task. A
+          -- filter on the row the probe already reads: the walk of runs_due is unchanged.
+          AND ($8::text[] IS NULL OR t.major IS NULL OR (t.major::text || ':' || t.task) = ANY($8::text[]))
           -- Past its deadline, a run is the rescuer's to end, not a worker's to start.
           AND (t.deadline_at IS NULL OR t.deadline_at >= NOW($3))
           -- A thread's run waits while an earlier run of its thread is open.

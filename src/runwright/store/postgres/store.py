@@ -15,7 +15,6 @@ which must hold a session, go to the direct URL (see `pooling`).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import zlib
@@ -44,7 +43,7 @@ from ..params import (
     WorkerRegisterParams,
 )
 from ..sql import statements as q
-from ..sql.columns import run_from_row
+from ..sql.columns import run_from_row, worker_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
@@ -325,7 +324,8 @@ class PostgresStore(SqlStore):
                       now: float) -> list[Run]:
         columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
                               p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at, p.thread, p.tenant, p.traceparent)
+                              p.budget, p.deadline_at, p.thread, p.tenant, p.traceparent,
+                              p.version, p.major)
                              for p in params]))
         rows = await conn.fetch(self._sql(sql.INSERT_MANY), *columns[:8], now, self.channels["queued"],
                                 *columns[8:])
@@ -345,7 +345,8 @@ class PostgresStore(SqlStore):
         now = self.clock.judged(params.now)
         rows = await self._fetch_raw(sql.CLAIM, list(params.queues), list(params.tasks), now,
                                      params.limit, params.worker_id, params.lease_s,
-                                     self.channels["events"])
+                                     self.channels["events"],
+                                     None if params.majors is None else rules.claim_keys(params.majors))
         runs = [run_from_row(row) for row in rows]
         runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
         return runs
@@ -429,9 +430,7 @@ class PostgresStore(SqlStore):
             raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
         try:
             async with conn.transaction():
-                worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), params.host, params.pid,
-                                                json.dumps(list(params.queues)),
-                                                json.dumps(list(params.tasks)), now)
+                worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), *worker_row(params, now))
                 # Taken inside the inserting transaction: whoever sees the row sees the lock.
                 await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)
         except BaseException:

@@ -69,7 +69,7 @@ RUN_FIELDS = ("id", "key", "task", "queue", "priority", "state", "args", "attemp
               "fence", "run_at", "created_at", "timeout_s", "owner", "lease_expires_at",
               "started_at", "finished_at", "result", "error", "recoveries", "cancel_requested",
               "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant",
-              "traceparent")
+              "traceparent", "version", "major")  # major: read by the claim's Lua, not a Run field
 
 
 def run_from_values(v: Sequence[str | None]) -> Run:
@@ -79,7 +79,7 @@ def run_from_values(v: Sequence[str | None]) -> Run:
         int(v[8]), int(v[9]), float(v[10]), float(v[11]),  # type: ignore[arg-type]
         _float(v[12]), _int(v[13]), _float(v[14]), _float(v[15]), _float(v[16]), v[17], v[18],
         int(v[19]), v[20] == "1", int(v[21]), _int(v[22]), v[23],  # type: ignore[arg-type]
-        _float(v[24]), v[25], v[26], v[27], v[28],
+        _float(v[24]), v[25], v[26], v[27], v[28], v[29],
     )
 
 
@@ -93,7 +93,7 @@ def run_from_hash(fields: dict[str, str] | Sequence[str]) -> Run:
         _float(h.get("finished_at")), h.get("result"), h.get("error"), int(h["recoveries"]),
         h.get("cancel_requested") == "1", int(h["last_seq"]), _int(h.get("parent_id")),
         h.get("budget"), _float(h.get("deadline_at")), h.get("thread"), h.get("interrupt"),
-        h.get("tenant"), h.get("traceparent"),
+        h.get("tenant"), h.get("traceparent"), h.get("version"),
     )
 
 

@@ -21,9 +21,12 @@ Keys (after the prefix):
     run:<id>                             a run, one field per column
     keys                                 (tenant, key) -> run id
     runs                                 every run id (for listing, newest first)
-    due:<priority>:<n>:<queue>:<task>    queued run ids (zero-padded) by run_at, per task
-                                         (n: the queue's length in bytes)
-    dues:<queue>                         a queue's due sets, as "<priority>:<task>"
+    due:<priority>.<major>:<n>:<queue>:<task>  queued run ids (zero-padded) by run_at, per
+                                         task and major (n: the queue's length in bytes);
+                                         due:<priority>:<n>:... for runs that recorded no
+                                         version (any major's, as in layout 1)
+    dues:<queue>                         a queue's due sets, as "<priority>.<major>:<task>"
+                                         (or "<priority>:<task>")
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
@@ -95,6 +98,7 @@ from ..params import (
     RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
+    RunUnrunnableParams,
     ScheduleAdvanceParams,
     ScheduleDueParams,
     SchedulePauseParams,
@@ -104,6 +108,7 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
@@ -133,7 +138,9 @@ log = logging.getLogger("runwright.store.redis")
 # a death only once it stays lapsed MISSING_GRACE_S (liveness.py). Defaults to 1 s.
 DEFAULT_LIVENESS_S = 1.0
 DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
-SCHEMA_VERSION = 1  # Redis keeps no tables: the version names the key layout above
+# Redis keeps no tables: the version names the key layout above. 2: due sets per major,
+# workers' versions and majors (layout 1 is read as it was, so moving to 2 rewrites nothing).
+SCHEMA_VERSION = 2
 TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
              ConnectionError, OSError, TimeoutError)
 LIST_CHUNK = 200
@@ -413,19 +420,70 @@ class RedisStore:
         return out
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
-        value = await self._script("next_due", len(params.queues), *params.queues, *params.tasks)
+        keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
+        value = await self._script("next_due", len(params.queues), *params.queues, len(params.tasks),
+                                   *params.tasks, *keys)
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
         flat = await self._script("count_due", float(params.due_before), *params.queues)
         return {task: int(count) for task, count in zip(flat[::2], flat[1::2])}
 
+    async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
+        if not flat:
+            return []
+        kinds = [(queue, task, int(major) if major else None, int(count))
+                 for queue, task, major, count in zip(flat[::4], flat[1::4], flat[2::4], flat[3::4])]
+        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        if params.tenant is None or not unrunnable:
+            return unrunnable
+        return await self._of_tenant(unrunnable, params)
+
+    async def _of_tenant(self, kinds: list[UnrunnableKind],
+                         params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        """The unrunnable kinds counted over one tenant's runs: the due sets are not per
+        tenant, so the runs of these kinds only (about to be closed anyway) are read."""
+        cutoff = await self._now(params.now) - params.due_for_s
+        out: list[UnrunnableKind] = []
+        for queue, task, major, _count in kinds:
+            ids: list[str] = []
+            for member in await self._call(self.redis.smembers, self.key(f"dues:{queue}")):
+                head, member_task = member.split(":", 1)  # "<priority>[.<major>]", as lib.lua
+                member_major = head.partition(".")[2]
+                if member_task == task and (int(member_major) if member_major else None) == major:
+                    ids += await self._call(self.redis.zrangebyscore,
+                                            self.key(due_key(head, queue, task)), "-inf", cutoff)
+            pipe = self.redis.pipeline(transaction=False)
+            for member in ids:
+                pipe.hget(self.key(f"run:{int(member)}"), "tenant")
+            tenants = await self._call(pipe.execute) if ids else []
+            count = sum(1 for tenant in tenants if tenant == params.tenant)
+            if count:
+                out.append((queue, task, major, count))
+        return out
+
+    async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
+        kinds = await self.run_count_unrunnable(RunUnrunnableParams(params.due_for_s, params.now))
+        if not kinds:
+            return []
+        args: list[Any] = []
+        for queue, task, major, _count in kinds:
+            args += [queue, task, "" if major is None else major,
+                     rules.unrunnable_error(task, major, params.due_for_s)]
+        rows = await self._script("fail_unrunnable", self._now_arg(params.now), float(params.due_for_s),
+                                  json.dumps({"error": "Unrunnable"}), *args)
+        closed = [run_from_hash(row) for row in rows]
+        self.hub.fire_changed(closed)
+        return closed
+
     # -- the hot path ---------------------------------------------------------------
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
+        keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
         rows = await self._script("claim", self._now_arg(params.now), params.limit, params.worker_id,
                                   float(params.lease_s), len(params.queues), *params.queues,
-                                  *params.tasks)
+                                  len(params.tasks), *params.tasks, *keys)
         return [run_from_values(values) for values in rows]  # in claim order
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
@@ -788,7 +846,9 @@ class RedisStore:
         now = await self._now(params.now)
         registration = json.dumps({"host": params.host, "pid": params.pid,
                                    "queues": list(params.queues), "tasks": list(params.tasks),
-                                   "started_at": now})
+                                   "started_at": now, "version": params.version,
+                                   "majors": None if params.majors is None else {
+                                       task: list(majors) for task, majors in params.majors.items()}})
         worker_id = int(await self._script("worker_register", registration, now, self._ttl_ms()))
         self._alive_ids.add(worker_id)
         if self._refresher is None:
@@ -831,7 +891,8 @@ class RedisStore:
         for worker_id in sorted(registrations, key=int):
             info = json.loads(registrations[worker_id])
             out.append(WorkerInfo(int(worker_id), info["host"], info["pid"], info["queues"],
-                                  info["tasks"], info["started_at"], float(beats.get(worker_id, 0))))
+                                  info["tasks"], info["started_at"], float(beats.get(worker_id, 0)),
+                                  info.get("version", "0.0.0"), info.get("majors")))
         return out
 
 
@@ -851,7 +912,7 @@ def _insert_fields(p: RunInsertParams) -> list[Any]:
     return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
             int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
             p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
-            rules.submitted_event(stub), thread, p.traceparent]
+            rules.submitted_event(stub), thread, p.traceparent, p.version, p.major]
 
 
 def _float_or_none(value: float | None) -> float | None:

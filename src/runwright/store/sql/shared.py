@@ -44,6 +44,7 @@ from ..params import (
     RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
+    RunUnrunnableParams,
     ScheduleAdvanceParams,
     ScheduleDueParams,
     SchedulePauseParams,
@@ -52,12 +53,13 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
 )
 from . import statements as q
-from .columns import RUN_COLUMNS, run_from_row, schedule_from_row, worker_from_row
+from .columns import RUN_COLUMNS, run_from_row, schedule_from_row, worker_from_row, worker_row
 from .dialect import Dialect, SqlConnection
 
 __all__ = ["SqlStore"]
@@ -193,8 +195,9 @@ class SqlStore(ABC):
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         async with self._reading() as conn:
+            keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
             value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
-                                        self.dialect.array(params.tasks))
+                                        self.dialect.array(params.tasks), self.dialect.array(keys))
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
@@ -335,6 +338,44 @@ class SqlStore(ABC):
                 await self._wake_parents(conn, expired, now)
         self.hub.fire_changed(expired)
         return expired
+
+    # -- unrunnable runs ----------------------------------------------------------------
+
+    async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        async with self._reading() as conn:
+            return await self._unrunnable(conn, params)
+
+    async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
+        """Every worker sweeps: runs that no live worker can run (as the workers table
+        says now) and that were due for `params.due_for_s` end `failed`."""
+        now = self.clock.now(params.now)
+        params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
+        if not await self.run_count_unrunnable(params):  # most checks find nothing: no write lock
+            return []
+        closed: list[Run] = []
+        async with self._transaction() as conn:
+            for queue, task, major, _count in await self._unrunnable(conn, params):
+                error = rules.unrunnable_error(task, major, params.due_for_s)
+                closed += [run_from_row(row) for row in await conn.fetch(
+                    q.FAIL_UNRUNNABLE, self.clock.judged(params.now), float(params.due_for_s), queue,
+                    task, -1 if major is None else major, error)]
+            if closed:
+                failed = ("failed", {"error": "Unrunnable"})
+                await self._log_bumped(conn, closed, [failed] * len(closed), now)
+                await conn.notify("done", [run.id for run in closed])
+                await self._wake_parents(conn, closed, now)
+        self.hub.fire_changed(closed)
+        return closed
+
+    async def _unrunnable(self, conn: SqlConnection, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        judged, due_for_s = self.clock.judged(params.now), float(params.due_for_s)
+        rows = await (conn.fetch(q.DUE_KINDS, judged, due_for_s) if params.tenant is None else
+                      conn.fetch(q.DUE_KINDS_OF_TENANT, judged, due_for_s, params.tenant))
+        if not rows:
+            return []
+        workers = [worker_from_row(row) for row in await conn.fetch(q.WORKER_LIST)]
+        kinds = [(row[0], row[1], None if row[2] is None else int(row[2]), int(row[3])) for row in rows]
+        return rules.unrunnable_kinds(kinds, workers)
 
     # -- threads ------------------------------------------------------------------------
 
@@ -569,9 +610,7 @@ class SqlStore(ABC):
     async def worker_register(self, params: WorkerRegisterParams) -> int:
         now = self.clock.now(params.now)
         async with self._transaction() as conn:
-            return int(await conn.fetchval(q.WORKER_INSERT, params.host, params.pid,
-                                           json.dumps(list(params.queues)),
-                                           json.dumps(list(params.tasks)), now))
+            return int(await conn.fetchval(q.WORKER_INSERT, *worker_row(params, now)))
 
     async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
         return await self._change(q.WORKER_HEARTBEAT, params.worker_id,

@@ -19,9 +19,12 @@ __all__ = [
     "BUMP_SEQ",
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
+    "DUE_KINDS",
+    "DUE_KINDS_OF_TENANT",
     "DROP_STEPS",
     "END_QUEUED",
     "EXPIRE",
+    "FAIL_UNRUNNABLE",
     "FAMILY",
     "GET_BY_KEY",
     "GET_MANY",
@@ -90,8 +93,12 @@ WITH RECURSIVE tree(id) AS (
 )
 SELECT id FROM tree ORDER BY id
 """
+# Only of runs the worker could claim (claim keys as in the claim, '*': any major): a
+# due run of another major must not wake it.
 NEXT_DUE = """
 SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND task IN_ARRAY($2)
+  AND (CAST('*' AS text) IN_ARRAY($3) OR major IS NULL
+       OR (CAST(major AS text) || ':' || task) IN_ARRAY($3))
 """
 COUNT_DUE_BY_TASK = """
 SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < $2 AND queue IN_ARRAY($1)
@@ -197,6 +204,28 @@ WHERE deadline_at < NOW($1) AND state IN ('queued', 'running')
 RETURNING {RUN_COLUMNS}
 """
 
+# -- unrunnable runs ----------------------------------------------------------------
+
+# Due runs by what decides who can run them; due for at least $2 s by `now` (the injected
+# time, else the database's clock). A walk of the queued runs (the partial index runs_due),
+# as often as the rescuer's orphan check, not on the claim's path.
+DUE_KINDS = """
+SELECT queue, task, major, count(*) FROM runs
+WHERE state = 'queued' AND run_at <= NOW($1) - CAST($2 AS double precision)
+GROUP BY queue, task, major
+"""
+# The same, of one tenant's runs.
+DUE_KINDS_OF_TENANT = DUE_KINDS.replace("GROUP BY", "AND tenant = $3 GROUP BY")
+# One kind that no live worker can run (`rules.unrunnable_kinds`) ends `failed`; only runs
+# still queued and due that long: a claim that came first wins. Major -1 stands for NULL.
+FAIL_UNRUNNABLE = f"""
+UPDATE runs SET state = 'failed', owner = NULL, finished_at = NOW($1), error = $6,
+    last_seq = last_seq + 1
+WHERE state = 'queued' AND queue = $3 AND task = $4 AND coalesce(major, -1) = $5
+  AND run_at <= NOW($1) - CAST($2 AS double precision)
+RETURNING {RUN_COLUMNS}
+"""
+
 # -- threads ------------------------------------------------------------------------
 
 THREAD_ENSURE = """
@@ -282,8 +311,8 @@ SCHEDULE_DELETE = "DELETE FROM schedules WHERE name = $1"
 # -- workers ------------------------------------------------------------------------
 
 WORKER_INSERT = """
-INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $5) RETURNING id
+INSERT INTO workers (host, pid, queues, tasks, started_at, heartbeat_at, version, majors)
+VALUES ($1, $2, $3, $4, $5, $5, $6, $7) RETURNING id
 """
 WORKER_HEARTBEAT = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1"
 WORKER_DELETE = "DELETE FROM workers WHERE id = $1"

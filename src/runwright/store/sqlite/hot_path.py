@@ -35,11 +35,12 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
         row = conn.execute(
             f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
             f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
-            f" last_seq) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" version, major, last_seq)"
+            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING {RUN_COLUMNS}",
             (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-             p.deadline_at, p.thread, p.tenant, p.traceparent)).fetchone()
+             p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(_GET_BY_KEY, (p.tenant or "", p.key)).fetchone())
             run.existed = True

@@ -35,7 +35,10 @@ CREATE TABLE runs (
     thread           TEXT,
     interrupt        TEXT,
     tenant           TEXT,
-    traceparent      TEXT
+    traceparent      TEXT,
+    -- the submitting app's version and its major (NULL: submitted before runs recorded one)
+    version          TEXT,
+    major            INTEGER
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -105,7 +108,10 @@ CREATE TABLE workers (
     queues       TEXT    NOT NULL,
     tasks        TEXT    NOT NULL,
     started_at   REAL    NOT NULL,
-    heartbeat_at REAL    NOT NULL
+    heartbeat_at REAL    NOT NULL,
+    -- its app's version, and each task with the majors it runs (JSON; NULL: any)
+    version      TEXT    NOT NULL DEFAULT '0.0.0',
+    majors       TEXT
 );
 
 -- Every worker fires due schedules; a fire is a run keyed by the schedule and its

@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
+from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration, load_migrations
 from ..params import (
@@ -292,6 +293,7 @@ class SqliteStore(SqlStore):
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = self.clock.now(params.now)
         tasks = json.dumps(list(params.tasks))
+        keys = None if params.majors is None else json.dumps(rules.claim_keys(params.majors))
         # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
         # after `limit` rows; `queue IN (...)` would make it sort every queued run.
         # A thread's run waits while an earlier run of its thread (same tenant) is open:
@@ -299,6 +301,9 @@ class SqliteStore(SqlStore):
         # Past its deadline, a run is the rescuer's to end, not a worker's to start.
         probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
                  " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
+                 # Only a major the task's code can run (a run that recorded none: any).
+                 " AND (?5 IS NULL OR major IS NULL"
+                 "  OR major || ':' || task IN (SELECT value FROM json_each(?5)))"
                  " AND (deadline_at IS NULL OR deadline_at >= ?2)"
                  " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
                  "  AND o.tenant IS r.tenant AND o.id < r.id AND o.state IN ('queued', 'running')))"
@@ -306,7 +311,7 @@ class SqliteStore(SqlStore):
 
         def due_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
             found = [row for queue in params.queues
-                     for row in conn.execute(probe, (queue, now, tasks, limit)).fetchall()]
+                     for row in conn.execute(probe, (queue, now, tasks, limit, keys)).fetchall()]
             found.sort(key=lambda row: (row[1], row[2], row[0]))
             return [row[0] for row in found[:limit]]
 

@@ -5,21 +5,34 @@
 -- ARGV[2]  limit (the worker's free slots)
 -- ARGV[3]  worker id
 -- ARGV[4]  lease_s
--- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues; the rest, the tasks
+-- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues
+-- ARGV[6+q] t, the number of tasks; then the t tasks; the rest, "<major>:<task>" of
+--          each major each task can run, or '*' alone: any major (rules.claim_keys)
 -- Returns  the claimed runs, each as the values of RUN_FIELDS (codec.py), in claim order
 --
--- Claim order is priority, then run_at, then submission order. Per (priority, queue,
--- task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue> lists
--- a queue's sets (lib.lua). The walk takes only the sets of this worker's tasks, goes
--- priority by priority, and within one priority merges the sets by (run_at, id); it
--- stops at `limit`. Nothing scans all runs, nor runs of tasks this worker lacks.
+-- Claim order is priority, then run_at, then submission order. Per (priority, major,
+-- queue, task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue>
+-- lists a queue's sets (lib.lua). The walk takes only the sets of this worker's tasks at
+-- majors they can run (and those of runs that recorded no version), goes priority by
+-- priority, and within one priority merges the sets by (run_at, id); it stops at `limit`.
+-- Nothing scans all runs, nor runs this worker could not run.
 local now = now_of(ARGV[1])
 local limit = tonumber(ARGV[2])
 local worker, lease_s = ARGV[3], tonumber(ARGV[4])
 local queue_count = tonumber(ARGV[5])
-local queues, tasks = {}, {}
+local queues, tasks, majors = {}, {}, {}
 for i = 6, 5 + queue_count do queues[#queues + 1] = ARGV[i] end
-for i = 6 + queue_count, #ARGV do tasks[ARGV[i]] = true end
+local task_count = tonumber(ARGV[6 + queue_count])
+for i = 7 + queue_count, 6 + queue_count + task_count do tasks[ARGV[i]] = true end
+local any_major = false
+for i = 7 + queue_count + task_count, #ARGV do
+  if ARGV[i] == '*' then any_major = true else majors[ARGV[i]] = true end
+end
+-- A due set this worker may take from: its task, at a major it can run (or unrecorded).
+local function ours(due)
+  if not tasks[due.task] then return false end
+  return any_major or not due.major or majors[due.major .. ':' .. due.task] == true
+end
 -- How many due entries one claim may look at per due set before it gives up on finding
 -- eligible ones (runs waiting behind their thread, past their deadline): the hot path
 -- stays bounded.
@@ -71,7 +84,7 @@ end
 local by_priority, priorities = {}, {}
 for _, queue in ipairs(queues) do
   for _, due in ipairs(dues_of(queue)) do
-    if tasks[due.task] then
+    if ours(due) then
       if redis.call('EXISTS', due.key) == 0 then
         redis.call('SREM', P .. 'dues:' .. queue, due.member)  -- the last run of it left
       else
@@ -115,7 +128,7 @@ for _, id in ipairs(picked) do
   local v = read[id]
   local run = {state = v[AT.state], queue = v[AT.queue], tenant = v[AT.tenant] or nil}
   local key = run_key(id)
-  local due = due_key(v[AT.priority], v[AT.queue], v[AT.task])
+  local due = due_key(v[AT.priority], v[AT.queue], v[AT.task], v[AT.major])
   if not leaving_due[due] then leaving_due[due] = {} end
   table.insert(leaving_due[due], pad(id))
   shift(run, 'running')

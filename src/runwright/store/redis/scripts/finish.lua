@@ -25,7 +25,7 @@ local STOPPED = {}
 for _, stop in ipairs(stops) do STOPPED[stop.ends_as] = true end
 -- What a finish reads of each run (never its args or result): the fence and state it
 -- checks, the books it updates, and the stop flags.
-local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'priority', 'task', 'error', 'wake_requested',
+local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'priority', 'task', 'major', 'error', 'wake_requested',
                 'interrupt', 'thread_no', 'parent_id', 'deadline_at', 'attempt', 'last_seq'}
 for _, stop in ipairs(stops) do FIELDS[#FIELDS + 1] = stop.flag end
 

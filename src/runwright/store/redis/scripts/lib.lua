@@ -39,21 +39,27 @@ end
 -- which is submission order, as on the SQL backends.
 local function pad(id) return string.format('%020d', tonumber(id)) end
 local function run_key(id) return P .. 'run:' .. id end
--- Queued runs wait in one due set per (priority, queue, task), so a worker only ever
--- looks at runs of tasks it has: runs of other tasks ahead of them cannot hide them.
--- dues:<queue> lists the sets of a queue as "<priority>:<task>" (the priority, an
--- integer, ends at the first colon); the key gives the queue's length in bytes before
--- it, which keeps queue and task apart whatever characters they hold (store.py's
--- due_key builds the same).
-local function due_key(priority, queue, task)
-  return P .. 'due:' .. priority .. ':' .. #queue .. ':' .. queue .. ':' .. task
+-- Queued runs wait in one due set per (priority, major, queue, task), so a worker only
+-- ever looks at runs it can run: runs of other tasks or majors ahead of them cannot hide
+-- them. dues:<queue> lists the sets of a queue as "<priority>.<major>:<task>" (integers,
+-- the pair ending at the first colon), or "<priority>:<task>" for runs that recorded no
+-- version (any major's: the layout of schema 1, read as it was); the key gives the
+-- queue's length in bytes before it, which keeps queue and task apart whatever
+-- characters they hold (store.py's due_key builds the same).
+local function due_head(priority, major)
+  if major then return priority .. '.' .. major end
+  return tostring(priority)
+end
+local function due_key(priority, queue, task, major)
+  return P .. 'due:' .. due_head(priority, major) .. ':' .. #queue .. ':' .. queue .. ':' .. task
 end
 local function dues_of(queue)
   local out = {}
   for _, member in ipairs(redis.call('SMEMBERS', P .. 'dues:' .. queue)) do
-    local priority, task = string.match(member, '^(-?%d+):(.*)$')
-    out[#out + 1] = {priority = tonumber(priority), task = task, member = member,
-                     key = due_key(priority, queue, task)}
+    local priority, major, task = string.match(member, '^(-?%d+)%.?(%d*):(.*)$')
+    if major == '' then major = nil end
+    out[#out + 1] = {priority = tonumber(priority), major = major, task = task, member = member,
+                     key = due_key(priority, queue, task, major)}
   end
   return out
 end
@@ -137,13 +143,13 @@ local function log(id, kind, data, now)
 end
 
 local function enqueue(id, run)
-  redis.call('ZADD', due_key(run.priority, run.queue, run.task), run.run_at, pad(id))
-  redis.call('SADD', P .. 'dues:' .. run.queue, run.priority .. ':' .. run.task)
+  redis.call('ZADD', due_key(run.priority, run.queue, run.task, run.major), run.run_at, pad(id))
+  redis.call('SADD', P .. 'dues:' .. run.queue, due_head(run.priority, run.major) .. ':' .. run.task)
   requeued = true
 end
 
 local function dequeue(id, run)
-  redis.call('ZREM', due_key(run.priority, run.queue, run.task), pad(id))
+  redis.call('ZREM', due_key(run.priority, run.queue, run.task, run.major), pad(id))
 end
 
 local function owns(run, fence)
@@ -250,9 +256,9 @@ local function thread_no_of(ident, now, create)
   return no
 end
 
--- Insert one new run from ARGV[i .. i+15] (see insert.lua), with its `submitted` event.
+-- Insert one new run from ARGV[i .. i+18] (see insert.lua), with its `submitted` event.
 -- Returns the run's id, or the existing run's id and true when its (tenant, key) exists.
-local INSERT_FIELDS = 17
+local INSERT_FIELDS = 19
 local function insert_one(i, now)
   local ident = ARGV[i]
   local existing = redis.call('HGET', P .. 'keys', ident)
@@ -263,12 +269,13 @@ local function insert_one(i, now)
                run_at = opt(ARGV[i + 8]) or num(now), parent_id = opt(ARGV[i + 9]),
                budget = opt(ARGV[i + 10]), deadline_at = opt(ARGV[i + 11]),
                thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13]),
-               traceparent = opt(ARGV[i + 16])}
+               traceparent = opt(ARGV[i + 16]), version = opt(ARGV[i + 17]),
+               major = opt(ARGV[i + 18])}
   local fields = {'id', id, 'state', 'queued', 'attempt', 0, 'fence', 0, 'recoveries', 0,
                   'cancel_requested', 0, 'wake_requested', 0, 'last_seq', 0, 'created_at', num(now)}
   for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
                          'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant',
-                         'traceparent'}) do
+                         'traceparent', 'version', 'major'}) do
     if run[name] then fields[#fields + 1] = name; fields[#fields + 1] = run[name] end
   end
   if run.thread then

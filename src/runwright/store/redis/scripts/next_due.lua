@@ -1,15 +1,22 @@
 -- next_due: the earliest run_at among queued runs of some queues and tasks (read only).
 --
 -- KEYS[1]  <prefix>ids
--- ARGV[1]  q, the number of queues; ARGV[2 .. 1+q] the queues; the rest, the tasks
+-- ARGV[1]  q, the number of queues; ARGV[2 .. 1+q] the queues; ARGV[2+q] t, the number
+--          of tasks; then the t tasks; the rest, claim keys as in claim.lua ('*': any major)
 -- Returns  the run_at, or false when there is none
+--
+-- Only of runs the worker could claim: a due run of another major must not wake it.
 local queue_count = tonumber(ARGV[1])
-local tasks = {}
-for i = 2 + queue_count, #ARGV do tasks[ARGV[i]] = true end
+local task_count = tonumber(ARGV[2 + queue_count])
+local tasks, majors, any_major = {}, {}, false
+for i = 3 + queue_count, 2 + queue_count + task_count do tasks[ARGV[i]] = true end
+for i = 3 + queue_count + task_count, #ARGV do
+  if ARGV[i] == '*' then any_major = true else majors[ARGV[i]] = true end
+end
 local best = nil
 for i = 2, 1 + queue_count do
   for _, due in ipairs(dues_of(ARGV[i])) do
-    if tasks[due.task] then
+    if tasks[due.task] and (any_major or not due.major or majors[due.major .. ':' .. due.task]) then
       local first = redis.call('ZRANGE', due.key, 0, 0, 'WITHSCORES')
       if first[2] then
         local score = tonumber(first[2])

@@ -1,7 +1,7 @@
 -- worker_register: a new worker: its registration, heartbeat time and liveness key.
 --
 -- KEYS[1]  <prefix>ids
--- ARGV[1]  the registration (JSON: host, pid, queues, tasks, started_at)
+-- ARGV[1]  the registration (JSON: host, pid, queues, tasks, started_at, version, majors)
 -- ARGV[2]  now (heartbeat time)    ARGV[3] the liveness key's TTL in milliseconds
 -- Returns  the worker's id
 local id = redis.call('INCR', P .. 'worker_ids')
