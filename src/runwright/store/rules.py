@@ -27,6 +27,7 @@ from .params import ON_BUSY, BucketTakeParams, QuestionAnswerParams, QuestionOpe
 
 __all__ = [
     "REQUEUE_STOPS",
+    "TRIMMED",
     "BucketTake",
     "BusyPlan",
     "CancelPlan",
@@ -48,6 +49,7 @@ __all__ = [
     "retry_drops",
     "step_event",
     "take_from_bucket",
+    "trim_marker",
     "submitted_event",
     "worker_lost_error",
 ]
@@ -356,3 +358,22 @@ def merge_ranges(ranges: Sequence[tuple[int, int]], reclaimed: Sequence[int]) ->
         else:
             out.append((lo, hi))
     return out
+
+
+# The kind of the event that stands in for the part of a log that retention removed.
+TRIMMED = "trimmed"
+
+
+def trim_marker(last_seq: int, trimmed_seq: int, keep: int) -> tuple[int, dict[str, int]] | None:
+    """Where a log of `last_seq` events, trimmed before up to `trimmed_seq` (0: never),
+    is cut to keep its last `keep` events: the seq of the `trimmed` marker and its data,
+    or None when the log is within the bound.
+
+    The marker takes the seq of the newest event removed, and every seq before it goes:
+    the log keeps its numbers (no seq is reused or renumbered, so a resume by seq stays
+    exact), and a reader from any earlier seq meets the marker first, which names the
+    first seq kept: a jump it is told about, never a silent gap."""
+    marker = last_seq - keep
+    if keep < 0 or marker <= trimmed_seq:
+        return None
+    return marker, {"first_seq": marker + 1, "removed": marker}

@@ -33,7 +33,9 @@ CREATE TABLE runs (
     thread           text,
     interrupt        text,
     tenant           text,
-    traceparent      text
+    traceparent      text,
+    -- the seq of the log's `trimmed` marker (0: never trimmed; migration 13)
+    trimmed_seq      integer NOT NULL DEFAULT 0
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index

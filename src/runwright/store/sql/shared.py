@@ -26,6 +26,8 @@ from ..params import (
     BucketTakeParams,
     EndedTimes,
     EventListParams,
+    EventsTrimmed,
+    EventTrimParams,
     LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
@@ -515,6 +517,27 @@ class SqlStore(ABC):
                 await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
                                        rules.merge_ranges(ranges, ids))
         return RunReclaimed(ids, steps, events)
+
+    async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            found = EventsTrimmed()
+            for run_id, last_seq, trimmed_seq in await conn.fetch(q.TRIMMABLE, params.keep, params.limit):
+                cut = rules.trim_marker(last_seq, trimmed_seq, params.keep)
+                if cut is None:
+                    continue
+                marker, data = cut
+                # The run's row first: its lock orders the trim against the run's appends
+                # and against another sweep, and zero rows means someone trimmed further.
+                if not params.dry_run and not await conn.execute(q.TRIM_MARK, run_id, marker):
+                    continue
+                if not params.dry_run:
+                    await conn.execute(q.TRIM_EVENTS, run_id, marker)
+                    await conn.execute(q.TRIM_THREAD_EVENTS, run_id, marker)
+                    await conn.execute(q.TRIM_MARKER, run_id, marker, rules.TRIMMED, json.dumps(data),
+                                       self.clock.now(params.now))
+                found.run_ids.append(run_id)
+                found.events += marker - trimmed_seq
+        return found
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))

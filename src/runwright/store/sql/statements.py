@@ -65,6 +65,11 @@ __all__ = [
     "THREAD_NUMBER_EVENTS",
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
+    "TRIMMABLE",
+    "TRIM_EVENTS",
+    "TRIM_MARK",
+    "TRIM_MARKER",
+    "TRIM_THREAD_EVENTS",
     "WAKE_PARENTS",
     "WORKER_DELETE",
     "WORKER_DELETE_MANY",
@@ -320,6 +325,18 @@ SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 
 AND finished_at < $1 ORDER BY id LIMIT $2
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
+# Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
+# row, once a pass, cheaper than an index every append would have to move.
+TRIMMABLE = """
+SELECT id, last_seq, trimmed_seq FROM runs WHERE last_seq - trimmed_seq > $1 ORDER BY id LIMIT $2
+"""
+TRIM_MARK = "UPDATE runs SET trimmed_seq = $2 WHERE id = $1 AND trimmed_seq < $2"
+# Everything before the marker, the old marker too; the thread's log loses the same.
+TRIM_EVENTS = "DELETE FROM events WHERE run_id = $1 AND seq < $2"
+TRIM_THREAD_EVENTS = "DELETE FROM thread_events WHERE run_id = $1 AND seq < $2"
+# The newest removed event becomes the marker, in place: its seq (and its tseq in the
+# thread's log, if numbered) stays, so nothing is renumbered.
+TRIM_MARKER = "UPDATE events SET kind = $3, data = $4, at = $5 WHERE run_id = $1 AND seq = $2"
 
 # -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
 # Made first (full), so that two first takes lock one row instead of both inserting.

@@ -35,7 +35,9 @@ CREATE TABLE runs (
     thread           TEXT,
     interrupt        TEXT,
     tenant           TEXT,
-    traceparent      TEXT
+    traceparent      TEXT,
+    -- the seq of the log's `trimmed` marker (0: never trimmed; migration 13)
+    trimmed_seq      INTEGER NOT NULL DEFAULT 0
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
