@@ -95,6 +95,9 @@ def worker(
     retain_max_age_s: float | None = typer.Option(
         None, help="Remove ended runs older than this, with their journal and log (one worker "
                    "at a time sweeps). Unset: keep everything."),
+    retain_max_events: int | None = typer.Option(
+        None, help="Keep a run's last this many events; older ones go, behind one 'trimmed' "
+                   "event naming the first seq kept. Unset: keep every event."),
     sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     url: str | None = URL,
 ) -> None:
@@ -111,8 +114,11 @@ def worker(
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s)]
+        argv += ["--sweep-interval-s", str(sweep_interval_s)]
         if retain_max_age_s is not None:
-            argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
+            argv += ["--retain-max-age-s", str(retain_max_age_s)]
+        if retain_max_events is not None:
+            argv += ["--retain-max-events", str(retain_max_events)]
 
         def argv_of(slot: int) -> list[str]:
             # One port per process: each keeps its own counters and its own readiness.
@@ -135,6 +141,7 @@ def worker(
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
                                        retain_max_age_s=retain_max_age_s,
+                                       retain_max_events=retain_max_events,
                                        sweep_interval_s=sweep_interval_s,
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
