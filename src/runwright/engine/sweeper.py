@@ -97,21 +97,29 @@ class Sweeper:
         self._lease_s = lease_s
         self._batch = batch
         self._max_batches = max_batches
+        self._renew = False
 
     async def tick(self) -> SweepReport | None:
         """A pass if this process holds the lease, else None."""
-        if not await self._store.lease_take(LeaseTakeParams(LEASE, self._holder, self._lease_s)):
+        if not await self._holds_lease():
             return None
-        report = await self.sweep()
+        report = await self.sweep(renew=True)
         if report.removed_anything:
             event(logging.INFO, "retention pass", runs=len(report.runs), steps=report.steps,
                   events=report.events, trimmed_runs=len(report.trimmed_runs),
                   trimmed_events=report.trimmed_events)
         return report
 
-    async def sweep(self, dry_run: bool = False) -> SweepReport:
-        """One pass, whoever holds the lease (`runwright sweep` runs one on request):
-        first the runs past their age (their logs need no trim), then long logs."""
+    async def _holds_lease(self) -> bool:
+        return await self._store.lease_take(LeaseTakeParams(LEASE, self._holder, self._lease_s))
+
+    async def sweep(self, dry_run: bool = False, renew: bool = False) -> SweepReport:
+        """One pass (`runwright sweep` runs one on request, whoever holds the lease: the
+        store's operations are safe side by side): first the runs past their age (their
+        logs need no trim), then long logs. With `renew`, the lease is renewed before
+        each batch and the pass stops if it was lost (a pass slower than the lease, on a
+        loaded machine, must not go on beside the next holder's)."""
+        self._renew = renew
         report = SweepReport()
         retention = self.retention
         if retention.max_age_s is not None:
@@ -132,7 +140,9 @@ class Sweeper:
     async def _batches(self, take: Callable[[], Awaitable[Batch]], add: Callable[[Batch], None],
                        dry_run: bool) -> None:
         # A dry run looks at one batch: what the next pass would begin with.
-        for _ in range(1 if dry_run else self._max_batches):
+        for n in range(1 if dry_run else self._max_batches):
+            if n and self._renew and not await self._holds_lease():
+                return
             batch = await take()
             add(batch)
             if len(batch.run_ids) < self._batch:

@@ -519,25 +519,27 @@ class SqlStore(ABC):
         return RunReclaimed(ids, steps, events)
 
     async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
-        async with self._reading() if params.dry_run else self._transaction() as conn:
-            found = EventsTrimmed()
-            for run_id, last_seq, trimmed_seq in await conn.fetch(q.TRIMMABLE, params.keep, params.limit):
-                cut = rules.trim_marker(last_seq, trimmed_seq, params.keep)
-                if cut is None:
-                    continue
-                marker, data = cut
-                # The run's row first: its lock orders the trim against the run's appends
-                # and against another sweep, and zero rows means someone trimmed further.
-                if not params.dry_run and not await conn.execute(q.TRIM_MARK, run_id, marker):
-                    continue
-                if not params.dry_run:
-                    await conn.execute(q.TRIM_EVENTS, run_id, marker)
-                    await conn.execute(q.TRIM_THREAD_EVENTS, run_id, marker)
-                    await conn.execute(q.TRIM_MARKER, run_id, marker, rules.TRIMMED, json.dumps(data),
-                                       self.clock.now(params.now))
+        found = EventsTrimmed()
+        for run_id, last_seq, trimmed_seq in await self._fetch(q.TRIMMABLE, params.keep, params.limit):
+            cut = rules.trim_marker(last_seq, trimmed_seq, params.keep)
+            if cut is not None and (params.dry_run or await self._trim(run_id, *cut, params.now)):
                 found.run_ids.append(run_id)
-                found.events += marker - trimmed_seq
+                found.events += cut[0] - trimmed_seq
         return found
+
+    async def _trim(self, run_id: int, marker: int, data: dict[str, int], now: float | None) -> bool:
+        # One run a transaction: an open run's row lock is held only as long as its own
+        # trim (holding several while the completer locks them in its order deadlocks).
+        async with self._transaction() as conn:
+            # The run's row first: its lock orders the trim against the run's appends and
+            # another sweep, and zero rows means the run is gone or trimmed as far.
+            if not await conn.execute(q.TRIM_MARK, run_id, marker):
+                return False
+            await conn.execute(q.TRIM_EVENTS, run_id, marker)
+            await conn.execute(q.TRIM_THREAD_EVENTS, run_id, marker)
+            await conn.execute(q.TRIM_MARKER, run_id, marker, rules.TRIMMED, json.dumps(data),
+                               self.clock.now(now))
+        return True
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))

@@ -320,9 +320,11 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded
 WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 """
 # Ended before the cut-off, oldest ids first: the state index orders each state by id.
+# Locked as they are chosen, skipping rows another reclaim holds: two passes at once (a
+# worker's and `runwright sweep`'s) take disjoint runs instead of deadlocking on them.
 RECLAIMABLE = """
 SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
-AND finished_at < $1 ORDER BY id LIMIT $2
+AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
 # Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
