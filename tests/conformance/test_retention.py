@@ -78,3 +78,15 @@ async def test_one_holder_at_a_time_has_a_lease_until_it_lapses(store):
     assert await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 15.5)), "lapsed: taken"
     assert not await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0 + 16))
     assert await store.lease_take(LeaseTakeParams("other", "a", 10, now=T0 + 16)), "leases are by name"
+
+
+async def test_a_run_id_is_never_given_twice_even_once_the_newest_run_was_reclaimed(store):
+    wid = await store.worker_register(worker())
+    ids = await _ended(store, wid, 3, T0)
+    await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))
+    (newer,) = await store.run_insert_many([insert(now=T0 + 200)])
+    assert newer.id > max(ids), "a new run never takes the id of a reclaimed one"
+    for run_id in ids:
+        found = await store.run_get(run_id)
+        assert found is None or found.id == run_id and found.state is RunState.SUCCEEDED
+    await store.run_claim(claim(wid, now=T0 + 200))
