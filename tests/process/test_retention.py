@@ -108,3 +108,18 @@ async def test_runwright_sweep_trims_logs_on_request(app: rw.App, fleet: WorkerF
     assert [e.kind for e in await _log(app, handle.id)][0] == "trimmed"
     neither = cli("sweep", url=store_url)
     assert neither.returncode == 2 and len(neither.stderr.strip().splitlines()) == 1
+
+
+async def test_runwright_sweep_keeps_a_threads_newest_runs(app: rw.App, fleet: WorkerFleet,
+                                                          store_url: str) -> None:
+    fleet.start()
+    handles = [await app.submit(apps.record, n=i, thread="chat", on_busy="enqueue") for i in range(3)]
+    for handle in handles:
+        await handle.result(timeout_s=60)
+    done = cli("sweep", "--thread-max-runs", "1", "--json", url=store_url)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["capped_runs"], report["run_ids"]) == (2, [h.id for h in handles[:2]])
+    with pytest.raises(rw.RunExpired):
+        await app.get(handles[0].id)
+    assert (await app.get(handles[2].id)).state is rw.RunState.SUCCEEDED, "the newest stays"

@@ -98,6 +98,9 @@ def worker(
     retain_max_events: int | None = typer.Option(
         None, help="Keep a run's last this many events; older ones go, behind one 'trimmed' "
                    "event naming the first seq kept. Unset: keep every event."),
+    retain_thread_max_runs: int | None = typer.Option(
+        None, help="A thread keeps its newest this many runs; its older ended runs go (its "
+                   "history stays). Unset: keep them."),
     sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     url: str | None = URL,
 ) -> None:
@@ -119,6 +122,8 @@ def worker(
             argv += ["--retain-max-age-s", str(retain_max_age_s)]
         if retain_max_events is not None:
             argv += ["--retain-max-events", str(retain_max_events)]
+        if retain_thread_max_runs is not None:
+            argv += ["--retain-thread-max-runs", str(retain_thread_max_runs)]
 
         def argv_of(slot: int) -> list[str]:
             # One port per process: each keeps its own counters and its own readiness.
@@ -142,6 +147,7 @@ def worker(
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
                                        retain_max_age_s=retain_max_age_s,
                                        retain_max_events=retain_max_events,
+                                       retain_thread_max_runs=retain_thread_max_runs,
                                        sweep_interval_s=sweep_interval_s,
                                        schedule_clock=clock_from_env(
                                            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))

@@ -26,6 +26,7 @@ from ..store.params import (
     LeaseTakeParams,
     RunReclaimed,
     RunReclaimParams,
+    ThreadRunReclaimParams,
 )
 
 __all__ = ["LEASE", "RECLAIMED", "SWEEPS", "Retention", "Sweeper", "SweepReport"]
@@ -47,16 +48,22 @@ class Retention:
     # A run's log keeps its last this many events, behind a `trimmed` marker that names
     # the first seq kept (open runs too: a long agent run stays bounded). Defaults to None.
     max_events: int | None = None
+    # A thread keeps its newest this many runs: of the older ones, the ended go as old
+    # runs go (a reader is told they expired); its history stays. Defaults to None.
+    thread_max_runs: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_age_s is not None and not self.max_age_s > 0:
             raise ConfigError(f"retention max_age_s must be > 0 (or None: keep), got {self.max_age_s}")
         if self.max_events is not None and not self.max_events >= 1:
             raise ConfigError(f"retention max_events must be >= 1 (or None: keep), got {self.max_events}")
+        if self.thread_max_runs is not None and not self.thread_max_runs >= 1:
+            raise ConfigError(f"retention thread_max_runs must be >= 1 (or None: keep), "
+                              f"got {self.thread_max_runs}")
 
     @property
     def keeps_everything(self) -> bool:
-        return self.max_age_s is None and self.max_events is None
+        return self.max_age_s is None and self.max_events is None and self.thread_max_runs is None
 
 
 @dataclass
@@ -66,6 +73,7 @@ class SweepReport:
     runs: list[int] = field(default_factory=list)
     steps: int = 0
     events: int = 0
+    capped_runs: list[int] = field(default_factory=list)  # of `runs`, those a thread cap took
     trimmed_runs: list[int] = field(default_factory=list)  # runs whose log was trimmed
     trimmed_events: int = 0
 
@@ -73,6 +81,10 @@ class SweepReport:
         self.runs += batch.run_ids
         self.steps += batch.steps
         self.events += batch.events
+
+    def add_capped(self, batch: RunReclaimed) -> None:
+        self.add(batch)
+        self.capped_runs += batch.run_ids
 
     def add_trim(self, batch: EventsTrimmed) -> None:
         self.trimmed_runs += batch.run_ids
@@ -84,7 +96,8 @@ class SweepReport:
 
     def as_dict(self) -> dict[str, object]:
         return {"runs": len(self.runs), "run_ids": self.runs, "steps": self.steps, "events": self.events,
-                "trimmed_runs": len(self.trimmed_runs), "trimmed_events": self.trimmed_events}
+                "capped_runs": len(self.capped_runs), "trimmed_runs": len(self.trimmed_runs),
+                "trimmed_events": self.trimmed_events}
 
 
 class Sweeper:
@@ -126,6 +139,10 @@ class Sweeper:
             cut_off = self._clock.now() - retention.max_age_s
             await self._batches(lambda: self._store.run_reclaim(
                 RunReclaimParams(cut_off, self._batch, dry_run)), report.add, dry_run)
+        if retention.thread_max_runs is not None:
+            cap = retention.thread_max_runs
+            await self._batches(lambda: self._store.thread_run_reclaim(
+                ThreadRunReclaimParams(cap, self._batch, dry_run)), report.add_capped, dry_run)
         if retention.max_events is not None:
             keep = retention.max_events
             await self._batches(lambda: self._store.event_trim(

@@ -87,6 +87,9 @@ class WorkerConfig:
     # Retention: a run's log keeps its last this many events behind a `trimmed` marker
     # (see engine.sweeper.Retention). Defaults to None: keep every event.
     retain_max_events: int | None = None
+    # Retention: a thread keeps its newest this many runs; the older ended ones go (its
+    # history stays). Defaults to None: keep every run of a thread (but by max age).
+    retain_thread_max_runs: int | None = None
     sweep_interval_s: float = 60.0  # how often retention looks. Defaults to 60 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the worker's clock.
@@ -109,7 +112,8 @@ class WorkerConfig:
     @property
     def retention(self) -> Retention:
         """What this worker's sweeps keep (every bound None: it never sweeps)."""
-        return Retention(max_age_s=self.retain_max_age_s, max_events=self.retain_max_events)
+        return Retention(max_age_s=self.retain_max_age_s, max_events=self.retain_max_events,
+                         thread_max_runs=self.retain_thread_max_runs)
 
 
 class Worker:

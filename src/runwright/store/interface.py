@@ -54,6 +54,7 @@ from .params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
@@ -210,6 +211,10 @@ class RetentionStore(Protocol):
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         """Remove ended runs (see the params); the ids removed are remembered as ranges,
         so that a later reader of one is told it expired (`run_was_reclaimed`)."""
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        """Remove the ended runs of threads beyond their newest `params.keep` runs, as
+        `run_reclaim` removes old ones (remembered as reclaimed); histories stay."""
 
     async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
         """Trim long logs to their last `params.keep` events, behind a `trimmed` marker

@@ -52,6 +52,7 @@ __all__ = [
     "ThreadEventListParams",
     "ThreadForgetParams",
     "ThreadMessagesParams",
+    "ThreadRunReclaimParams",
     "WorkerHeartbeatParams",
     "WorkerInfo",
     "WorkerRegisterParams",
@@ -502,3 +503,16 @@ class EventsTrimmed:
 
     run_ids: list[int] = field(default_factory=list)
     events: int = 0
+
+
+@dataclass(slots=True)
+class ThreadRunReclaimParams:
+    """Remove at most `limit` runs (oldest ids first) of threads that hold more than
+    `keep` runs: of each thread's runs but its newest `keep`, the ended ones go, with
+    their journal, log and questions, remembered as reclaimed (as `RunReclaimParams`).
+    The thread's history stays: it is the thread's, not the run's."""
+
+    keep: int
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Collection, Sequence
+from typing import Collection, Iterable, Sequence
 
 from ..errors import (
     AlreadyAnswered,
@@ -47,6 +47,7 @@ __all__ = [
     "plan_cancel",
     "rescue_fate",
     "retry_drops",
+    "runs_beyond_thread_cap",
     "step_event",
     "take_from_bucket",
     "trim_marker",
@@ -377,3 +378,15 @@ def trim_marker(last_seq: int, trimmed_seq: int, keep: int) -> tuple[int, dict[s
     if keep < 0 or marker <= trimmed_seq:
         return None
     return marker, {"first_seq": marker + 1, "removed": marker}
+
+
+def runs_beyond_thread_cap(runs: Iterable[Run], keep: int) -> list[int]:
+    """What a cap of `keep` runs a thread removes: of each thread's runs but its newest
+    `keep` (by id; open runs count, and stay), the ended ones, oldest first. A thread is
+    (tenant, name): tenant A's "t" and tenant B's "t" are capped apart."""
+    by_thread: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        if run.thread is not None:
+            by_thread.setdefault((run.tenant or "", run.thread), []).append(run)
+    return sorted(run.id for group in by_thread.values()
+                  for run in sorted(group, key=lambda r: r.id, reverse=True)[keep:] if run.done)

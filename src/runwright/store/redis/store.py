@@ -108,6 +108,7 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
@@ -607,16 +608,40 @@ class RedisStore:
             if plan is None:
                 return RunReclaimed()
             cursor, hashes, reclaimed = plan
-            if params.dry_run or not hashes:
-                return reclaimed
-            ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
-            args: list[Any] = [cursor, json.dumps(ranges)]
-            for h in hashes:  # what the decision read, as stored, for the script to compare
-                args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
-                         identity(h.get("tenant"), h["key"])]
-            if (await self._script("run_reclaim", *args))[0] == "ok":
+            if params.dry_run or not hashes or await self._reclaim(cursor, hashes, reclaimed):
                 return reclaimed
         raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        for _ in range(STALE_RETRIES):
+            hashes = await self._thread_cap_plan(params)
+            reclaimed = await self._reclaim_sizes(hashes)
+            if params.dry_run or not hashes:
+                return reclaimed
+            cursor = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
+            if await self._reclaim(cursor, hashes, reclaimed):
+                return reclaimed
+        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def _thread_cap_plan(self, params: ThreadRunReclaimParams) -> list[dict[str, str]]:
+        """Every run's thread, a window of `runs` at a time (a thread's runs are spread
+        over all of it), then rules.runs_beyond_thread_cap: the hashes of what goes."""
+        threaded: list[tuple[dict[str, str], Run]] = []
+        start = 0
+        while ids := await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0, 5000):
+            threaded += [(h, run_from_hash(h)) for h in await self._hashes(ids) if h and h.get("thread")]
+            start = int(ids[-1]) + 1
+        chosen = set(rules.runs_beyond_thread_cap([run for _, run in threaded], params.keep)[:params.limit])
+        return sorted((h for h, run in threaded if run.id in chosen), key=lambda h: int(h["id"]))
+
+    async def _reclaim(self, cursor: int, hashes: list[dict[str, str]], reclaimed: RunReclaimed) -> bool:
+        """The script's removal of the runs planned: False when one changed meanwhile."""
+        ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
+        args: list[Any] = [cursor, json.dumps(ranges)]
+        for h in hashes:  # what the decision read, as stored, for the script to compare
+            args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
+                     identity(h.get("tenant"), h["key"])]
+        return bool((await self._script("run_reclaim", *args))[0] == "ok")
 
     async def _reclaim_plan(self, params: RunReclaimParams,
                             ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
@@ -634,15 +659,20 @@ class RedisStore:
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]
         cursor = min(left) if left else int(ids[-1]) + 1
+        hashes = [h for h, _ in picked]
+        return cursor, hashes, await self._reclaim_sizes(hashes)
+
+    async def _reclaim_sizes(self, hashes: list[dict[str, str]]) -> RunReclaimed:
+        """The runs' ids, and the sizes of their journals and logs."""
         pipe = self.redis.pipeline(transaction=False)
-        for run in chosen:
-            pipe.hlen(self.key(f"steps:{run.id}"))
-            pipe.hlen(self.key(f"steps_old:{run.id}"))
-            pipe.llen(self.key(f"ev:{run.id}"))
-        sizes = await self._call(pipe.execute) if chosen else []
+        for h in hashes:
+            pipe.hlen(self.key(f"steps:{h['id']}"))
+            pipe.hlen(self.key(f"steps_old:{h['id']}"))
+            pipe.llen(self.key(f"ev:{h['id']}"))
+        sizes = await self._call(pipe.execute) if hashes else []
         steps = sum(sizes[i] + sizes[i + 1] for i in range(0, len(sizes), 3))
         events = sum(sizes[i + 2] for i in range(0, len(sizes), 3))
-        return cursor, [h for h, _ in picked], RunReclaimed([r.id for r in chosen], steps, events)
+        return RunReclaimed([int(h["id"]) for h in hashes], steps, events)
 
     async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
         cuts = await self._trim_plan(params)

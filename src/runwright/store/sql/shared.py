@@ -54,6 +54,7 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
@@ -503,19 +504,31 @@ class SqlStore(ABC):
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         async with self._reading() if params.dry_run else self._transaction() as conn:
             ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
-            if not ids:
-                return RunReclaimed()
-            array = self.dialect.array(ids)
-            steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
-            events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
-            if not params.dry_run:
-                for table in ("steps", "events", "questions"):
-                    await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
-                await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
-                ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
-                await conn.execute("DELETE FROM reclaimed")
-                await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
-                                       rules.merge_ranges(ranges, ids))
+            return await self._reclaim(conn, ids, params.dry_run)
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            ids = [row[0] for row in await conn.fetch(q.THREAD_RUNS_BEYOND, params.keep, params.limit)]
+            if ids and not params.dry_run:
+                ids = [row[0] for row in await conn.fetch(q.RECLAIM_LOCK, self.dialect.array(ids))]
+            return await self._reclaim(conn, ids, params.dry_run)
+
+    async def _reclaim(self, conn: SqlConnection, ids: list[int], dry_run: bool) -> RunReclaimed:
+        """Remove these ended runs with their journal, log, questions and their events'
+        numbers in a thread's log; widen the reclaimed ranges by them."""
+        if not ids:
+            return RunReclaimed()
+        array = self.dialect.array(ids)
+        steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
+        events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
+        if not dry_run:
+            for table in ("steps", "events", "questions", "thread_events"):
+                await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
+            await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
+            ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
+            await conn.execute("DELETE FROM reclaimed")
+            await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
+                                   rules.merge_ranges(ranges, ids))
         return RunReclaimed(ids, steps, events)
 
     async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:

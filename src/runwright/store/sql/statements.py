@@ -37,6 +37,7 @@ __all__ = [
     "QUESTION_ANSWER",
     "RECLAIMABLE",
     "RECLAIMED_HAS",
+    "RECLAIM_LOCK",
     "QUESTION_COLUMNS",
     "QUESTION_GET",
     "QUESTION_INSERT",
@@ -65,6 +66,7 @@ __all__ = [
     "THREAD_NUMBER_EVENTS",
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
+    "THREAD_RUNS_BEYOND",
     "TRIMMABLE",
     "TRIM_EVENTS",
     "TRIM_MARK",
@@ -327,6 +329,18 @@ SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 
 AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
+# rules.runs_beyond_thread_cap in SQL: of each thread's runs, all but its newest $1 (by
+# id), the ended ones. A window over the threaded runs (runs_thread orders each by id).
+THREAD_RUNS_BEYOND = """
+SELECT id FROM (
+    SELECT id, state, row_number() OVER (PARTITION BY coalesce(tenant, ''), thread ORDER BY id DESC) AS newer
+    FROM runs WHERE thread IS NOT NULL) AS ranked
+WHERE newer > $1 AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+ORDER BY id LIMIT $2
+"""
+# PostgreSQL locks no rows under a window: the chosen runs are locked apart, skipping
+# those another reclaim holds (see RECLAIMABLE).
+RECLAIM_LOCK = "SELECT id FROM runs WHERE id IN_ARRAY($1) ORDER BY id FOR_UPDATE_SKIP_LOCKED"
 # Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
 # row, once a pass, cheaper than an index every append would have to move.
 TRIMMABLE = """
