@@ -342,9 +342,11 @@ ORDER BY id LIMIT $2
 # those another reclaim holds (see RECLAIMABLE).
 RECLAIM_LOCK = "SELECT id FROM runs WHERE id IN_ARRAY($1) ORDER BY id FOR_UPDATE_SKIP_LOCKED"
 # Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
-# row, once a pass, cheaper than an index every append would have to move.
+# row, once a pass, cheaper than an index every append would have to move. Locked as
+# chosen, skipping runs another transaction holds (see SqlStore.event_trim).
 TRIMMABLE = """
 SELECT id, last_seq, trimmed_seq FROM runs WHERE last_seq - trimmed_seq > $1 ORDER BY id LIMIT $2
+FOR_UPDATE_SKIP_LOCKED
 """
 TRIM_MARK = "UPDATE runs SET trimmed_seq = $2 WHERE id = $1 AND trimmed_seq < $2"
 # Everything before the marker, the old marker too; the thread's log loses the same.
