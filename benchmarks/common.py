@@ -100,6 +100,7 @@ class Workers:
         self.log_dir = log_dir
         self.procs: list[subprocess.Popen[bytes]] = []
         self._started = 0
+        self.extra_args: list[str] = []  # more `runwright worker` options (retention's)
 
     def start(self, count: int) -> None:
         for _ in range(count):
@@ -107,7 +108,7 @@ class Workers:
             with open(self.log_dir / f"worker-{self._started}.log", "wb") as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "runwright", "worker", self.app_spec,
-                     "--concurrency", str(self.concurrency), "--url", self.url],
+                     "--concurrency", str(self.concurrency), "--url", self.url, *self.extra_args],
                     cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
 
     def by_pid(self, pid: int) -> subprocess.Popen[bytes]:

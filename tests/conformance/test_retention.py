@@ -78,3 +78,54 @@ async def test_one_holder_at_a_time_has_a_lease_until_it_lapses(store):
     assert await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 15.5)), "lapsed: taken"
     assert not await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0 + 16))
     assert await store.lease_take(LeaseTakeParams("other", "a", 10, now=T0 + 16)), "leases are by name"
+
+
+async def test_a_run_id_is_never_given_twice_even_once_the_newest_run_was_reclaimed(store):
+    wid = await store.worker_register(worker())
+    ids = await _ended(store, wid, 3, T0)
+    await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))
+    (newer,) = await store.run_insert_many([insert(now=T0 + 200)])
+    assert newer.id > max(ids), "a new run never takes the id of a reclaimed one"
+    for run_id in ids:
+        found = await store.run_get(run_id)
+        assert found is None or found.id == run_id and found.state is RunState.SUCCEEDED
+    await store.run_claim(claim(wid, now=T0 + 200))
+
+
+async def test_a_thread_keeps_its_newest_runs_and_its_history(store):
+    from runwright.store.params import (
+        RunInsertParams,
+        ThreadAppendParams,
+        ThreadMessagesParams,
+        ThreadRunReclaimParams,
+    )
+
+    def threaded(key: str, thread: str = "t", tenant: str | None = None) -> RunInsertParams:
+        return RunInsertParams(key=key, task="t", args="{}", thread=thread, on_busy="enqueue",
+                               tenant=tenant, now=T0)
+
+    wid = await store.worker_register(worker())
+    ended = []
+    for i in range(4):  # four ended runs of "t", each adding a message
+        await store.run_insert_threaded(threaded(f"t{i}"))
+        (run,) = await store.run_claim(claim(wid))
+        await store.thread_append(ThreadAppendParams(run.id, run.fence, "t", 0, json.dumps(i), now=T0))
+        await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1",
+                                                     now=T0)])
+        ended.append(run.id)
+    queued = await store.run_insert_threaded(threaded("t-open"))
+    other = [(await store.run_insert_threaded(threaded(f"x{i}", tenant="x"))).id for i in range(2)]
+    unthreaded = await _ended(store, wid, 1, T0)
+
+    dry = await store.thread_run_reclaim(ThreadRunReclaimParams(keep=2, dry_run=True))
+    assert dry.run_ids == ended[:3] and dry.events == 9
+    assert len(await store.run_get_many(ended)) == 4, "a dry run removes nothing"
+    gone = await store.thread_run_reclaim(ThreadRunReclaimParams(keep=2))
+    assert gone.run_ids == ended[:3], "all but the newest 2 (the open one counts), the ended ones"
+    for run_id in gone.run_ids:
+        assert await store.run_get(run_id) is None and await store.run_was_reclaimed(run_id)
+    kept = {r.id for r in await store.run_get_many([ended[3], queued.id, *other, *unthreaded])}
+    assert kept == {ended[3], queued.id, *other, *unthreaded}, "open, newest, other threads, unthreaded"
+    history = await store.thread_messages(ThreadMessagesParams("t"))
+    assert [json.loads(m) for _, _, m in history] == [0, 1, 2, 3], "the history is the thread's"
+    assert (await store.thread_run_reclaim(ThreadRunReclaimParams(keep=2))).run_ids == []

@@ -71,3 +71,55 @@ async def test_runwright_sweep_says_what_it_removes(app: rw.App, fleet: WorkerFl
     assert shown.returncode != 0 and "RunExpired" in shown.stderr
     bad = cli("sweep", "--max-age-s", "0", url=store_url)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+async def _log(app: rw.App, run_id: int) -> list[rw.Event]:
+    return [item async for item in app.events(run_id, after=0, follow=False)]
+
+
+async def test_a_sweeping_worker_trims_long_logs_behind_a_marker(app: rw.App, fleet: WorkerFleet) -> None:
+    fleet.start(args=["--retain-max-events", "4", "--sweep-interval-s", "0.2"])
+    handle = await app.submit(apps.narrated_steps, steps=8, gates=[])
+    await handle.result(timeout_s=60)
+
+    async def trimmed() -> bool:
+        return len(await _log(app, handle.id)) == 5
+    await wait_until(trimmed, "the ended run's log is trimmed to its last 4 events")
+    log = await _log(app, handle.id)
+    assert log[0].kind == "trimmed" and log[0].data["first_seq"] == log[1].seq == log[0].seq + 1
+    assert [e.seq for e in log] == list(range(log[0].seq, log[0].seq + 5))
+    assert log[-1].kind == "succeeded"
+    assert await app.get(handle.id), "a trimmed run is still there"
+
+
+async def test_runwright_sweep_trims_logs_on_request(app: rw.App, fleet: WorkerFleet, store_url: str) -> None:
+    fleet.start()
+    handle = await app.submit(apps.narrated_steps, steps=5, gates=[])
+    await handle.result(timeout_s=60)
+    length = len(await _log(app, handle.id))
+    dry = cli("sweep", "--max-events", "2", "--dry-run", "--json", url=store_url)
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert (report["trimmed_runs"], report["trimmed_events"], report["runs"]) == (1, length - 2, 0)
+    assert len(await _log(app, handle.id)) == length, "a dry run removes nothing"
+    done = cli("sweep", "--max-events", "2", url=store_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"removed {length - 2} events from the logs of 1 runs")
+    assert [e.kind for e in await _log(app, handle.id)][0] == "trimmed"
+    neither = cli("sweep", url=store_url)
+    assert neither.returncode == 2 and len(neither.stderr.strip().splitlines()) == 1
+
+
+async def test_runwright_sweep_keeps_a_threads_newest_runs(app: rw.App, fleet: WorkerFleet,
+                                                          store_url: str) -> None:
+    fleet.start()
+    handles = [await app.submit(apps.record, n=i, thread="chat", on_busy="enqueue") for i in range(3)]
+    for handle in handles:
+        await handle.result(timeout_s=60)
+    done = cli("sweep", "--thread-max-runs", "1", "--json", url=store_url)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["capped_runs"], report["run_ids"]) == (2, [h.id for h in handles[:2]])
+    with pytest.raises(rw.RunExpired):
+        await app.get(handles[0].id)
+    assert (await app.get(handles[2].id)).state is rw.RunState.SUCCEEDED, "the newest stays"

@@ -95,6 +95,12 @@ def worker(
     retain_max_age_s: float | None = typer.Option(
         None, help="Remove ended runs older than this, with their journal and log (one worker "
                    "at a time sweeps). Unset: keep everything."),
+    retain_max_events: int | None = typer.Option(
+        None, help="Keep a run's last this many events; older ones go, behind one 'trimmed' "
+                   "event naming the first seq kept. Unset: keep every event."),
+    retain_thread_max_runs: int | None = typer.Option(
+        None, help="A thread keeps its newest this many runs; its older ended runs go (its "
+                   "history stays). Unset: keep them."),
     sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     unrunnable_after_s: float = typer.Option(
         3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
@@ -116,8 +122,13 @@ def worker(
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),
                 "--unrunnable-after-s", str(unrunnable_after_s)]
+        argv += ["--sweep-interval-s", str(sweep_interval_s)]
         if retain_max_age_s is not None:
-            argv += ["--retain-max-age-s", str(retain_max_age_s), "--sweep-interval-s", str(sweep_interval_s)]
+            argv += ["--retain-max-age-s", str(retain_max_age_s)]
+        if retain_max_events is not None:
+            argv += ["--retain-max-events", str(retain_max_events)]
+        if retain_thread_max_runs is not None:
+            argv += ["--retain-thread-max-runs", str(retain_thread_max_runs)]
 
         def argv_of(slot: int) -> list[str]:
             # One port per process: each keeps its own counters and its own readiness.
@@ -140,6 +151,8 @@ def worker(
         options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
                                        lease_s=lease_s, drain_grace_s=drain_grace_s,
                                        retain_max_age_s=retain_max_age_s,
+                                       retain_max_events=retain_max_events,
+                                       retain_thread_max_runs=retain_thread_max_runs,
                                        sweep_interval_s=sweep_interval_s,
                                        unrunnable_after_s=unrunnable_after_s,
                                        schedule_clock=clock_from_env(

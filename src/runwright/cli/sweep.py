@@ -7,7 +7,7 @@ import json
 import typer
 
 from ..app import App
-from ..engine.sweeper import Sweeper, SweepReport
+from ..engine.sweeper import Retention, Sweeper, SweepReport
 from ..errors import InvalidInput
 from .main import URL, clear_errors, cli, out, with_app
 
@@ -16,29 +16,49 @@ __all__ = ["sweep"]
 
 @cli.command()
 def sweep(
-    max_age_s: float = typer.Option(..., help="Remove ended runs older than this many seconds."),
+    max_age_s: float | None = typer.Option(None, help="Remove ended runs older than this many seconds."),
+    max_events: int | None = typer.Option(
+        None, help="Trim each run's log to its last this many events (behind a 'trimmed' event)."),
+    thread_max_runs: int | None = typer.Option(
+        None, help="Each thread keeps its newest this many runs; its older ended runs go."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
-    batch: int = typer.Option(1000, help="Runs per batch (a pass removes up to 10 batches)."),
+    batch: int = typer.Option(1000, help="Runs per batch (a pass works up to 10 batches of each kind)."),
     as_json: bool = typer.Option(False, "--json", help="The report as one JSON object."),
     url: str | None = URL,
 ) -> None:
     """Run one retention pass now: ended runs older than --max-age-s go, with their
-    journal, log and questions (a reader of one is then told it expired)."""
+    journal, log and questions (a reader of one is then told it expired), and so do a
+    thread's ended runs beyond its newest --thread-max-runs; logs longer than
+    --max-events lose their oldest events. Give at least one bound."""
     with clear_errors():
-        if not max_age_s > 0 or not batch > 0:
-            raise InvalidInput("--max-age-s and --batch must be > 0")
+        if max_age_s is None and max_events is None and thread_max_runs is None:
+            raise InvalidInput("give at least one of --max-age-s, --max-events, --thread-max-runs")
+        if not batch > 0:
+            raise InvalidInput("--batch must be > 0")
+        if max_age_s is not None and not max_age_s > 0:
+            raise InvalidInput("--max-age-s must be > 0")
+        if max_events is not None and not max_events >= 1:
+            raise InvalidInput("--max-events must be >= 1")
+        if thread_max_runs is not None and not thread_max_runs >= 1:
+            raise InvalidInput("--thread-max-runs must be >= 1")
+        retention = Retention(max_age_s=max_age_s, max_events=max_events, thread_max_runs=thread_max_runs)
 
     async def go(app: App) -> SweepReport:
-        sweeper = Sweeper(app.store, app.runtime.clock, max_age_s=max_age_s, holder="cli",
-                          lease_s=60, batch=batch)
+        sweeper = Sweeper(app.store, app.runtime.clock, retention, holder="cli", lease_s=60, batch=batch)
         return await sweeper.sweep(dry_run=dry_run)
 
     report = with_app(url, go)
     if as_json:
-        print(json.dumps({"dry_run": dry_run, "runs": len(report.runs), "run_ids": report.runs,
-                          "steps": report.steps, "events": report.events}))
+        print(json.dumps({"dry_run": dry_run, **report.as_dict()}))
         return
     verb = "would remove" if dry_run else "removed"
-    out.print(f"{verb} {len(report.runs)} runs ({report.steps} journaled steps, {report.events} "
-              f"events)" + (f", ids {report.runs[0]}..{report.runs[-1]}" if report.runs else ""),
-              highlight=False)
+    lines = []
+    if max_age_s is not None or thread_max_runs is not None:
+        lines.append(f"{verb} {len(report.runs)} runs ({report.steps} journaled steps, {report.events} "
+                     f"events)" + (f", ids {report.runs[0]}..{report.runs[-1]}" if report.runs else ""))
+    if thread_max_runs is not None:
+        lines.append(f"  of them {len(report.capped_runs)} beyond their thread's newest {thread_max_runs}")
+    if max_events is not None:
+        lines.append(f"{verb} {report.trimmed_events} events from the logs of "
+                     f"{len(report.trimmed_runs)} runs (each keeps its last {max_events})")
+    out.print("\n".join(lines), highlight=False)

@@ -43,7 +43,7 @@ from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
 from .rescuer import Rescuer
 from .scheduler import Scheduler, save_schedules
-from .sweeper import Sweeper
+from .sweeper import Retention, Sweeper
 
 if TYPE_CHECKING:
     from ..fleet import Member
@@ -88,6 +88,12 @@ class WorkerConfig:
     # Retention: ended runs older than this are removed with their journal and log, by
     # one worker at a time (see engine.sweeper). Defaults to None: keep everything.
     retain_max_age_s: float | None = None
+    # Retention: a run's log keeps its last this many events behind a `trimmed` marker
+    # (see engine.sweeper.Retention). Defaults to None: keep every event.
+    retain_max_events: int | None = None
+    # Retention: a thread keeps its newest this many runs; the older ended ones go (its
+    # history stays). Defaults to None: keep every run of a thread (but by max age).
+    retain_thread_max_runs: int | None = None
     sweep_interval_s: float = 60.0  # how often retention looks. Defaults to 60 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the worker's clock.
@@ -102,12 +108,18 @@ class WorkerConfig:
             self.queues = [q for q in self.queues.split(",") if q]
         if not self.queues:
             raise ConfigError("a worker needs at least one queue")
-        if self.retain_max_age_s is not None and not self.retain_max_age_s > 0:
-            raise ConfigError(f"retain_max_age_s must be > 0 (or None: keep), got {self.retain_max_age_s}")
+        _ = self.retention  # a bound out of range is refused now (ConfigError)
         if not self.unrunnable_after_s > 0:
             raise ConfigError(f"unrunnable_after_s must be > 0, got {self.unrunnable_after_s}")
         if not self.sweep_interval_s > 0:
             raise ConfigError(f"sweep_interval_s must be > 0, got {self.sweep_interval_s}")
+
+
+    @property
+    def retention(self) -> Retention:
+        """What this worker's sweeps keep (every bound None: it never sweeps)."""
+        return Retention(max_age_s=self.retain_max_age_s, max_events=self.retain_max_events,
+                         thread_max_runs=self.retain_thread_max_runs)
 
 
 class Worker:
@@ -443,12 +455,12 @@ class Worker:
     async def _sweeper(self) -> None:
         """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
         config = self.config
-        if config.retain_max_age_s is None:
+        if config.retention.keeps_everything:
             await self._stopping.wait()  # keep everything: nothing to do, ever
             return
         # The lease outlives two ticks, so a holder that misses one keeps it; a dead
         # holder's lease lapses and the next worker to tick takes over.
-        sweeper = Sweeper(self.store, self.clock, max_age_s=config.retain_max_age_s,
+        sweeper = Sweeper(self.store, self.clock, config.retention,
                           holder=f"{socket.gethostname()}:{os.getpid()}:{self.id}",
                           lease_s=3 * config.sweep_interval_s)
         while True:

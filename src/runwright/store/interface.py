@@ -21,6 +21,8 @@ from .params import (
     EndedTimes,
     EventAppendParams,
     EventListParams,
+    EventsTrimmed,
+    EventTrimParams,
     LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
@@ -53,6 +55,7 @@ from .params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -218,6 +221,15 @@ class RetentionStore(Protocol):
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         """Remove ended runs (see the params); the ids removed are remembered as ranges,
         so that a later reader of one is told it expired (`run_was_reclaimed`)."""
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        """Remove the ended runs of threads beyond their newest `params.keep` runs, as
+        `run_reclaim` removes old ones (remembered as reclaimed); histories stay."""
+
+    async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
+        """Trim long logs to their last `params.keep` events, behind a `trimmed` marker
+        (rules.trim_marker); open runs too, atomically with their appends. A thread's
+        log loses the same events (its numbers are kept: it shows the marker)."""
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         """Whether a missing run id falls in a reclaimed range (an id in such a range that

@@ -20,6 +20,8 @@ __all__ = [
     "EndedTimes",
     "EventAppendParams",
     "EventListParams",
+    "EventTrimParams",
+    "EventsTrimmed",
     "LeaseTakeParams",
     "QueueStat",
     "QuestionAnswerParams",
@@ -53,6 +55,7 @@ __all__ = [
     "ThreadEventListParams",
     "ThreadForgetParams",
     "ThreadMessagesParams",
+    "ThreadRunReclaimParams",
     "WorkerHeartbeatParams",
     "WorkerInfo",
     "WorkerRegisterParams",
@@ -516,3 +519,38 @@ class RunReclaimed:
     run_ids: list[int] = field(default_factory=list)
     steps: int = 0
     events: int = 0
+
+
+@dataclass(slots=True)
+class EventTrimParams:
+    """Trim the logs of at most `limit` runs (oldest ids first) to their last `keep`
+    events: what precedes them goes, and the newest event that goes is replaced by a
+    `trimmed` marker (rules.trim_marker), so that a reader from an earlier seq is told
+    where the log now begins. With `dry_run`, only say what would go."""
+
+    keep: int
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class EventsTrimmed:
+    """What one trim removed (or, dry, would remove): the runs whose log was trimmed and
+    how many of their events went (the marker counted among them: it took one's place)."""
+
+    run_ids: list[int] = field(default_factory=list)
+    events: int = 0
+
+
+@dataclass(slots=True)
+class ThreadRunReclaimParams:
+    """Remove at most `limit` runs (oldest ids first) of threads that hold more than
+    `keep` runs: of each thread's runs but its newest `keep`, the ended ones go, with
+    their journal, log and questions, remembered as reclaimed (as `RunReclaimParams`).
+    The thread's history stays: it is the thread's, not the run's."""
+
+    keep: int
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Collection, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from ..errors import (
     AlreadyAnswered,
@@ -35,6 +35,7 @@ from .params import (
 
 __all__ = [
     "REQUEUE_STOPS",
+    "TRIMMED",
     "BucketTake",
     "BusyPlan",
     "CancelPlan",
@@ -56,8 +57,10 @@ __all__ = [
     "plan_cancel",
     "rescue_fate",
     "retry_drops",
+    "runs_beyond_thread_cap",
     "step_event",
     "take_from_bucket",
+    "trim_marker",
     "submitted_event",
     "unrunnable_error",
     "unrunnable_kinds",
@@ -404,3 +407,34 @@ def merge_ranges(ranges: Sequence[tuple[int, int]], reclaimed: Sequence[int]) ->
         else:
             out.append((lo, hi))
     return out
+
+
+# The kind of the event that stands in for the part of a log that retention removed.
+TRIMMED = "trimmed"
+
+
+def trim_marker(last_seq: int, trimmed_seq: int, keep: int) -> tuple[int, dict[str, int]] | None:
+    """Where a log of `last_seq` events, trimmed before up to `trimmed_seq` (0: never),
+    is cut to keep its last `keep` events: the seq of the `trimmed` marker and its data,
+    or None when the log is within the bound.
+
+    The marker takes the seq of the newest event removed, and every seq before it goes:
+    the log keeps its numbers (no seq is reused or renumbered, so a resume by seq stays
+    exact), and a reader from any earlier seq meets the marker first, which names the
+    first seq kept: a jump it is told about, never a silent gap."""
+    marker = last_seq - keep
+    if keep < 0 or marker <= trimmed_seq:
+        return None
+    return marker, {"first_seq": marker + 1, "removed": marker}
+
+
+def runs_beyond_thread_cap(runs: Iterable[Run], keep: int) -> list[int]:
+    """What a cap of `keep` runs a thread removes: of each thread's runs but its newest
+    `keep` (by id; open runs count, and stay), the ended ones, oldest first. A thread is
+    (tenant, name): tenant A's "t" and tenant B's "t" are capped apart."""
+    by_thread: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        if run.thread is not None:
+            by_thread.setdefault((run.tenant or "", run.thread), []).append(run)
+    return sorted(run.id for group in by_thread.values()
+                  for run in sorted(group, key=lambda r: r.id, reverse=True)[keep:] if run.done)

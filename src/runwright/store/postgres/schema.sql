@@ -36,7 +36,9 @@ CREATE TABLE runs (
     traceparent      text,
     -- the submitting app's version and its major (NULL: submitted before runs recorded one)
     version          text,
-    major            integer
+    major            integer,
+    -- the seq of the log's `trimmed` marker (0: never trimmed; migration 14)
+    trimmed_seq      integer NOT NULL DEFAULT 0
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index

@@ -19,8 +19,8 @@ from .codec import RUN_FIELDS
 __all__ = ["SCRIPT_NAMES", "Scripts"]
 
 SCRIPT_NAMES = (
-    "bucket_take", "cancel", "claim", "count_due", "due_kinds", "event_append", "expire", "extend",
-    "fail_unrunnable", "finish",
+    "bucket_take", "cancel", "claim", "count_due", "due_kinds", "event_append", "event_page",
+    "event_read", "event_trim", "expire", "extend", "fail_unrunnable", "finish",
     "insert", "insert_threaded", "lease_take", "migrate", "next_due", "question_answer",
     "question_open", "rescue", "rescue_scan", "retry", "run_reclaim",
     "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",

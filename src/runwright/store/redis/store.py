@@ -32,7 +32,8 @@ Keys (after the prefix):
     deadlines                            open runs with a deadline, by deadline_at
     ended                                runs ended in the last hour, by finished_at
     children:<id>                        a run's child runs
-    ev:<id>                              a run's log: seq n is index n-1
+    ev:<id>                              a run's log: seq n is index n-1, or n-trimmed_seq
+                                         once trimmed (run:<id>'s trimmed_seq: the marker)
     steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
                                          before its last snapshot are in steps_old
     q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
@@ -46,6 +47,7 @@ Keys (after the prefix):
     lease:<name>                         named leases (the retention sweep's)
     reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
                                          scan of `runs` starts
+    trim_cursor                          where the next trim of long logs scans `runs` from
     bucket:<name>                        a rate limit's token bucket {tokens, updated_at}
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
@@ -76,6 +78,8 @@ from ..params import (
     EndedTimes,
     EventAppendParams,
     EventListParams,
+    EventsTrimmed,
+    EventTrimParams,
     LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
@@ -108,6 +112,7 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -543,10 +548,8 @@ class RedisStore:
     async def event_list(self, params: EventListParams) -> list[Event]:
         if params.limit <= 0:
             return []
-        entries = await self._call(self.redis.lrange, self.key(f"ev:{params.run_id}"),
-                                   params.after, params.after + params.limit - 1)
-        return [event_from_entry(params.run_id, params.after + i + 1, entry)
-                for i, entry in enumerate(entries)]
+        first, *entries = await self._script("event_page", params.run_id, params.after, params.limit)
+        return [event_from_entry(params.run_id, int(first) + i, entry) for i, entry in enumerate(entries)]
 
     # -- cancel, retry --------------------------------------------------------------------
 
@@ -663,16 +666,40 @@ class RedisStore:
             if plan is None:
                 return RunReclaimed()
             cursor, hashes, reclaimed = plan
-            if params.dry_run or not hashes:
-                return reclaimed
-            ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
-            args: list[Any] = [cursor, json.dumps(ranges)]
-            for h in hashes:  # what the decision read, as stored, for the script to compare
-                args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
-                         identity(h.get("tenant"), h["key"])]
-            if (await self._script("run_reclaim", *args))[0] == "ok":
+            if params.dry_run or not hashes or await self._reclaim(cursor, hashes, reclaimed):
                 return reclaimed
         raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        for _ in range(STALE_RETRIES):
+            hashes = await self._thread_cap_plan(params)
+            reclaimed = await self._reclaim_sizes(hashes)
+            if params.dry_run or not hashes:
+                return reclaimed
+            cursor = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
+            if await self._reclaim(cursor, hashes, reclaimed):
+                return reclaimed
+        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+
+    async def _thread_cap_plan(self, params: ThreadRunReclaimParams) -> list[dict[str, str]]:
+        """Every run's thread, a window of `runs` at a time (a thread's runs are spread
+        over all of it), then rules.runs_beyond_thread_cap: the hashes of what goes."""
+        threaded: list[tuple[dict[str, str], Run]] = []
+        start = 0
+        while ids := await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0, 5000):
+            threaded += [(h, run_from_hash(h)) for h in await self._hashes(ids) if h and h.get("thread")]
+            start = int(ids[-1]) + 1
+        chosen = set(rules.runs_beyond_thread_cap([run for _, run in threaded], params.keep)[:params.limit])
+        return sorted((h for h, run in threaded if run.id in chosen), key=lambda h: int(h["id"]))
+
+    async def _reclaim(self, cursor: int, hashes: list[dict[str, str]], reclaimed: RunReclaimed) -> bool:
+        """The script's removal of the runs planned: False when one changed meanwhile."""
+        ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
+        args: list[Any] = [cursor, json.dumps(ranges)]
+        for h in hashes:  # what the decision read, as stored, for the script to compare
+            args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
+                     identity(h.get("tenant"), h["key"])]
+        return bool((await self._script("run_reclaim", *args))[0] == "ok")
 
     async def _reclaim_plan(self, params: RunReclaimParams,
                             ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
@@ -690,15 +717,63 @@ class RedisStore:
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]
         cursor = min(left) if left else int(ids[-1]) + 1
+        hashes = [h for h, _ in picked]
+        return cursor, hashes, await self._reclaim_sizes(hashes)
+
+    async def _reclaim_sizes(self, hashes: list[dict[str, str]]) -> RunReclaimed:
+        """The runs' ids, and the sizes of their journals and logs."""
         pipe = self.redis.pipeline(transaction=False)
-        for run in chosen:
-            pipe.hlen(self.key(f"steps:{run.id}"))
-            pipe.hlen(self.key(f"steps_old:{run.id}"))
-            pipe.llen(self.key(f"ev:{run.id}"))
-        sizes = await self._call(pipe.execute) if chosen else []
+        for h in hashes:
+            pipe.hlen(self.key(f"steps:{h['id']}"))
+            pipe.hlen(self.key(f"steps_old:{h['id']}"))
+            pipe.llen(self.key(f"ev:{h['id']}"))
+        sizes = await self._call(pipe.execute) if hashes else []
         steps = sum(sizes[i] + sizes[i + 1] for i in range(0, len(sizes), 3))
         events = sum(sizes[i + 2] for i in range(0, len(sizes), 3))
-        return cursor, [h for h, _ in picked], RunReclaimed([r.id for r in chosen], steps, events)
+        return RunReclaimed([int(h["id"]) for h in hashes], steps, events)
+
+    async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
+        cuts = await self._trim_plan(params)
+        found = EventsTrimmed()
+        if not cuts:
+            return found
+        done = [1] * len(cuts)
+        if not params.dry_run:
+            args: list[Any] = [self._now_arg(params.now), rules.TRIMMED]
+            for run_id, marker, data, _ in cuts:
+                args += [run_id, marker, json.dumps(data)]
+            done = await self._script("event_trim", *args)
+        for (run_id, marker, _, trimmed_seq), cut in zip(cuts, done):
+            if int(cut):
+                found.run_ids.append(run_id)
+                found.events += marker - trimmed_seq
+        return found
+
+    async def _trim_plan(self, params: EventTrimParams) -> list[tuple[int, int, dict[str, int], int]]:
+        """The runs whose log outgrew the bound, up to `limit`, from where the last trim
+        stopped (trim_cursor): windows of `runs` until enough are found or the end is
+        reached, where the next trim starts over from the first run."""
+        cursor = int(await self._call(self.redis.get, self.key("trim_cursor")) or 0)
+        cuts: list[tuple[int, int, dict[str, int], int]] = []
+        while len(cuts) < params.limit:
+            ids = await self._call(self.redis.zrangebyscore, self.key("runs"), cursor, "+inf", 0,
+                                   4 * params.limit)
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in ids:
+                pipe.hmget(self.key(f"run:{run_id}"), "last_seq", "trimmed_seq")
+            for run_id, (last_seq, trimmed_seq) in zip(ids, await self._call(pipe.execute) if ids else []):
+                cursor = int(run_id) + 1
+                cut = rules.trim_marker(int(last_seq or 0), int(trimmed_seq or 0), params.keep)
+                if cut is not None:
+                    cuts.append((int(run_id), cut[0], cut[1], int(trimmed_seq or 0)))
+                    if len(cuts) == params.limit:
+                        break
+            if len(ids) < 4 * params.limit and len(cuts) < params.limit:
+                cursor = 0  # the end of the runs: the next trim starts over
+                break
+        if not params.dry_run:
+            await self._call(self.redis.set, self.key("trim_cursor"), cursor)
+        return cuts
 
     async def _reclaimed_ranges(self) -> list[tuple[int, int]]:
         found = await self._call(self.redis.hgetall, self.key("reclaimed"))
@@ -766,15 +841,25 @@ class RedisStore:
             raise ThreadDeleted(f"thread {params.thread!r} was deleted")
         if params.limit <= 0:
             return []
-        names = await self._call(self.redis.lrange, self.key(f"tev:{number}"),
-                                 params.after, params.after + params.limit - 1)
+        out: list[ThreadEvent] = []
+        after = params.after
+        while len(out) < params.limit:  # a window of trimmed events gives nothing: read on
+            window = params.limit - len(out)
+            names = await self._call(self.redis.lrange, self.key(f"tev:{number}"), after, after + window - 1)
+            out += await self._thread_window(names, after)
+            after += len(names)
+            if len(names) < window:
+                break
+        return out
+
+    async def _thread_window(self, names: list[str], after: int) -> list[ThreadEvent]:
         places = [tuple(int(part) for part in name.split(":")) for name in names]
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id, seq in places:
-            pipe.lindex(self.key(f"ev:{run_id}"), seq - 1)
-        entries = await self._call(pipe.execute) if places else []
+        entries = await self._script("event_read", *[part for place in places for part in place]) \
+            if places else []
         out = []
-        for tseq, ((run_id, seq), entry) in enumerate(zip(places, entries), start=params.after + 1):
+        for tseq, ((run_id, seq), entry) in enumerate(zip(places, entries), start=after + 1):
+            if entry is None:
+                continue  # retention trimmed it from its run's log; the run's marker stays
             event = event_from_entry(run_id, seq, entry)
             out.append(ThreadEvent(run_id, seq, event.kind, event.data, event.at, tseq=tseq))
         return out

@@ -3,7 +3,8 @@ and a connection both dialects answer the same way.
 
 Shared statements are written with PostgreSQL's `$n` placeholders and three markers:
 `IN_ARRAY($n)` (the column's value is one of an array parameter), `FOR_UPDATE` (lock
-the rows read, where the database has row locks) and `NOW($n)` (the time a lease, a due
+the rows read, where the database has row locks; `FOR_UPDATE_SKIP_LOCKED`: and pass over
+rows another transaction holds) and `NOW($n)` (the time a lease, a due
 time or a deadline is judged by: parameter `$n`, or when it is NULL the database's own
 clock, see `runwright.clock`). Each dialect rewrites them once.
 """
@@ -37,6 +38,8 @@ class Dialect:
         """The shared statement in this dialect."""
         sql = _IN_ARRAY.sub(lambda m: self._in_array.format(n=m[1]), sql)
         sql = _NOW.sub(lambda m: self._now.format(n=m[1]), sql)
+        skip_locked = f"{self._for_update} SKIP LOCKED" if self._for_update else ""
+        sql = sql.replace("FOR_UPDATE_SKIP_LOCKED", skip_locked)
         sql = sql.replace("FOR_UPDATE", self._for_update)
         return _PLACEHOLDER.sub(lambda m: self._placeholder.format(n=m[1]), sql)
 

@@ -26,6 +26,8 @@ from ..params import (
     BucketTakeParams,
     EndedTimes,
     EventListParams,
+    EventsTrimmed,
+    EventTrimParams,
     LeaseTakeParams,
     QuestionAnswerParams,
     QuestionListParams,
@@ -53,6 +55,7 @@ from ..params import (
     ThreadEventListParams,
     ThreadForgetParams,
     ThreadMessagesParams,
+    ThreadRunReclaimParams,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -542,20 +545,56 @@ class SqlStore(ABC):
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         async with self._reading() if params.dry_run else self._transaction() as conn:
             ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
-            if not ids:
-                return RunReclaimed()
-            array = self.dialect.array(ids)
-            steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
-            events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
-            if not params.dry_run:
-                for table in ("steps", "events", "questions"):
-                    await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
-                await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
-                ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
-                await conn.execute("DELETE FROM reclaimed")
-                await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
-                                       rules.merge_ranges(ranges, ids))
+            return await self._reclaim(conn, ids, params.dry_run)
+
+    async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            ids = [row[0] for row in await conn.fetch(q.THREAD_RUNS_BEYOND, params.keep, params.limit)]
+            if ids and not params.dry_run:
+                ids = [row[0] for row in await conn.fetch(q.RECLAIM_LOCK, self.dialect.array(ids))]
+            return await self._reclaim(conn, ids, params.dry_run)
+
+    async def _reclaim(self, conn: SqlConnection, ids: list[int], dry_run: bool) -> RunReclaimed:
+        """Remove these ended runs with their journal, log, questions and their events'
+        numbers in a thread's log; widen the reclaimed ranges by them."""
+        if not ids:
+            return RunReclaimed()
+        array = self.dialect.array(ids)
+        steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
+        events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
+        if not dry_run:
+            for table in ("steps", "events", "questions", "thread_events"):
+                await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
+            await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
+            ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
+            await conn.execute("DELETE FROM reclaimed")
+            await conn.executemany("INSERT INTO reclaimed (lo, hi) VALUES ($1, $2)",
+                                   rules.merge_ranges(ranges, ids))
         return RunReclaimed(ids, steps, events)
+
+    async def event_trim(self, params: EventTrimParams) -> EventsTrimmed:
+        # One transaction a batch (a commit a run was 70 s a pass on a loaded PostgreSQL).
+        # The runs are locked as they are chosen, skipping those another transaction
+        # holds (a completer, an append: trimmed next pass), so the trim waits on no run's
+        # lock and cannot be one end of a deadlock.
+        found = EventsTrimmed()
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            for run_id, last_seq, trimmed_seq in await conn.fetch(q.TRIMMABLE, params.keep, params.limit):
+                cut = rules.trim_marker(last_seq, trimmed_seq, params.keep)
+                if cut is not None and (params.dry_run or await self._trim(conn, run_id, *cut, params.now)):
+                    found.run_ids.append(run_id)
+                    found.events += cut[0] - trimmed_seq
+        return found
+
+    async def _trim(self, conn: SqlConnection, run_id: int, marker: int, data: dict[str, int],
+                    now: float | None) -> bool:
+        if not await conn.execute(q.TRIM_MARK, run_id, marker):
+            return False  # trimmed as far already
+        await conn.execute(q.TRIM_EVENTS, run_id, marker)
+        await conn.execute(q.TRIM_THREAD_EVENTS, run_id, marker)
+        await conn.execute(q.TRIM_MARKER, run_id, marker, rules.TRIMMED, json.dumps(data),
+                           self.clock.now(now))
+        return True
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))

@@ -40,6 +40,7 @@ __all__ = [
     "QUESTION_ANSWER",
     "RECLAIMABLE",
     "RECLAIMED_HAS",
+    "RECLAIM_LOCK",
     "QUESTION_COLUMNS",
     "QUESTION_GET",
     "QUESTION_INSERT",
@@ -68,6 +69,12 @@ __all__ = [
     "THREAD_NUMBER_EVENTS",
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
+    "THREAD_RUNS_BEYOND",
+    "TRIMMABLE",
+    "TRIM_EVENTS",
+    "TRIM_MARK",
+    "TRIM_MARKER",
+    "TRIM_THREAD_EVENTS",
     "WAKE_PARENTS",
     "WORKER_DELETE",
     "WORKER_DELETE_MANY",
@@ -344,11 +351,39 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded
 WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 """
 # Ended before the cut-off, oldest ids first: the state index orders each state by id.
+# Locked as they are chosen, skipping rows another reclaim holds: two passes at once (a
+# worker's and `runwright sweep`'s) take disjoint runs instead of deadlocking on them.
 RECLAIMABLE = """
 SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
-AND finished_at < $1 ORDER BY id LIMIT $2
+AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
+# rules.runs_beyond_thread_cap in SQL: of each thread's runs, all but its newest $1 (by
+# id), the ended ones. A window over the threaded runs (runs_thread orders each by id).
+THREAD_RUNS_BEYOND = """
+SELECT id FROM (
+    SELECT id, state, row_number() OVER (PARTITION BY coalesce(tenant, ''), thread ORDER BY id DESC) AS newer
+    FROM runs WHERE thread IS NOT NULL) AS ranked
+WHERE newer > $1 AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+ORDER BY id LIMIT $2
+"""
+# PostgreSQL locks no rows under a window: the chosen runs are locked apart, skipping
+# those another reclaim holds (see RECLAIMABLE).
+RECLAIM_LOCK = "SELECT id FROM runs WHERE id IN_ARRAY($1) ORDER BY id FOR_UPDATE_SKIP_LOCKED"
+# Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
+# row, once a pass, cheaper than an index every append would have to move. Locked as
+# chosen, skipping runs another transaction holds (see SqlStore.event_trim).
+TRIMMABLE = """
+SELECT id, last_seq, trimmed_seq FROM runs WHERE last_seq - trimmed_seq > $1 ORDER BY id LIMIT $2
+FOR_UPDATE_SKIP_LOCKED
+"""
+TRIM_MARK = "UPDATE runs SET trimmed_seq = $2 WHERE id = $1 AND trimmed_seq < $2"
+# Everything before the marker, the old marker too; the thread's log loses the same.
+TRIM_EVENTS = "DELETE FROM events WHERE run_id = $1 AND seq < $2"
+TRIM_THREAD_EVENTS = "DELETE FROM thread_events WHERE run_id = $1 AND seq < $2"
+# The newest removed event becomes the marker, in place: its seq (and its tseq in the
+# thread's log, if numbered) stays, so nothing is renumbered.
+TRIM_MARKER = "UPDATE events SET kind = $3, data = $4, at = $5 WHERE run_id = $1 AND seq = $2"
 
 # -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
 # Made first (full), so that two first takes lock one row instead of both inserting.

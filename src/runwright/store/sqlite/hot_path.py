@@ -31,14 +31,18 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
     """Insert new runs (each with its `submitted` event, seq 1); an existing (tenant, key)
     returns the existing run, marked `existed`."""
     out, events = [], []
+    # A rowid is the highest one plus one: once retention removed the newest runs, that
+    # would hand a reclaimed id to a new run, and a reader of the old one would be shown
+    # it. The id is given past every reclaimed one instead (ids are never reused).
+    reclaimed_top = conn.execute("SELECT coalesce(max(hi), 0) FROM reclaimed").fetchone()[0]
     for p in params:
         row = conn.execute(
-            f"INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s,"
+            f"INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,"
             f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
-            f" version, major, last_seq)"
-            f" VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+            f" version, major, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
+            f" ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
             f" ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING {RUN_COLUMNS}",
-            (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+            (reclaimed_top, p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
              p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
              p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)).fetchone()
         if row is None:
