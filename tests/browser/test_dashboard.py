@@ -130,6 +130,7 @@ async def test_overview_charts_the_last_hour(server: str, worker_app: rw.App) ->
         assert await page.locator("#chart-throughput").get_attribute("data-points") != "0"
         assert int(await page.locator("#chart-duration").get_attribute("data-points") or 0) >= 3
         assert "3 runs ended" in await page.locator("#series-note").inner_text()
+        assert await page.locator("#queues tr[data-queue='default'] td").nth(1).inner_text() == "2"
         await shot(page, "overview")
 
 
@@ -152,6 +153,11 @@ async def test_runs_filter_by_state_key_and_tenant(server: str, worker_app: rw.A
         assert await _ids(page) == [ours[1].id]
         assert await page.input_value("#run-filters input[name=key]") == "order-1"
         assert await page.locator("#run-filters input[name=tenant]").is_hidden()
+        # A time range over submissions: none was submitted after the last one.
+        await page.goto(f"{server}/#/runs?created_after={theirs.run.created_at + 1}")
+        await page.locator(f"#runs tr[data-id='{ours[1].id}']").wait_for(state="detached")
+        assert await _ids(page) == []
+        assert await page.input_value("#run-filters input[name=created_after]") != ""
     async with signed_in(server, OPERATOR_TOKEN, "#/runs?key=order-1") as page:
         await page.locator(f"#runs tr[data-id='{theirs.id}']").wait_for()
         assert await _ids(page) == [theirs.id, ours[1].id]  # each tenant's run of that key

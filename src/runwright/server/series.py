@@ -16,18 +16,22 @@ deployment keeps its own (they read the same store, so they agree).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Sequence
 
+from ..logs import event
 from ..metrics import percentiles
-from ..store.params import EndedTimes
 
 if TYPE_CHECKING:
     from ..scope import RunScope
 
 __all__ = ["DepthHistory", "SERIES_SAMPLE", "buckets", "queue_depths"]
 
+# An ended run's run_at, started_at (None: it never started) and finished_at, as
+# `RunScope.ended_times` gives them (a face names no store module).
+EndedTimes = tuple[float, "float | None", float]
 SERIES_SAMPLE = 20_000  # ended runs read per request, at most
 HISTORY_S = 3600.0  # how long depth samples are kept
 MAX_TENANTS = 1000  # tenants whose depth history is kept (the least recently viewed go first)
@@ -108,6 +112,6 @@ class DepthHistory:
         while True:
             try:
                 await self.sample(scope, None)
-            except Exception:  # a store blink: the next sample tries again
-                pass
+            except Exception as exc:  # a store blink: the chart has a gap, the next sample tries again
+                event(logging.INFO, "queue depth sample skipped", error=str(exc))
             await asyncio.sleep(self.sample_s)

@@ -54,6 +54,8 @@
       `Last hour, per minute: ${ended} runs ended` +
       (series.complete_since > series.t[0] ? ` (only since ${rw.time(series.complete_since)}: more ended than the sample holds)` : "") +
       `. Queue depth: sampled by this server every ${depth.sampled_every_s} s since it started; now ${depth.now}.`;
+    rw.fill("#queues", Object.entries(depth.by_queue).map(([queue, n]) => ({props: {dataset: {queue}},
+      cells: [queue, n, rw.link(`#/runs?state=queued&queue=${encodeURIComponent(queue)}`, "runs")]})));
     await showQuestions(await rw.api("/questions"));
   }
 

@@ -29,7 +29,9 @@
     const page = await rw.api(`/runs?${q}`);
     const rows = page.items.map(run => ({props: {className: "run", dataset: {id: run.id},
                                                  onclick: () => { location.hash = `#/runs/${run.id}`; }},
-      cells: [rw.runLink(run.id), run.task, run.queue, run.thread || "",
+      cells: [rw.runLink(run.id), run.task, run.queue,
+              run.thread ? rw.link(`#/threads/${encodeURIComponent(run.thread)}` +
+                                   (rw.operator() && run.tenant ? `?tenant=${encodeURIComponent(run.tenant)}` : ""), run.thread) : "",
               ...(rw.operator() ? [run.tenant || ""] : []), rw.state(run.state),
               `${run.attempt}/${run.max_attempts}`, rw.time(run.created_at), rw.took(run)]}));
     if (before) {
@@ -194,6 +196,8 @@
     reloading = setTimeout(() => load().catch(error => rw.flash(error.message)), 300);
   }
 
-  rw.views.runs = {show: showRuns};
+  // Kept live while only the newest page is shown (paging older stops it).
+  const refreshRuns = () => document.querySelectorAll("#runs tbody tr").length <= 50 ? listRuns(null) : Promise.resolve();
+  rw.views.runs = {show: showRuns, refresh: refreshRuns};
   rw.views.run = {show: showRun, leave: () => { if (following) following.abort(); following = null; runId = null; }};
 })();
