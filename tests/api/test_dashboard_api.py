@@ -51,6 +51,16 @@ async def test_a_session_cookie_signs_in_once_and_guards_writes(server: str) -> 
         assert operator.json() == {"tenant": None, "operator": True}
 
 
+async def test_the_dashboards_assets_are_served_without_a_token(server: str) -> None:  # noqa: F811
+    async with httpx.AsyncClient(base_url=server) as http:
+        page = await http.get("/")
+        assert page.status_code == 200 and 'src="/static/vendor/uPlot.iife.min.js"' in page.text
+        for path in ("/static/core.js", "/static/dashboard.css", "/static/vendor/uPlot.iife.min.js",
+                     "/static/vendor/uPlot.min.css", "/static/vendor/uPlot.LICENSE"):
+            assert (await http.get(path)).status_code == 200, path
+        problem(await http.get("/static/missing.js"), 404)
+
+
 async def test_series_count_each_callers_ended_runs_and_queue_depth(
         server: str, worker_app: rw.App) -> None:  # noqa: F811
     handles = [await worker_app.submit(apps.record, n=i, tenant=t)
