@@ -160,6 +160,7 @@ async def test_runs_are_found_by_key_and_by_tenant_for_the_operator(
         own = (await http.get("/runs", params={"tenant": "alice"}, headers=as_("alice-token"))).json()
         assert len(own["items"]) == 2
         problem(await http.get("/runs", params={"tenant": "bob"}, headers=as_("alice-token")), 403)
+        problem(await http.get("/runs", params={"tenant": ""}, headers=as_(OPERATOR_TOKEN)), 422)
         # The operator reads a tenant's thread by naming the tenant; a tenant only its own.
         runs = await http.get("/threads/chat/runs", params={"tenant": "alice"}, headers=as_(OPERATOR_TOKEN))
         assert [r["id"] for r in runs.json()["items"]] == [alice.id]

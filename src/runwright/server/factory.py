@@ -12,7 +12,7 @@ import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse
@@ -69,6 +69,8 @@ SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
 NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
+# The operator's filter to one tenant's runs or threads (a tenant may name only itself).
+TenantFilter = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                   depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
@@ -196,7 +198,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                         created_after: float | None = Query(None, ge=0, le=1e11),
                         created_before: float | None = Query(None, ge=0, le=1e11),
                         key: str | None = Query(None, max_length=512),
-                        tenant: str | None = Query(None, max_length=200)) -> RunPage:
+                        tenant: TenantFilter = None) -> RunPage:
         """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
         seconds) bound the submission time; `key` finds the run of an idempotency key;
         `tenant` (the operator's) lists one tenant's runs."""
@@ -248,19 +250,19 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: str, who: Tenant,
-                              tenant: str | None = Query(None, max_length=200)) -> dict[str, Any]:
+                              tenant: TenantFilter = None) -> dict[str, Any]:
         """A thread's history (410 once deleted); `tenant`: the operator reads a tenant's thread."""
         return {"thread": thread, "messages": await scope_for(who, tenant).thread_history(thread)}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
                           limit: int = Query(50, ge=1, le=500),
-                          tenant: str | None = Query(None, max_length=200)) -> RunPage:
+                          tenant: TenantFilter = None) -> RunPage:
         return await list_runs(who, [], None, None, thread, before, limit, None, None, None, tenant)
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
     async def thread_events(thread: str, who: Tenant, after: After = 0,
-                            tenant: str | None = Query(None, max_length=200)) -> ThreadEventPage:
+                            tenant: TenantFilter = None) -> ThreadEventPage:
         """A page of the thread's log: every run's events, numbered per thread (`tseq`)."""
         page = await scope_for(who, tenant).thread_events_page(thread, after)
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
