@@ -27,7 +27,7 @@ def checked_listing(params: RunListParams) -> RunListParams:
     if params.before_id is not None:
         _check_int(params.before_id, "before_id", 1, MAX_ID)
     _check_states(params.states)
-    for name in ("task", "queue", "thread"):
+    for name in ("task", "queue", "thread", "key"):
         value = getattr(params, name)
         if value is not None and not isinstance(value, str):
             raise InvalidInput(f"{name} must be a string, got {value!r}")

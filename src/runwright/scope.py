@@ -20,7 +20,7 @@ from .budget import Budget
 from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
-from .journal import Event, ThreadEvent
+from .journal import Event, StepRecord, ThreadEvent
 from .listing import checked_listing
 from .questions import Question
 from .runs import Run, RunState
@@ -198,6 +198,12 @@ class RunScope:
         own = await self._own(run_id)
         return attempts_of([item async for item in self._follower.backlog(own)])
 
+    async def steps(self, run_id: int) -> list[StepRecord]:
+        """The run's journal: each step, sleep, child submission and snapshot it recorded,
+        in position order (a child's entry holds the child's run id)."""
+        run = await self.read_run(run_id)  # a journal of no run is RunNotFound, not empty
+        return await self._runtime.store.step_list(run.id)
+
     async def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
         """A run's events with seq > `after`, in order; with `follow`, wait for more until
         the run has ended and its last event was given. Woken by LISTEN/NOTIFY on
@@ -220,12 +226,14 @@ class RunScope:
     async def list_runs(self, *, states: Sequence[RunState] = (), task: str | None = None,
                         queue: str | None = None, thread: str | None = None,
                         created_after: float | None = None, created_before: float | None = None,
-                        limit: int = 100, before_id: int | None = None) -> list[Run]:
+                        limit: int = 100, before_id: int | None = None,
+                        key: str | None = None) -> list[Run]:
         """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
-        the runs of this scope's thread of that name."""
+        the runs of this scope's thread of that name; with `key`, the run of that
+        idempotency key (in the App's scope, each tenant's run of it)."""
         # With `thread`, the store lists this scope's thread only (a thread is one tenant's).
         params = checked_listing(RunListParams(
-            states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name,
+            states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name, key=key,
             created_after=created_after, created_before=created_before, limit=limit,
             before_id=before_id))  # a bad filter is refused before the store is touched
         await self._ready()

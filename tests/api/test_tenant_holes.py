@@ -56,6 +56,14 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("POST", "/runs/{run_id}/answers"): 404,
     ("GET", "/fleet"): 403,  # the fleet bus is the operator's
     ("POST", "/fleet/broadcast"): 403,
+    ("GET", "/metrics/series"): 200,  # bob's own charts: nothing ended, nothing queued
+    ("GET", "/runs/{run_id}/attempts"): 404,
+    ("GET", "/runs/{run_id}/steps"): 404,
+    ("GET", "/runs/{run_id}/children"): 404,
+    ("POST", "/dead/retry"): 200,  # each of alice's ids refused as not found
+    ("POST", "/session"): 200,  # bob signs in as bob
+    ("GET", "/session"): 200,  # bob is bob
+    ("DELETE", "/session"): 204,
 }
 
 
@@ -87,13 +95,17 @@ def requests_for(method: str, path: str, ids: dict[str, Any]) -> list[dict[str, 
         url = path.format(run_id=run_id, thread="t", name="hourly")
         probe: dict[str, Any] = {"method": method, "url": url, "headers": as_("bob-token")}
         if path == "/runs":
-            probe["params"] = {"thread": "t", "before": ids["later"] + 1, "task": "remember"}
+            probe["params"] = {"thread": "t", "before": ids["later"] + 1, "task": "remember", "key": "k"}
         if path == "/runs" and method == "POST":
             probe = {"method": method, "url": url, "headers": as_("bob-token"),
                      "json": {"task": "record", "args": {"n": 1}, "key": "k", "thread": "t",
                               "delay_s": 3600}}
         if (method, path) == ("POST", "/runs/{run_id}/answers"):
             probe["json"] = ANSWER
+        if (method, path) == ("POST", "/dead/retry"):
+            probe["json"] = {"ids": [ids["done"], ids["later"]]}
+        if (method, path) == ("POST", "/session"):
+            probe["json"] = {"token": "bob-token"}
         if (method, path) == ("POST", "/schedules"):
             probe["json"] = {"name": "hourly", "cron": "* * * * * *", "task": "record", "args": {"n": 2}}
         if path.endswith("/stream"):
@@ -133,6 +145,12 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
         assert body == []
     elif path == "/threads/{thread}/messages":
         assert body["messages"] == []
+    elif path == "/metrics/series":
+        assert not any(body["ended"]) and body["queue_depth"]["now"] == 0
+    elif (method, path) == ("POST", "/dead/retry"):
+        assert body["retried"] == [] and len(body["refused"]) == 2
+    elif path == "/session" and method != "DELETE":
+        assert body == {"tenant": "bob", "operator": False}
     elif path == "/summary":
         assert all(body[state] == 0 for state in ("queued", "running", "succeeded", "dead"))
         assert body["queues"] == [] and body["queue_depths"] == {}

@@ -39,6 +39,14 @@ async def test_one_key_names_one_run_per_tenant(store):
     assert [run.id for run in listed] == [b.id]
 
 
+async def test_a_key_is_searched_among_one_tenants_keys_or_every_tenants(store):
+    a, b = [(await store.run_insert_many([submitted("order-7", tenant)]))[0] for tenant in ("a", "b")]
+    await store.run_insert_many([submitted("order-70", "a"), submitted("ORDER-7", "a")])
+    assert [r.id for r in await store.run_list(RunListParams(key="order-7", tenant="a"))] == [a.id]
+    assert [r.id for r in await store.run_list(RunListParams(key="order-7"))] == [b.id, a.id]
+    assert await store.run_list(RunListParams(key="order-7", tenant="c")) == []
+
+
 async def test_threads_of_the_same_name_are_apart_per_tenant(store):
     wid = await store.worker_register(worker())
     first = await store.run_insert_threaded(submitted("1", "a", thread="t"))

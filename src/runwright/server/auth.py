@@ -55,12 +55,14 @@ class Auth:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             return False
-        token = token.strip()
+        # Compared as bytes: compare_digest refuses a str with non-ASCII characters, and a
+        # token typed into the sign-in form may hold any.
+        given = token.strip().encode()
         found: str | None | bool = False
         for known, tenant in self.tokens.items():  # every one compared: no timing hints
-            if hmac.compare_digest(known, token):
+            if hmac.compare_digest(known.encode(), given):
                 found = tenant
         for known in self.operators:
-            if hmac.compare_digest(known, token):
+            if hmac.compare_digest(known.encode(), given):
                 found = None
         return found

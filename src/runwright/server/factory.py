@@ -6,15 +6,17 @@ itself when auth is off (local use: every run is visible)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .. import metrics
@@ -25,6 +27,7 @@ from ..scope import RunScope
 from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
+from .dashboard_routes import add_dashboard_routes
 from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
@@ -40,12 +43,17 @@ from .models import (
     ThreadEventOut,
     ThreadEventPage,
 )
-from .problems import install_problem_handlers, problem
+from .problems import OperatorOnly, install_problem_handlers, problem
 from .question_routes import add_question_routes
+from .series import DepthHistory
+from .session import SESSION_PATH, add_session_routes, credentials
 
 __all__ = ["create_server"]
 
-DASHBOARD = Path(__file__).with_name("static") / "dashboard.html"
+STATIC = Path(__file__).with_name("static")
+DASHBOARD = STATIC / "dashboard.html"
+STATIC_URL = "/static"  # the dashboard's scripts, styles and vendored chart library
+DEPTH_SAMPLE_S = 10.0  # how often the server samples queue depth for the dashboard's chart
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
 # SSE: a comment line this often keeps proxies and load balancers from closing a quiet
 # stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
@@ -57,14 +65,20 @@ SSE_SEP = "\n"
 SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (announced)
 
-# Paths any caller may read: the dashboard's page (its data needs a token), the probes,
-# and the API's documentation.
+# Paths any caller may read: the dashboard's page and assets (its data needs a token),
+# the probes, and the API's documentation. Signing in and out needs no token either.
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
+PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
 NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
+# The operator's filter to one tenant's runs or threads (a tenant may name only itself).
+TenantFilter = Annotated[str | None, Query(min_length=1, max_length=200)]
 
-def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
+def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
+                  depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
     """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off.
-    `ping_s`: the SSE keep-alive interval. Defaults to 15 s."""
+    `ping_s`: the SSE keep-alive interval. Defaults to 15 s. `depth_sample_s`: how often
+    queue depth is sampled for the dashboard. Defaults to 10 s."""
+    depths = DepthHistory(depth_sample_s)
 
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
@@ -76,7 +90,9 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         await member.join()
         await member.resync()
         await member.ready()
+        sampler = asyncio.get_running_loop().create_task(depths.run(app))
         yield
+        sampler.cancel()
         await member.recycling(0.0)
         await member.leave()
         await app.close()
@@ -95,9 +111,13 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
     async def authenticate(request: Request,
                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         path = request.url.path
-        if path in PUBLIC or path.startswith(ASSETS_URL + "/"):
+        if (path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
+                or (path == SESSION_PATH and request.method in ("POST", "DELETE"))):
             return await call_next(request)
-        tenant = auth.tenant_of(request.headers.get("authorization"))
+        authorization, refused = credentials(request)
+        if refused is not None:
+            return refused
+        tenant = auth.tenant_of(authorization)
         if tenant is False:
             response = problem(401, "Unauthorized", "send Authorization: Bearer <token>")
             response.headers["WWW-Authenticate"] = "Bearer"
@@ -108,6 +128,16 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
     def scope_of(who: str | None) -> RunScope:
         """The caller's view: another tenant's run answers 404, never 403 (ids are not probed)."""
         return app if who is None or not auth.enabled else app.tenant(who)
+
+    def scope_for(who: str | None, tenant: str | None) -> RunScope:
+        """The caller's view, narrowed to `tenant`: the operator may look at any tenant's
+        runs and threads this way, a tenant only at its own."""
+        if tenant is None or tenant == who:
+            return scope_of(who)
+        if who is not None:
+            raise OperatorOnly(f"tenant {tenant!r}'s runs are not yours: the tenant filter is "
+                               f"the operator's")
+        return app.tenant(tenant)
 
     @api.get("/", include_in_schema=False)
     async def dashboard() -> HTMLResponse:
@@ -162,24 +192,29 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
     async def get_run(run_id: RunId, who: Tenant) -> RunOut:
         return RunOut.of(await scope_of(who).read_run(run_id))
 
-    @api.get("/runs", response_model=RunPage)
+    @api.get("/runs", response_model=RunPage,
+             responses={403: {"description": "A tenant's token named another tenant"}})
     async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
                         queue: str | None = None, thread: str | None = None,
                         before: Before = None, limit: int = Query(50, ge=1, le=500),
                         created_after: float | None = Query(None, ge=0, le=1e11),
-                        created_before: float | None = Query(None, ge=0, le=1e11)) -> RunPage:
+                        created_before: float | None = Query(None, ge=0, le=1e11),
+                        key: str | None = Query(None, max_length=512),
+                        tenant: TenantFilter = None) -> RunPage:
         """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
-        seconds) bound the submission time."""
-        runs = await scope_of(who).list_runs(
+        seconds) bound the submission time; `key` finds the run of an idempotency key;
+        `tenant` (the operator's) lists one tenant's runs."""
+        runs = await scope_for(who, tenant).list_runs(
             states=state, task=task, queue=queue, thread=thread, limit=limit, before_id=before,
-            created_after=created_after, created_before=created_before)
+            created_after=created_after, created_before=created_before, key=key)
         return RunPage(items=[RunOut.of(r) for r in runs],
                        next_cursor=runs[-1].id if len(runs) == limit else None)
 
     @api.get("/dead", response_model=RunPage)
     async def dead_letters(who: Tenant, before: Before = None,
                            limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit, None, None)
+        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit, None, None,
+                               None, None)
 
     @api.post("/runs/{run_id}/cancel", response_model=RunOut)
     async def cancel(run_id: RunId, who: Tenant) -> RunOut:
@@ -216,19 +251,22 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
         return {"thread": uuid.uuid4().hex}
 
     @api.get("/threads/{thread}/messages")
-    async def thread_messages(thread: str, who: Tenant) -> dict[str, Any]:
-        """A thread's history (410 once deleted)."""
-        return {"thread": thread, "messages": await scope_of(who).thread_history(thread)}
+    async def thread_messages(thread: str, who: Tenant,
+                              tenant: TenantFilter = None) -> dict[str, Any]:
+        """A thread's history (410 once deleted); `tenant`: the operator reads a tenant's thread."""
+        return {"thread": thread, "messages": await scope_for(who, tenant).thread_history(thread)}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
-                          limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [], None, None, thread, before, limit, None, None)
+                          limit: int = Query(50, ge=1, le=500),
+                          tenant: TenantFilter = None) -> RunPage:
+        return await list_runs(who, [], None, None, thread, before, limit, None, None, None, tenant)
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
-    async def thread_events(thread: str, who: Tenant, after: After = 0) -> ThreadEventPage:
+    async def thread_events(thread: str, who: Tenant, after: After = 0,
+                            tenant: TenantFilter = None) -> ThreadEventPage:
         """A page of the thread's log: every run's events, numbered per thread (`tseq`)."""
-        page = await scope_of(who).thread_events_page(thread, after)
+        page = await scope_for(who, tenant).thread_events_page(thread, after)
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
                                next_after=page[-1].tseq if page else after)
 
@@ -301,6 +339,9 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S) -> FastAPI:
                 for w in await scope_of(who).list_workers()]
 
     add_question_routes(api, scope_of)
+    add_session_routes(api, auth)
+    add_dashboard_routes(api, scope_of, depths)
+    api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
     return api
 
 async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[ServerSentEvent]:

@@ -109,6 +109,7 @@ class RunListParams:
     queue: str | None = None
     thread: str | None = None
     tenant: str | None = None
+    key: str | None = None  # the run of this idempotency key (of `tenant`'s keys, when given)
     created_after: float | None = None  # a time range over submission times
     created_before: float | None = None
     limit: int = 100

@@ -316,7 +316,7 @@ def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:
     conditions: list[tuple[str, str, object]] = []
     if params.states:
         conditions.append(("state", "in", [s.value for s in params.states]))
-    for column in ("task", "queue", "thread"):
+    for column in ("task", "queue", "thread", "key"):
         value = getattr(params, column)
         if value is not None:
             conditions.append((column, "=", value))

@@ -1,0 +1,125 @@
+"use strict";
+// The dashboard's core: the API client, DOM helpers, the hash router, signing in.
+// Plain JavaScript on purpose (no build step). The session is an HttpOnly cookie set by
+// POST /session: script never holds the token, and streams carry the cookie too. A
+// request that changes something sends X-Requested-With, which the server requires of
+// cookie-authenticated writes (another site's form cannot add it).
+const rw = {views: {}, current: null, timer: null, me: null};
+
+rw.api = async (path, options = {}) => {
+  const headers = {"X-Requested-With": "runwright", ...(options.headers || {})};
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, {credentials: "same-origin", ...options, headers});
+  if (response.status === 401 && path !== "/session") rw.signedOut();  // the session ended
+  if (!response.ok) {
+    let detail = String(response.status);
+    try { const p = await response.json(); detail = `${p.status} ${p.title}: ${p.detail}`; } catch { /* not JSON */ }
+    const error = new Error(detail); error.status = response.status; throw error;
+  }
+  return response.status === 204 ? null : response.json();
+};
+rw.post = (path, body) => rw.api(path, {method: "POST", body: body === undefined ? undefined : JSON.stringify(body)});
+
+// el("td", {className: "x", dataset: {id: 1}}, "text", node): an element with children.
+rw.el = (tag, props = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(props)) {
+    if (k === "dataset") Object.assign(node.dataset, v);
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node[k] = v;
+  }
+  node.append(...children.filter(c => c !== null && c !== undefined).map(c => c instanceof Node ? c : String(c)));
+  return node;
+};
+rw.link = (href, text) => rw.el("a", {href}, text);
+rw.runLink = id => rw.link(`#/runs/${id}`, id);
+rw.state = state => rw.el("span", {className: `state state-${state}`}, state);
+rw.fill = (selector, rows) => {
+  // rows: arrays of cells (text or nodes), or {cells, props} for row attributes.
+  document.querySelector(`${selector} tbody`).replaceChildren(...rows.map(row => {
+    const {cells, props} = Array.isArray(row) ? {cells: row, props: {}} : row;
+    return rw.el("tr", props, ...cells.map(c => c instanceof HTMLTableCellElement ? c : rw.el("td", {}, c)));
+  }));
+};
+rw.time = t => t == null ? "" : new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19);
+rw.duration = s => {
+  if (s == null) return "";
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 120) return `${s.toFixed(2)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+};
+rw.ago = t => t == null ? "" : rw.duration(Math.max(0, Date.now() / 1000 - t)) + " ago";
+rw.took = run => run.started_at != null && run.finished_at != null ? rw.duration(run.finished_at - run.started_at) : "";
+rw.json = value => JSON.stringify(value, null, 2);
+rw.flash = text => { document.getElementById("flash").textContent = text || ""; };
+rw.operator = () => rw.me !== null && rw.me.operator;
+
+// -- routing: #/<view>[/<arg>][?query], e.g. #/runs?state=dead, #/runs/12 --------------
+rw.parse = () => {
+  const [path, query] = (location.hash.slice(1) || "/overview").split("?");
+  const parts = path.split("/").filter(Boolean);
+  let name = parts[0] || "overview";
+  const arg = parts.length > 1 ? decodeURIComponent(parts.slice(1).join("/")) : null;
+  if (arg !== null && name === "runs") name = "run";
+  if (arg !== null && name === "threads") name = "thread";
+  return {name, arg, params: new URLSearchParams(query || "")};
+};
+
+rw.route = async () => {
+  if (rw.me === null) return rw.show("signin");
+  const {name, arg, params} = rw.parse();
+  const view = rw.views[name] ? name : "overview";
+  rw.show(view);
+  document.querySelectorAll("#nav a").forEach(a => a.classList.toggle(
+    "active", a.dataset.view === view || (a.dataset.view + "s" === view) || a.dataset.view === view + "s"));
+  rw.current = rw.views[view];
+  rw.flash("");
+  try { await rw.current.show(arg, params); } catch (error) { rw.flash(String(error.message || error)); }
+  if (rw.current.refresh) {
+    rw.timer = setInterval(() => rw.current.refresh().catch(error => rw.flash(String(error.message))), 3000);
+  }
+};
+
+rw.show = name => {
+  clearInterval(rw.timer);
+  if (rw.current && rw.current.leave) rw.current.leave();
+  rw.current = null;
+  document.querySelectorAll("main > section").forEach(s => { s.hidden = s.id !== `view-${name}`; });
+};
+
+// -- signing in --------------------------------------------------------------------
+rw.signedIn = me => {
+  rw.me = me;
+  document.getElementById("whoami").textContent = me.operator ? "operator" : `tenant ${me.tenant}`;
+  document.getElementById("nav").hidden = false;
+  document.getElementById("sign-out").hidden = false;
+  document.body.classList.toggle("tenant", !me.operator);
+  document.querySelectorAll(".operator-only").forEach(n => { n.hidden = !me.operator; });
+};
+rw.signedOut = () => {
+  rw.me = null;
+  document.getElementById("whoami").textContent = "";
+  document.getElementById("nav").hidden = true;
+  document.getElementById("sign-out").hidden = true;
+  rw.show("signin");
+};
+
+rw.start = async () => {
+  document.getElementById("login").addEventListener("submit", async event => {
+    event.preventDefault();
+    try {
+      rw.signedIn(await rw.api("/session", {method: "POST",
+        body: JSON.stringify({token: document.getElementById("token").value})}));
+      document.getElementById("token").value = "";
+      rw.route();
+    } catch (error) { rw.flash(error.status === 401 ? "that token is not one of this server's" : error.message); }
+  });
+  document.getElementById("sign-out").addEventListener("click", async () => {
+    await rw.api("/session", {method: "DELETE"});
+    rw.signedOut();
+  });
+  window.addEventListener("hashchange", () => rw.route());
+  try { rw.signedIn(await rw.api("/session")); } catch { return rw.signedOut(); }  // 401: sign in
+  rw.route();
+};

@@ -1,0 +1,203 @@
+"use strict";
+// Runs: the filtered list (its filters live in the URL, so a view can be shared), and
+// one run's page: attempts on a timeline, steps, children, error, and its log live.
+(() => {
+  const FILTERS = ["state", "task", "queue", "thread", "tenant", "key", "created_after", "created_before"];
+  const TIMES = new Set(["created_after", "created_before"]);
+  const form = () => document.getElementById("run-filters");
+  // datetime-local reads and writes local wall-clock time; the API takes epoch seconds.
+  const toEpoch = value => String(new Date(value).getTime() / 1000);
+  const toLocal = epoch => {
+    const d = new Date(Number(epoch) * 1000);
+    return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+  };
+
+  let query = new URLSearchParams();
+  async function showRuns(_arg, params) {
+    query = params;
+    for (const name of FILTERS) {
+      const value = params.get(name) || "";
+      form().elements[name].value = TIMES.has(name) && value ? toLocal(value) : value;
+    }
+    await listRuns(null);
+  }
+
+  async function listRuns(before) {
+    const q = new URLSearchParams(query);
+    q.set("limit", "50");
+    if (before) q.set("before", before);
+    const page = await rw.api(`/runs?${q}`);
+    const rows = page.items.map(run => ({props: {className: "run", dataset: {id: run.id},
+                                                 onclick: () => { location.hash = `#/runs/${run.id}`; }},
+      cells: [rw.runLink(run.id), run.task, run.queue,
+              run.thread ? rw.link(`#/threads/${encodeURIComponent(run.thread)}` +
+                                   (rw.operator() && run.tenant ? `?tenant=${encodeURIComponent(run.tenant)}` : ""), run.thread) : "",
+              ...(rw.operator() ? [run.tenant || ""] : []), rw.state(run.state),
+              `${run.attempt}/${run.max_attempts}`, rw.time(run.created_at), rw.took(run)]}));
+    if (before) {
+      const body = document.querySelector("#runs tbody");
+      const current = [...body.children];
+      rw.fill("#runs", rows);
+      body.prepend(...current);
+    } else {
+      rw.fill("#runs", rows);
+    }
+    const older = document.getElementById("runs-older");
+    older.hidden = page.next_cursor === null;
+    older.onclick = () => listRuns(page.next_cursor).catch(e => rw.flash(e.message));
+    document.getElementById("runs-count").textContent = `${document.querySelectorAll("#runs tbody tr").length} shown`;
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    form().addEventListener("submit", event => {
+      event.preventDefault();
+      const q = new URLSearchParams();
+      for (const name of FILTERS) {
+        const value = form().elements[name].value.trim();
+        if (value) q.set(name, TIMES.has(name) ? toEpoch(value) : value);
+      }
+      location.hash = `#/runs?${q}`;
+    });
+  });
+
+  // -- one run --------------------------------------------------------------------
+  let following = null;
+  let runId = null;
+  let reloading = null;
+
+  async function showRun(arg) {
+    runId = Number(arg);
+    document.getElementById("run-id").textContent = runId;
+    document.getElementById("events").replaceChildren();
+    await load();
+    follow(runId, 0);
+  }
+
+  async function load() {
+    const id = runId;
+    if (id === null) return;
+    const [run, attempts, steps, children] = await Promise.all([
+      rw.api(`/runs/${id}`), rw.api(`/runs/${id}/attempts`), rw.api(`/runs/${id}/steps`),
+      rw.api(`/runs/${id}/children`)]);
+    if (id !== runId) return;
+    document.getElementById("run-state").replaceChildren(rw.state(run.state));
+    const cancel = document.getElementById("run-cancel"), retry = document.getElementById("run-retry");
+    cancel.disabled = !["queued", "running"].includes(run.state);
+    retry.disabled = !["dead", "failed"].includes(run.state);
+    cancel.onclick = () => act(`/runs/${id}/cancel`);
+    retry.onclick = () => act(`/runs/${id}/retry`);
+    fields(run);
+    const error = document.getElementById("run-error");
+    error.hidden = !run.error;
+    if (run.error) {
+      error.querySelector("pre").textContent = `${run.error.type}: ${run.error.message}\n\n${run.error.traceback || "(no traceback recorded)"}`;
+    }
+    timeline(run, attempts, steps);
+    let previous = attempts.length ? attempts[0].started_at : run.created_at;
+    rw.fill("#run-steps", steps.map(s => {
+      const since = s.recorded_at - previous; previous = s.recorded_at;
+      const shown = s.error ? `${s.error.type}: ${s.error.message}` : JSON.stringify(s.result);
+      return {props: {dataset: {position: s.position}},
+              cells: [s.position, s.name, rw.state(s.status === "done" ? "succeeded" : s.status),
+                      `${attempts.findIndex(a => a.fence === s.fence) + 1 || "?"} (${s.fence})`, rw.time(s.recorded_at),
+                      rw.duration(Math.max(0, since)),
+                      s.child_id ? rw.el("span", {}, "child ", rw.runLink(s.child_id)) : (shown || "").slice(0, 200)]};
+    }));
+    rw.fill("#run-children", children.items.map(c => ({props: {dataset: {id: c.id}},
+      cells: [rw.runLink(c.id), c.task, rw.state(c.state), rw.took(c)]})));
+  }
+
+  async function act(path) {
+    try { await rw.post(path); await load(); } catch (error) { rw.flash(error.message); }
+  }
+
+  function fields(run) {
+    const rows = [["task", run.task], ["queue", `${run.queue} (priority ${run.priority})`], ["key", run.key],
+      ["tenant", run.tenant || "(none)"],
+      ["thread", run.thread ? rw.link(`#/threads/${encodeURIComponent(run.thread)}` +
+                                      (run.tenant && rw.operator() ? `?tenant=${encodeURIComponent(run.tenant)}` : ""), run.thread) : ""],
+      ["parent", run.parent_id ? rw.runLink(run.parent_id) : "(none)"],
+      ["attempt", `${run.attempt} of ${run.max_attempts}`], ["created", rw.time(run.created_at)],
+      ["due", rw.time(run.run_at)], ["started", rw.time(run.started_at)], ["finished", rw.time(run.finished_at)],
+      ["took", rw.took(run)], ["args", rw.json(run.args)], ["result", run.result === null ? "" : rw.json(run.result)]];
+    document.getElementById("run-fields").replaceChildren(...rows.flatMap(([k, v]) =>
+      [rw.el("dt", {}, k), rw.el("dd", {dataset: {field: k}}, v)]));
+  }
+
+  // Each attempt a bar from its start to its end (or now), on one time axis from the
+  // submission to the last end; each journaled step a mark at the time it was recorded.
+  function timeline(run, attempts, steps) {
+    const now = Date.now() / 1000;
+    const start = run.created_at;
+    const end = Math.max(start + 0.001, run.finished_at || now, ...attempts.map(a => a.ended_at || now));
+    const at = t => `${(100 * (t - start) / (end - start)).toFixed(2)}%`;
+    const rows = attempts.map((a, i) => {
+      const outcome = a.outcome || "running";
+      const bar = rw.el("div", {className: `bar ${outcome}`, title: `${outcome} ${rw.duration((a.ended_at || now) - a.started_at)}`});
+      bar.style.left = at(a.started_at);
+      bar.style.width = `${Math.max(0.3, 100 * ((a.ended_at || now) - a.started_at) / (end - start)).toFixed(2)}%`;
+      const marks = steps.filter(s => s.fence === a.fence).map(s => {
+        const mark = rw.el("div", {className: "mark", title: `${s.name} (${s.status}) at ${rw.time(s.recorded_at)}`});
+        mark.style.left = at(s.recorded_at);
+        return mark;
+      });
+      const label = `#${i + 1} worker ${a.worker ?? "?"} · ${outcome} · ${rw.duration((a.ended_at || now) - a.started_at)}` +
+                    (a.ended_at ? "" : " so far");
+      return rw.el("div", {className: "attempt", dataset: {attempt: i + 1, outcome}},
+                   rw.el("span", {}, label), rw.el("div", {className: "track"}, bar, ...marks));
+    });
+    const waited = attempts.length ? `first started ${rw.duration(Math.max(0, attempts[0].started_at - run.created_at))} after its submission` : "not started yet";
+    document.getElementById("run-timeline").replaceChildren(
+      ...(rows.length ? rows : [rw.el("p", {className: "hint"}, "no attempt yet")]),
+      rw.el("p", {className: "hint"}, `from ${rw.time(start)} to ${rw.time(end)}; ${waited}`));
+  }
+
+  // The log over SSE (a fetch stream: it parses frames of any event kind, which an
+  // EventSource only delivers to a listener per kind). It reconnects after a drop,
+  // from the last seq seen; the server answers 204 once the run's log is complete.
+  async function follow(id, after) {
+    if (following) following.abort();
+    const control = following = new AbortController();
+    const note = document.getElementById("run-follow");
+    let last = after;
+    while (!control.signal.aborted) {
+      note.textContent = "(following live)";
+      try {
+        const response = await fetch(`/runs/${id}/events/stream?after=${last}`, {credentials: "same-origin", signal: control.signal});
+        if (response.status === 204) break;
+        if (!response.ok) throw new Error(String(response.status));
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = "";
+        for (;;) {
+          const {value, done} = await reader.read();
+          if (done) break;
+          buffer += value;
+          let cut;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const frame = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
+            const data = frame.split("\n").find(line => line.startsWith("data: "));
+            if (data) { const event = JSON.parse(data.slice(6)); last = event.seq; show(event); }
+          }
+        }
+      } catch (error) {
+        if (control.signal.aborted) return;
+      }
+      await new Promise(resolve => setTimeout(resolve, 1000));
+    }
+    if (!control.signal.aborted) note.textContent = "(the run has ended: its log is complete)";
+  }
+
+  function show(event) {
+    const line = JSON.stringify(event.data);  // short payloads on the line, long ones indented
+    const data = line === "{}" ? "" : line.length <= 120 ? ` ${line}` : `\n${rw.json(event.data)}`;
+    document.getElementById("events").append(rw.el("div", {className: "event", dataset: {seq: event.seq, kind: event.kind}},
+      `${event.seq} `, rw.el("span", {className: "kind"}, event.kind), ` ${rw.time(event.at)}`, data));
+    clearTimeout(reloading);  // the page's record follows the log, once a burst is over
+    reloading = setTimeout(() => load().catch(error => rw.flash(error.message)), 300);
+  }
+
+  // Kept live while only the newest page is shown (paging older stops it).
+  const refreshRuns = () => document.querySelectorAll("#runs tbody tr").length <= 50 ? listRuns(null) : Promise.resolve();
+  rw.views.runs = {show: showRuns, refresh: refreshRuns};
+  rw.views.run = {show: showRun, leave: () => { if (following) following.abort(); following = null; runId = null; }};
+})();
