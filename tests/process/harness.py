@@ -85,7 +85,8 @@ class WorkerProcess:
 
     async def wait_started(self) -> None:
         """Until the worker is up: before that, SIGTERM finds no handler and just kills it."""
-        await wait_until(lambda: "worker started" in self.log(), f"worker {self.name} starts")
+        await wait_until(lambda: "worker started" in self.log(), f"worker {self.name} starts",
+                         timeout_s=2 * DEADLINE_S)  # a cold start on a loaded machine is slow
 
     async def stop(self) -> int:
         """Graceful stop, as a deployment does it: SIGTERM, then wait for the exit."""

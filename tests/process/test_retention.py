@@ -42,6 +42,7 @@ async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it
     second = fleet.start(args=SWEEP)
     later = await app.submit(apps.record, n=2)
     assert (await later.result(timeout_s=60)) == 2
+    await second.wait_started()  # a start can outlast the wait below on a loaded machine
     await wait_until(lambda: _gone(app, later.id), "the next sweeper reclaims it once the lease lapsed")
     assert "retention pass" in second.log() and "retention pass" not in kept.log()
     open_run = await app.submit(apps.record, n=3, delay_s=3600)
