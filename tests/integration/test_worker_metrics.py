@@ -48,7 +48,9 @@ async def test_claims_commits_renewals_queue_wait_and_deferrals_are_counted(app:
 
     @app.task
     async def napper(ctx: rw.Context) -> None:
-        await ctx.sleep(0.2)  # parks: a deferral
+        # Parks (a deferral): long enough that a slow journal write on a loaded machine
+        # does not leave it short enough to sleep inline.
+        await ctx.sleep(3.0)
 
     calls = []
 
