@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Callable, Sequence
 import asyncpg
 
 from ...clock import Clock, StoreClock
-from ...errors import StoreUnreachable
+from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
 from .. import rules
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
@@ -199,6 +199,10 @@ class PostgresStore(SqlStore):
                     raise
         except TRANSIENT as exc:
             raise StoreUnreachable(f"postgresql: {type(exc).__name__}: {exc}") from exc
+        except asyncpg.TransactionRollbackError as exc:
+            # A deadlock or serialization failure: PostgreSQL rolled the transaction back
+            # whole, so trying again is safe; the loops and finishes retry a StoreError.
+            raise StoreError(f"postgresql: {type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[_Connection]:
@@ -354,7 +358,7 @@ class PostgresStore(SqlStore):
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
             return RunExtendResult()
-        ids, fences = zip(*params.runs)
+        ids, fences = zip(*sorted(params.runs))  # rows locked in id order, as the rescuer's
         rows = await self._fetch_raw(sql.EXTEND, self.clock.judged(params.now), params.worker_id,
                                      list(ids), list(fences), params.lease_s)
         kept = {row[0] for row in rows}

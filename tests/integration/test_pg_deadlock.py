@@ -1,0 +1,52 @@
+"""A deadlock is a blink on PostgreSQL: the victim's transaction was rolled back whole,
+so the store raises StoreError (which every loop and finish retries), never asyncpg's
+own error, which killed a worker's side task (found by `runwright verify` under faults).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+import runwright as rw
+from runwright.errors import StoreError
+from runwright.store.params import RunClaimParams, RunExtendParams, WorkerRegisterParams
+
+from ..conftest import PG_BASE
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_deadlocked_renewal_is_a_store_error_and_the_retry_renews(store_url: str) -> None:
+    app = rw.App(store_url)
+
+    @app.task
+    async def job(ctx: rw.Context) -> None: ...
+
+    async with app:
+        for n in range(2):
+            await app.submit(job, key=f"k{n}")
+        wid = await app.store.worker_register(WorkerRegisterParams("h", 1, ["default"], ["job"]))
+        runs = sorted(await app.store.run_claim(RunClaimParams(wid, ["default"], ["job"], 2, 60)),
+                      key=lambda r: r.id)
+        schema = store_url.split("schema=", 1)[1]
+        other = await asyncpg.connect(PG_BASE)
+        try:
+            # The other session waits long before it checks for a deadlock: the store's
+            # renewal, checking after the default 1 s, is the one PostgreSQL rolls back.
+            await other.execute("SET deadlock_timeout = '30s'")
+            async with other.transaction():
+                await other.execute(f'SELECT 1 FROM "{schema}".runs WHERE id = $1 FOR UPDATE', runs[1].id)
+                extend = asyncio.create_task(app.store.run_extend(RunExtendParams(
+                    wid, [(r.id, r.fence) for r in runs], 60)))
+                await asyncio.sleep(0.5)  # the renewal holds runs[0] and waits for runs[1]
+                lock_first = asyncio.create_task(other.execute(
+                    f'SELECT 1 FROM "{schema}".runs WHERE id = $1 FOR UPDATE', runs[0].id))
+                with pytest.raises(StoreError, match="DeadlockDetected"):
+                    await extend
+                await lock_first
+        finally:
+            await other.close()
+        renewed = await app.store.run_extend(RunExtendParams(wid, [(r.id, r.fence) for r in runs], 60))
+        assert renewed.lost == []
