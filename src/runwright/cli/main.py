@@ -525,11 +525,10 @@ def verify(
     """Prove the deployment's guarantees: verify's own workers run a ledgered workload in a
     schema (namespace, file) of its own while faults hit them; exit 0 only if nothing was
     lost, repeated or let through. It removes all it made, even when interrupted."""
-    from ..store.urls import DEFAULT_URL
     from .verifying import verify as run
 
     with clear_errors():
-        run(url or DEFAULT_URL, workers, runs_count, steps, kill_every, stall_every, blip_every,
+        run(url, workers, runs_count, steps, kill_every, stall_every, blip_every,
             seed, lease_s, timeout_s, json_out)
 
 

@@ -15,9 +15,10 @@ import signal
 import typer
 from rich.console import Console
 
+from ..verify.checks import Findings
 from .exits import BAD_INPUT, FAILED, OK, fail
 
-__all__ = ["INTERRUPTED", "parse_duration", "verify"]
+__all__ = ["INTERRUPTED", "exit_code", "parse_duration", "verify"]
 
 INTERRUPTED = 130
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "": 1.0}
@@ -33,7 +34,7 @@ def parse_duration(text: str, option: str) -> float:
     return value
 
 
-def verify(url: str, workers: int, runs: int, steps: int, kill_every: str, stall_every: str,
+def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str, stall_every: str,
            blip_every: str, seed: int | None, lease_s: float, timeout_s: float, as_json: bool) -> None:
     from ..verify import Options, run_verify
     from ..verify.report import print_report
@@ -53,13 +54,21 @@ def verify(url: str, workers: int, runs: int, steps: int, kill_every: str, stall
     console = Console(stderr=True)
     if not as_json:
         console.print(f"[bold]runwright verify[/]: {workers} workers, {runs} runs, seed "
-                      f"{options.seed} (give --seed {options.seed} to repeat this schedule)")
-    # SIGTERM is an interrupt too: the same cleanup as Ctrl-C.
+                      f"{options.seed} (give --seed {options.seed} to repeat this schedule)",
+                      soft_wrap=True)
+    # SIGINT (even where a shell started us ignoring it) and SIGTERM interrupt: the run
+    # stops, and its cleanup removes what it made.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         outcome = run_verify(options, console)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: verify's workers ended, its data removed")
         raise typer.Exit(INTERRUPTED) from None
-    print_report(outcome.report, Console() if as_json else Console(), as_json)
-    raise typer.Exit(OK if outcome.ok else FAILED)
+    print_report(outcome.report, Console(), as_json)
+    raise typer.Exit(exit_code(outcome.findings))
+
+
+def exit_code(findings: Findings) -> int:
+    """0 only when every violation count is 0."""
+    return OK if findings.ok else FAILED

@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigError
+from ..store.urls import DEFAULT_URL
 
 __all__ = ["Place", "place_for"]
 
@@ -50,8 +51,9 @@ class Place:
                 await client.aclose()
 
 
-def place_for(url: str) -> Place:
+def place_for(url: str | None) -> Place:
     """A fresh place beside `url`'s (the same database or server, its own name)."""
+    url = url or DEFAULT_URL
     name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
     parts = urlsplit(url)
     if parts.scheme == "sqlite":

@@ -37,6 +37,7 @@ CHILD_SHARE = 0.2  # runs that start a child and wait for it
 SLEEP_S = 0.3
 POLL_S = 0.25
 SPREAD_TICK_S = 0.5
+PLACE_WORDS = {"postgres": "schema", "redis": "namespace", "sqlite": "file"}
 SPREAD = 2.0  # the fault phase's submissions last this many times the longest fault period
 CHUNK = 500
 READ_AT_ONCE = 16
@@ -44,7 +45,7 @@ READ_AT_ONCE = 16
 
 @dataclass(frozen=True, slots=True)
 class Options:
-    url: str
+    url: str | None  # None: the default store's (sqlite:///./runwright.db)
     workers: int = 5
     runs: int = 10000
     steps: int = 3
@@ -98,6 +99,8 @@ def run_verify(options: Options, console: Console) -> Outcome:
 async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
                   console: Console) -> Outcome:
     app = verify_app(place.url)
+    console.print(f"verify's own {PLACE_WORDS[place.backend]}: {place.name}", highlight=False,
+                  soft_wrap=True)
     await app.open()  # creates verify's schema before the workers race to
     try:
         pool = Pool(place.url, options.workers, options.lease_s, work / "ledger", work / "logs")
@@ -266,6 +269,7 @@ def _report(options: Options, place: Place, found: Findings, injector: Injector,
     return {
         "ok": found.ok,
         "backend": place.backend,
+        "place": place.name,
         "seed": options.seed,
         "workers": options.workers,
         "lease_s": options.lease_s,
