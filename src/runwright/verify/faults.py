@@ -138,17 +138,15 @@ class Injector:
 
     async def _kill_a_writer(self, slot: int) -> None:
         """SIGSTOP the worker; if it holds the write lock now, SIGKILL it there."""
-        for _ in range(WRITER_TRIES):
-            was_stopped = slot in self.pool.stopped
-            if not was_stopped:
-                self.pool.stop(slot)
+        # A stalled worker was stopped outside a write: a lock held now is another's.
+        for _ in range(0 if slot in self.pool.stopped else WRITER_TRIES):
+            self.pool.stop(slot)
             if not await self._write_lock_free():
                 self.pool.kill(slot)
                 self.counts["blips"] += 1
                 self.counts["writers_killed"] += 1
                 return
-            if not was_stopped:
-                self.pool.resume(slot)
+            self.pool.resume(slot)
             await asyncio.sleep(0.002)
         self.pool.kill(slot)  # never caught inside a write: a kill all the same
         self.counts["blips"] += 1
