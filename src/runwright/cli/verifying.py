@@ -36,7 +36,7 @@ def parse_duration(text: str, option: str) -> float:
 
 def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str, stall_every: str,
            blip_every: str, seed: int | None, lease_s: float, timeout_s: float, as_json: bool) -> None:
-    from ..verify import Options, run_verify
+    from ..verify import Options, VerifyAborted, run_verify
     from ..verify.report import print_report
 
     for name, value, least in (("--workers", workers, 1), ("--runs", runs, 1), ("--steps", steps, 1)):
@@ -65,6 +65,8 @@ def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]: verify's workers ended, its data removed")
         raise typer.Exit(INTERRUPTED) from None
+    except VerifyAborted as exc:
+        raise fail(str(exc), FAILED) from None
     print_report(outcome.report, Console(), as_json)
     raise typer.Exit(exit_code(outcome.findings))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .checks import Findings, Ledger, RunData, check
 from .faults import Fault, schedule
-from .runner import Options, Outcome, run_verify
+from .runner import Options, Outcome, VerifyAborted, run_verify
 
-__all__ = ["Fault", "Findings", "Ledger", "Options", "Outcome", "RunData", "check", "run_verify",
-           "schedule"]
+__all__ = ["Fault", "Findings", "Ledger", "Options", "Outcome", "RunData", "VerifyAborted", "check",
+           "run_verify", "schedule"]

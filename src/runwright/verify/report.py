@@ -51,6 +51,9 @@ def print_report(report: dict[str, Any], console: Console, as_json: bool) -> Non
         table.add_row("connections cut", str(faults["connections_cut"]))
     if faults["writers_killed"]:
         table.add_row("writers killed mid-transaction", str(faults["writers_killed"]))
+    if faults["worker_exits"]:  # not a violation of the guarantees, but a fault of the fleet
+        table.add_row("workers that exited on their own (restarted)",
+                      f"[bold yellow]{faults['worker_exits']}[/]")
     table.add_row("takeovers", str(takeover["count"]))
     table.add_row("takeover time p50 / p99", f"{_s(takeover['p50'])} / {_s(takeover['p99'])}")
     ratio = rate["ratio"]

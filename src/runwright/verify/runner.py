@@ -28,7 +28,7 @@ from .place import Place, place_for
 from .workers import Pool
 from .workload import verify_app
 
-__all__ = ["Options", "Outcome", "run_verify"]
+__all__ = ["Options", "Outcome", "VerifyAborted", "run_verify"]
 
 T = TypeVar("T")
 CANCEL_SHARE = 0.05  # runs verify cancels while they drain
@@ -41,6 +41,10 @@ PLACE_WORDS = {"postgres": "schema", "redis": "namespace", "sqlite": "file"}
 SPREAD = 2.0  # the fault phase's submissions last this many times the longest fault period
 CHUNK = 500
 READ_AT_ONCE = 16
+
+
+class VerifyAborted(Exception):
+    """Verify could not get going (its workers did not start): nothing was checked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +145,7 @@ async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
         findings = check(expected, store, Ledger.read(work / "ledger"))
         base_runs = [store[i].run for i in base_ids if i in store]
         fault_runs = [store[i].run for i in fault_ids if i in store]
-        report = _report(options, place, findings, injector, len(plan), crashes,
+        report = _report(options, place, pool, findings, injector, len(plan), crashes,
                          throughput(base_runs), throughput(fault_runs), len(cancels), rate)
         return Outcome(report, findings)
     finally:
@@ -154,9 +158,9 @@ async def _wait_ready(app: App, pool: Pool, workers: int) -> None:
     while len(await _patient(app.list_workers)) < workers:
         crashed = pool.crashed()
         if crashed:
-            raise RuntimeError(f"a verify worker could not start: {crashed[0]}")
+            raise VerifyAborted(f"a verify worker could not start: {crashed[0]}")
         if time.monotonic() > deadline:
-            raise RuntimeError("the verify workers did not register within 120 s")
+            raise VerifyAborted("the verify workers did not register within 120 s")
         await asyncio.sleep(0.1)
 
 
@@ -207,9 +211,10 @@ async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, before: int
                 pass  # it ended first
             issued += 1
         for slot, proc in enumerate(pool.procs):
-            if proc.poll() is not None:
+            if proc.poll() is not None:  # exited on its own: say why, and restart it
                 crashes += 1
-                pool.kill(slot)  # reaps and restarts it
+                pool.exits.append(pool.tail(slot))
+                pool.kill(slot)
         fed = feeding is None or feeding.done()
         if (fed and ended == total and issued == len(cancels)) or time.monotonic() > deadline:
             return crashes, total
@@ -262,7 +267,8 @@ async def _read_one(app: App, run: Run) -> RunData:
     return RunData(run, events, steps)
 
 
-def _report(options: Options, place: Place, found: Findings, injector: Injector, scheduled: int,
+def _report(options: Options, place: Place, pool: Pool, found: Findings, injector: Injector,
+            scheduled: int,
             crashes: int, base: float | None, faulted: float | None, cancels: int,
             rate: float) -> dict[str, Any]:
     counts = injector.counts
@@ -290,5 +296,6 @@ def _report(options: Options, place: Place, found: Findings, injector: Injector,
         "examples": {name: items[:5] for name, items in (
             ("lost", found.lost), ("failed", found.failed), ("steps_reexecuted", found.steps_reexecuted),
             ("at_most_once_violations", found.at_most_once), ("zombie_writes_durable", found.zombie_writes),
-            ("stream_gaps_or_repeats", found.stream_faults)) if items},
+            ("stream_gaps_or_repeats", found.stream_faults), ("worker_exits", pool.exits))
+            if items},
     }

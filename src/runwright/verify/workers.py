@@ -26,6 +26,7 @@ class Pool:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stopped: set[int] = set()  # slots whose process is SIGSTOPped now
         self.lives = 0
+        self.exits: list[str] = []  # log tails of processes that exited on their own
         self.log_paths: list[Path] = []
         for slot in range(size):
             self.log_paths.append(self.logs)
@@ -47,11 +48,12 @@ class Pool:
 
     def crashed(self) -> list[str]:
         """The log tails of workers that exited on their own (not killed by verify)."""
-        return [self._tail(i) for i, proc in enumerate(self.procs) if proc.poll() is not None]
+        return [self.tail(i) for i, proc in enumerate(self.procs) if proc.poll() is not None]
 
-    def _tail(self, slot: int) -> str:
+    def tail(self, slot: int) -> str:
         text = self.log_paths[slot].read_text(errors="replace")
-        return f"worker slot {slot} exited ({self.procs[slot].returncode}): {text[-2000:]}"
+        lines = [line for line in text.splitlines() if line.strip()]
+        return f"worker slot {slot} exited ({self.procs[slot].returncode}): {' | '.join(lines[-3:])}"
 
     def kill(self, slot: int) -> None:
         """SIGKILL the slot's process and start a new one in its place."""
