@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
@@ -72,17 +72,24 @@ class Injector:
         self.applied: list[dict[str, object]] = []
         self._started = asyncio.get_running_loop().time()
         self._wakes: set[asyncio.Task[None]] = set()
+        self._turns: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def apply(self, fault: Fault) -> None:
+        """Apply one fault (faults run concurrently, so that one waiting for its worker
+        delays no other; those on one slot take turns)."""
         slot = fault.slot
         if fault.kind != "blip" or self.place.backend == "sqlite":
             slot = await self._target(slot)
+        async with self._turns[slot]:
+            await self._apply(fault.kind, slot)
+
+    async def _apply(self, kind: str, slot: int) -> None:
         self.applied.append({"at_s": round(asyncio.get_running_loop().time() - self._started, 3),
-                             "kind": fault.kind, "slot": slot})
-        if fault.kind == "kill":
+                             "kind": kind, "slot": slot})
+        if kind == "kill":
             self.pool.kill(slot)
             self.counts["kills"] += 1
-        elif fault.kind == "stall":
+        elif kind == "stall":
             await self._stall(slot)
         elif self.place.backend == "sqlite":
             await self._kill_a_writer(slot)

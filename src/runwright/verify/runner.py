@@ -222,15 +222,28 @@ async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, before: int
 
 
 async def _inject(plan: Sequence[Fault], injector: Injector, progress: Progress, bar: Any) -> None:
+    """Each fault at its time, in a task of its own (see Injector.apply)."""
     started = time.monotonic()
-    for fault in plan:
-        delay = started + fault.at_s - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+    landing: set[asyncio.Task[None]] = set()
+
+    async def land(fault: Fault) -> None:
         await injector.apply(fault)
         counts = injector.counts
         progress.update(bar, note=f"kills {counts['kills']} stalls {counts['stalls']} "
                                   f"blips {counts['blips']}")
+
+    try:
+        for fault in plan:
+            delay = started + fault.at_s - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.ensure_future(land(fault))
+            landing.add(task)
+            task.add_done_callback(landing.discard)
+    finally:
+        for task in list(landing):
+            task.cancel()
+        await asyncio.gather(*landing, return_exceptions=True)
 
 
 async def _read_all(app: App, parents: list[int], progress: Progress) -> tuple[dict[int, RunData], list[int]]:
