@@ -15,6 +15,16 @@ from .workload import APP_SPEC, LEDGER_ENV, QUEUE
 __all__ = ["Pool"]
 
 CONCURRENCY = 8
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, SIGKILL it when verify dies, even by SIGKILL
+    (its cleanup cannot run then, but no worker is left running)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class Pool:
@@ -41,7 +51,8 @@ class Pool:
         env = {**os.environ, LEDGER_ENV: str(self.ledger), "RUNWRIGHT_LOG_LEVEL": "WARNING"}
         with open(self.log_paths[slot], "wb") as log:
             return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
 
     def pid(self, slot: int) -> int:
         return self.procs[slot].pid
