@@ -80,6 +80,8 @@ class Injector:
         slot = fault.slot
         if fault.kind != "blip" or self.place.backend == "sqlite":
             slot = await self._target(slot)
+        else:
+            await self._all_up()
         async with self._turns[slot]:
             await self._apply(fault.kind, slot)
 
@@ -97,6 +99,16 @@ class Injector:
             cut = await (self._cut_postgres() if self.place.backend == "postgres" else self._cut_redis())
             self.counts["blips"] += 1
             self.counts["connections_cut"] += cut
+
+    async def _all_up(self) -> None:
+        """Until every worker has registered: a cut that lands while a worker starts can
+        make it give up starting, and under a short period none would ever get going."""
+        deadline = asyncio.get_running_loop().time() + UP_WAIT_S
+        while asyncio.get_running_loop().time() < deadline:
+            up = await self.registered()
+            if all(proc.pid in up for proc in self.pool.procs):
+                return
+            await asyncio.sleep(0.1)
 
     async def _target(self, slot: int) -> int:
         """The scheduled slot once its worker has registered: a process killed while it
