@@ -101,12 +101,13 @@ class Injector:
             self.counts["connections_cut"] += cut
 
     async def _all_up(self) -> None:
-        """Until every worker has registered: a cut that lands while a worker starts can
-        make it give up starting, and under a short period none would ever get going."""
+        """Until at most one worker is still starting: a cut that lands while a worker
+        starts can make it give up starting, and with cuts every few seconds on a loaded
+        machine none might ever get going (while kills go on, all are rarely up at once)."""
         deadline = asyncio.get_running_loop().time() + UP_WAIT_S
         while asyncio.get_running_loop().time() < deadline:
             up = await self.registered()
-            if all(proc.pid in up for proc in self.pool.procs):
+            if sum(proc.pid not in up for proc in self.pool.procs) <= 1:
                 return
             await asyncio.sleep(0.1)
 
