@@ -1,5 +1,5 @@
 """`runwright worker | serve | submit | runs | show | events | follow | cancel | retry | dead |
-workers | thread | schedules | status | migrate | demo`.
+workers | thread | schedules | status | migrate | demo | verify`.
 
 Exit codes and the one-line errors live in `exits`, output for people and scripts in
 `output`; `serve` loads the web stack from `serving` only when it runs.
@@ -518,6 +518,37 @@ def demo(
     with clear_errors():
         ok = run_demo(runs_count, workers, url)
     raise typer.Exit(0 if ok else 1)
+
+
+@cli.command()
+def verify(
+    url: str | None = URL,
+    workers: int = typer.Option(5, "--workers", metavar="N", help="Worker processes verify starts."),
+    runs_count: int = typer.Option(10000, "--runs", metavar="N", help="Runs of its workload."),
+    steps: int = typer.Option(3, "--steps", metavar="N", help="Journaled steps per run."),
+    kill_every: str = typer.Option("2s", "--kill-every", metavar="DURATION",
+                                   help="SIGKILL a random worker (restarted) this often; 0: never."),
+    stall_every: str = typer.Option("10s", "--stall-every", metavar="DURATION",
+                                    help="SIGSTOP a worker past its lease, then SIGCONT; 0: never."),
+    blip_every: str = typer.Option("5s", "--blip-every", metavar="DURATION",
+                                   help="Drop the workers' database connections (SQLite: kill a "
+                                        "writer mid-transaction); 0: never."),
+    seed: int | None = typer.Option(None, "--seed", metavar="N",
+                                    help="The same seed makes the same fault schedule."),
+    lease_s: float = typer.Option(2.0, "--lease-s", metavar="SECONDS",
+                                  help="The workers' lease: a stalled one loses its runs after it."),
+    timeout_s: float = typer.Option(600.0, "--timeout-s", metavar="SECONDS",
+                                    help="Give up draining after this (runs not ended are lost)."),
+    json_out: bool = JSON_OUT,
+) -> None:
+    """Prove the deployment's guarantees: verify's own workers run a ledgered workload in a
+    schema (namespace, file) of its own while faults hit them; exit 0 only if nothing was
+    lost, repeated or let through. It removes all it made, even when interrupted."""
+    from .verifying import verify as run
+
+    with clear_errors():
+        run(url, workers, runs_count, steps, kill_every, stall_every, blip_every,
+            seed, lease_s, timeout_s, json_out)
 
 
 thread_cli = typer.Typer(help="A thread: show its runs and history, cancel its runs, follow them.",

@@ -187,7 +187,10 @@ class RedisStore:
         pool = aioredis.BlockingConnectionPool.from_url(
             self._client_url, max_connections=POOL_CONNECTIONS, timeout=POOL_WAIT_S,
             decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
-            socket_keepalive=True, health_check_interval=10)
+            socket_keepalive=True, health_check_interval=10,
+            # As PostgreSQL's application_name: an operator (or `runwright verify`) can
+            # find this deployment's connections in CLIENT LIST, and cut only those.
+            client_name=f"runwright:{self.namespace}")
         return aioredis.Redis.from_pool(pool)
 
     @property
