@@ -1,7 +1,7 @@
 """Fleet broadcast benchmark: the round trip of `app.fleet.broadcast("ping")` to 3 and to
 10 worker processes, per backend (p50/p99 over `--broadcasts` broadcasts each).
 
-    cd /tmp/rw/fleet && .venv/bin/python -m benchmarks.fleet_broadcast [--backends sqlite,redis]
+    .venv/bin/python -m benchmarks.fleet_broadcast [--backends sqlite,redis]
         [--broadcasts 200] [--pg-url URL]
 
 It prints figures; it asserts nothing. A round trip is from the call to the report: the
