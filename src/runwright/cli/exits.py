@@ -27,8 +27,8 @@ from ..errors import (
     ThreadNotFound,
 )
 
-__all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "NOT_FOUND", "NO_SCHEMA", "OK", "STORE_UNREACHABLE",
-           "TABLE", "TIMED_OUT", "clear_errors", "err", "fail"]
+__all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_SCHEMA", "OK",
+           "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "err", "fail"]
 
 OK = 0
 FAILED = 1
@@ -38,6 +38,7 @@ NO_SCHEMA = 4
 NOT_FOUND = 5
 TIMED_OUT = 6
 ADDRESS_IN_USE = 7
+INTERRUPTED = 130  # the shells' 128 + SIGINT
 
 TABLE = [
     (OK, "success"),
@@ -48,6 +49,7 @@ TABLE = [
     (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
     (TIMED_OUT, "submit --wait --timeout-s: the run did not end in time (it goes on)"),
     (ADDRESS_IN_USE, "serve: cannot listen there (the port is in use, or not allowed)"),
+    (INTERRUPTED, "verify: interrupted by SIGINT or SIGTERM (its place and processes removed)"),
 ]
 
 # The most specific kind first: SchemaError and StoreUnreachable are both StoreErrors.

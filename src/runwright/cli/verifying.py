@@ -16,11 +16,10 @@ import typer
 from rich.console import Console
 
 from ..verify.checks import Findings
-from .exits import BAD_INPUT, FAILED, OK, fail
+from .exits import BAD_INPUT, FAILED, INTERRUPTED, OK, fail
 
 __all__ = ["INTERRUPTED", "exit_code", "parse_duration", "verify"]
 
-INTERRUPTED = 130
 UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "": 1.0}
 
 
