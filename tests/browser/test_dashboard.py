@@ -213,6 +213,7 @@ async def test_a_run_page_follows_live_and_shows_attempts_steps_and_children(
         assert outcomes == ["retrying", "dead"]
         trace = await page.locator("#run-error pre").inner_text()
         assert "RuntimeError: doomed" in trace and "Traceback" in trace
+        await page.locator("#events .event[data-kind='dead']").wait_for()  # the whole log is in
         assert await page.locator("#events .event[data-kind='trying']").count() == 2
         await shot(page, "run")
         await page.click("#run-retry")

@@ -7,6 +7,7 @@ is raised at once, as it is. Real SQLite files and a real second connection thro
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 from typing import AsyncIterator
@@ -82,3 +83,21 @@ def test_which_sqlite_errors_are_blinks(tmp_path: Path) -> None:
     holder.execute("ROLLBACK")
     holder.close()
     other.close()
+
+
+async def test_a_shared_transaction_cancelled_while_it_begins_leaves_none_open(
+        sqlite_store: SqliteStore, tmp_path: Path) -> None:
+    """Cancelled while BEGIN waits for another process's write lock: once the lock is
+    free, the next shared transaction begins (none was left open on the connection)."""
+    other = sqlite3.connect(tmp_path / "runwright.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock: our BEGIN waits on it
+        wid = 10**6
+        stopping = asyncio.create_task(sqlite_store.worker_deregister(wid))
+        await asyncio.sleep(0.3)  # its BEGIN IMMEDIATE is on the thread, waiting
+        stopping.cancel()
+        await asyncio.gather(stopping, return_exceptions=True)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    await sqlite_store.worker_deregister(10**6)  # "cannot start a transaction within a transaction" before

@@ -228,11 +228,14 @@ class SqliteStore(SqlStore):
     async def _transaction(self) -> AsyncIterator[_Connection]:
         async with self._shared_turn:
             conn = _Connection(self._shared)
-            await conn.execute("BEGIN IMMEDIATE")
             try:
+                # Inside the try: a caller cancelled while BEGIN runs on the thread must
+                # still roll back, or the next transaction on this connection cannot begin.
+                await conn.execute("BEGIN IMMEDIATE")
                 yield conn
             except BaseException:
-                # SQLite may have rolled back already (a full disk, an I/O error).
+                # SQLite may have rolled back already (a full disk, an I/O error). Queued
+                # on the same thread, this runs after a BEGIN still in flight.
                 await conn.call(lambda raw: raw.in_transaction and raw.execute("ROLLBACK"))
                 raise
             await conn.execute("COMMIT")
