@@ -7,7 +7,6 @@ import inspect
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import IO, Any, Awaitable, Callable, Sequence
 
 import runwright as rw
 from runwright.runs import Run
+from runwright.store.sqlite.liveness import write_lock_free
 
 from . import apps
 
@@ -284,15 +284,7 @@ async def sigstop_outside_a_write(worker: WorkerProcess, store_url: str) -> None
 
 def sqlite_write_lock_free(store_url: str) -> bool:
     """True unless a process holds the SQLite database's write lock (and keeps it 5 s)."""
-    conn = sqlite3.connect(store_url[len("sqlite:///"):], timeout=5.0, isolation_level=None)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:  # "database is locked"
-        return False
-    finally:
-        conn.close()
+    return write_lock_free(store_url[len("sqlite:///"):], 5.0)
 
 
 async def owner_pid(app: rw.App, run: Run) -> int:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from ..store.sqlite.liveness import write_lock_free
 from .place import Place
 from .workers import Pool
 
@@ -172,18 +172,7 @@ class Injector:
         self.counts["blips"] += 1
 
     async def _write_lock_free(self) -> bool:
-        def probe() -> bool:
-            conn = sqlite3.connect(self.place.name, timeout=LOCK_PROBE_S, isolation_level=None)
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-                return True
-            except sqlite3.OperationalError:  # "database is locked"
-                return False
-            finally:
-                conn.close()
-
-        return await asyncio.to_thread(probe)
+        return await asyncio.to_thread(write_lock_free, self.place.name, LOCK_PROBE_S)
 
     async def _cut_postgres(self) -> int:
         import asyncpg
