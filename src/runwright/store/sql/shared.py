@@ -334,11 +334,7 @@ class SqlStore(ABC):
                 return []
         async with self._transaction() as conn:
             expired = [run_from_row(r) for r in await conn.fetch(q.EXPIRE, judged, rules.deadline_error())]
-            if expired:
-                failed = ("failed", {"error": "DeadlineExceeded"})
-                await self._log_bumped(conn, expired, [failed] * len(expired), now)
-                await conn.notify("done", [run.id for run in expired])
-                await self._wake_parents(conn, expired, now)
+            await self._closed_failed(conn, expired, "DeadlineExceeded", now)
         self.hub.fire_changed(expired)
         return expired
 
@@ -362,13 +358,17 @@ class SqlStore(ABC):
                 closed += [run_from_row(row) for row in await conn.fetch(
                     q.FAIL_UNRUNNABLE, self.clock.judged(params.now), float(params.due_for_s), queue,
                     task, -1 if major is None else major, error)]
-            if closed:
-                failed = ("failed", {"error": "Unrunnable"})
-                await self._log_bumped(conn, closed, [failed] * len(closed), now)
-                await conn.notify("done", [run.id for run in closed])
-                await self._wake_parents(conn, closed, now)
+            await self._closed_failed(conn, closed, "Unrunnable", now)
         self.hub.fire_changed(closed)
         return closed
+
+    async def _closed_failed(self, conn: SqlConnection, runs: list[Run], error: str, now: float) -> None:
+        """Runs a sweep just closed `failed` (a deadline, unrunnable): each one's `failed`
+        event, the notification that they ended, and their parked parents woken."""
+        if runs:
+            await self._log_bumped(conn, runs, [("failed", {"error": error})] * len(runs), now)
+            await conn.notify("done", [run.id for run in runs])
+            await self._wake_parents(conn, runs, now)
 
     async def _unrunnable(self, conn: SqlConnection, params: RunUnrunnableParams) -> list[UnrunnableKind]:
         judged, due_for_s = self.clock.judged(params.now), float(params.due_for_s)
