@@ -22,3 +22,37 @@ def test_the_server_package_loads_them_when_used():
              f"print(json.dumps(sorted(m for m in {SERVER_ONLY!r} if m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == sorted(SERVER_ONLY)  # the probe above can see them
+
+
+# Loaded when a feature needs them: pydantic when a tool is defined (and by the server's
+# models), croniter when a cron schedule is read or written, the model SDK and httpx when a
+# model or webhook is called. A worker of plain tasks starts without any of them.
+ON_USE = ("croniter", "httpx", "openai", "pydantic")
+
+
+def test_import_runwright_loads_no_tool_cron_or_model_library():
+    probe = ("import json, sys, runwright; "
+             f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(loaded.stdout) == []
+
+
+def test_the_worker_command_parses_without_pydantic():
+    """Typer 0.29 builds a pydantic adapter per option at every call (0.12 s per CLI process):
+    the pin below it holds while this passes."""
+    probe = ("import json, sys; sys.argv = ['runwright', 'worker', 'no_such_module_here:app']\n"
+             "from runwright.cli.main import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(loaded.stdout.splitlines()[-1]) == []
+
+
+def test_a_tool_and_a_cron_load_theirs_when_used():
+    probe = ("import json, sys, runwright\n"
+             "app = runwright.App('sqlite:///unused-never-opened.db')\n"
+             "@app.tool()\ndef add(a: int, b: int) -> int:\n    return a + b\n"
+             "from runwright.schedules import check_cron\ncheck_cron('0 9 * * 1-5')\n"
+             f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert json.loads(loaded.stdout) == ["croniter", "pydantic"]  # the probes above can see them

@@ -18,12 +18,13 @@ from __future__ import annotations
 import inspect
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, cast
-
-import pydantic
+from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
 from ..blocking import in_thread
 from ..errors import BadArguments, ConfigError
+
+if TYPE_CHECKING:  # pydantic is imported when a tool is defined: a worker without tools skips it
+    import pydantic
 
 __all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
 
@@ -62,6 +63,8 @@ class ToolSpec:
     def validate(self, raw: str | dict[str, Any]) -> dict[str, Any]:
         """The model's arguments, checked; raises BadArguments (a ValueError) with what the
         model got wrong."""
+        import pydantic
+
         try:
             if isinstance(raw, str):
                 model = self.arguments.model_validate_json(raw or "{}")
@@ -95,6 +98,8 @@ def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str,
     if delivery == "idempotent" and IDEMPOTENCY_KEY not in signature.parameters:
         raise ConfigError(f"tool {name!r} is idempotent: give it an `{IDEMPOTENCY_KEY}: str` "
                           f"parameter, through which it receives its stable key")
+    import pydantic
+
     hints = _hints(fn)
     fields: dict[str, Any] = {}
     for param in signature.parameters.values():

@@ -630,10 +630,17 @@ def command() -> TyperGroup:
     for sub in [group, *group.commands.values()]:
         for param in sub.params:
             if isinstance(param, TyperOption) and not param.is_flag and param.metavar is None:
-                param.metavar = METAVARS.get(param.bare_type(), param.bare_type().upper())
+                name = _type_name(param)
+                param.metavar = METAVARS.get(name, name.upper())
             elif isinstance(param, TyperArgument):
                 setattr(param, "display_type_rich", _no_type)  # noqa: B010 (mypy: a method)
     return group
+
+
+def _type_name(param: TyperOption) -> str:
+    """`int`, `float`, `str`, `int range`...: `bare_type()` since Typer 0.29, the type's name before."""
+    bare = getattr(param, "bare_type", None)
+    return str(bare() if bare is not None else param.type.name)
 
 
 def _no_type(ctx: object) -> None:
