@@ -19,7 +19,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 import asyncpg
 import redis.asyncio
@@ -29,6 +29,7 @@ from runwright.store.params import RunCountParams
 
 from . import common
 from .common import BenchError, Workers, event_loop_runner, p99, pair, say
+from .cpu import CpuMeter, CpuSample, pg_backends, redis_server
 
 NAME = "drain"  # the workers load benchmarks.drain:app; PostgreSQL's schema is bench_drain_<pid>
 POLL_S = 0.02  # how often run counts are read while a batch drains
@@ -77,6 +78,10 @@ class Figures:
     round_trip_ms: tuple[float, float] | None = None
     takeovers_s: list[float] = field(default_factory=list)
     rss_mib: list[tuple[float, float]] = field(default_factory=list)  # (now, peak) per worker
+    # CPU µs per run of the pre-submitted drain and of the raw loop: (workers, database);
+    # the database's None on SQLite, which runs inside the workers.
+    drain_cpu_us: tuple[float, float | None] | None = None
+    raw_cpu_us: tuple[float, float | None] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -127,7 +132,7 @@ def succeeded(counts: dict[str, int]) -> int:
 
 
 async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argparse.Namespace,
-                                   figures: Figures) -> None:
+                                   figures: Figures, meter: CpuMeter) -> None:
     """A pre-submitted batch drained by workers started afterwards. The drain clock starts
     at the first claim seen, so interpreter start-up is reported apart, not averaged in."""
     items = [{"n": i} for i in range(args.runs)]
@@ -139,11 +144,17 @@ async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argpar
     spawned = time.perf_counter()
     workers.start(args.workers)
     first = await wait_counts(bench, lambda c: c.get("queued", 0) < args.runs, "first claim")
+    # From the first claim: the workers' start-up (imports, connecting) is not a run's cost.
+    # The runs claimed before the sample are few, and counted in the divisor: a slight
+    # overestimate of the CPU per run, never an underestimate.
+    await meter.start()
     done = await wait_counts(bench, lambda c: succeeded(c) >= args.runs, "pre-submitted drain")
+    figures.drain_cpu_us = await meter.per_run_us(args.runs)
     figures.startup_s = first - spawned
     figures.drain_per_s = args.runs / (done - first)
     say(figures.backend, f"drain by {args.workers} workers: {figures.drain_per_s:,.0f} runs/s "
-                         f"(worker start-up to first claim {figures.startup_s:.2f} s)")
+                         f"(worker start-up to first claim {figures.startup_s:.2f} s); "
+                         f"CPU per run {cpu_pair(figures.drain_cpu_us)}")
 
 
 async def measure_steady_drain(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
@@ -251,20 +262,23 @@ WHERE id = ? AND fence = ? AND state = 'running'
 def raw_pg_process(dsn: str, schema: str, batch: int, owner: int, start: Any, done: Any) -> None:
     """One raw worker: claim a batch, complete it in one statement, until nothing is left."""
 
-    async def loop() -> int:
-        conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
+    async def loop() -> tuple[int, float]:
+        # Named after the schema, as the store's sessions are: the CPU meter finds its backend.
+        conn = await asyncpg.connect(dsn, server_settings={"search_path": schema,
+                                                           "application_name": f"raw:{schema}"})
         try:
-            start.wait()
+            cpu0 = released(start)
             total = 0
             while rows := await conn.fetch(PG_RAW_CLAIM, time.time(), batch, owner):
                 await conn.execute(PG_RAW_COMPLETE, [r[0] for r in rows], [r[1] for r in rows])
                 total += len(rows)
-            return total
+            finished(start, done, total, cpu0)  # the session stays until its CPU was read
+            return total, time.process_time() - cpu0
         finally:
             await conn.close()
 
     with event_loop_runner() as runner:
-        done.put(runner.run(loop()))
+        runner.run(loop())
 
 
 def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any) -> None:
@@ -272,7 +286,7 @@ def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any)
     conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    start.wait()
+    cpu0 = released(start)
     total = 0
     while True:
         now = time.time()
@@ -285,8 +299,8 @@ def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any)
         conn.executemany(SQLITE_RAW_COMPLETE, rows)
         conn.execute("COMMIT")
         total += len(rows)
+    finished(start, done, total, cpu0)
     conn.close()
-    done.put(total)
 
 
 # The bare Lua loop the Redis backend is built on: a due sorted set, a hash per run with
@@ -325,18 +339,19 @@ return 1
 def raw_redis_process(url: str, due_key: str, batch: int, owner: int, start: Any, done: Any) -> None:
     """One raw worker on Redis: claim a batch in one script, complete it in another."""
 
-    async def loop() -> int:
+    async def loop() -> tuple[int, float]:
         client = redis.asyncio.Redis.from_url(url)
         claim = client.register_script(REDIS_RAW_CLAIM)
         complete = client.register_script(REDIS_RAW_COMPLETE)
         try:
             await client.ping()
-            start.wait()
+            cpu0 = released(start)
             total = 0
             while flat := await claim(keys=[due_key], args=[time.time(), batch, owner]):
                 await complete(keys=[due_key], args=flat)
                 total += len(flat) // 2
-            return total
+            finished(start, done, total, cpu0)
+            return total, time.process_time() - cpu0
         finally:
             await client.aclose()
 
@@ -344,23 +359,55 @@ def raw_redis_process(url: str, due_key: str, batch: int, owner: int, start: Any
         done.put(runner.run(loop()))
 
 
-def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processes: int) -> tuple[float, int]:
-    """Start the raw workers, release them together once all are connected; return
-    (seconds until the last one finished, runs completed). Spawned, not forked: the
-    parent holds an event loop and open connections a fork would copy."""
+def released(start: Any) -> float:
+    """A raw worker's two waits on the race's barrier: all connected (the parent then reads
+    the database's CPU), then go. Returns the process's CPU clock at the go."""
+    start.wait()
+    start.wait()
+    return time.process_time()
+
+
+def finished(start: Any, done: Any, total: int, cpu0: float) -> None:
+    """A raw worker's end: its count and CPU seconds, then a wait until every worker has
+    finished and the parent has read the database's CPU (a closed session's backend is
+    gone, and its time with it)."""
+    done.put((total, time.process_time() - cpu0))
+    start.wait()
+
+
+@dataclass
+class RawRace:
+    elapsed_s: float
+    total: int
+    workers_cpu_s: float
+    database_cpu_s: float | None
+
+
+def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processes: int,
+             database: Callable[[], Coroutine[Any, Any, list[int]]] | None = None) -> RawRace:
+    """Start the raw workers, release them together once all are connected; return the
+    seconds until the last one finished, the runs completed and the CPU spent (each
+    worker's own, and the database's `database` pids). Spawned, not forked: the parent
+    holds an event loop and open connections a fork would copy. Called in a thread of its
+    own, so the database's pids are read on a loop of that thread."""
     ctx = multiprocessing.get_context("spawn")
     start, done = ctx.Barrier(processes + 1), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*target_args, owner, start, done), daemon=True)
              for owner in range(1, processes + 1)]
     for proc in procs:
         proc.start()
-    start.wait(timeout=30)
+    start.wait(timeout=30)  # all connected
+    db_pids: list[int] = asyncio.run(database()) if database else []
+    db_before = CpuSample.of(db_pids)
+    start.wait(timeout=30)  # go
     t0 = time.perf_counter()
-    total = sum(done.get(timeout=DRAIN_TIMEOUT_S) for _ in procs)
+    totals, cpus = zip(*(done.get(timeout=DRAIN_TIMEOUT_S) for _ in procs))
     elapsed = time.perf_counter() - t0
+    db_s = CpuSample.of(db_pids).since(db_before) if database else None
+    start.wait(timeout=30)  # read: the workers may close their sessions
     for proc in procs:
         proc.join()
-    return elapsed, total
+    return RawRace(elapsed, sum(totals), sum(cpus), db_s)
 
 
 async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figures: Figures) -> None:
@@ -370,9 +417,9 @@ async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figure
         await conn.execute(PG_RAW_FILL, args.runs)
     finally:
         await conn.close()
-    elapsed, total = await asyncio.to_thread(
-        race_raw, raw_pg_process, (dsn, schema, args.concurrency), args.workers)
-    record_raw(figures, args, elapsed, total)
+    race = await asyncio.to_thread(race_raw, raw_pg_process, (dsn, schema, args.concurrency),
+                                   args.workers, pg_backends(dsn, schema))
+    record_raw(figures, args, race)
 
 
 async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: Figures) -> None:
@@ -389,9 +436,10 @@ async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: F
             await pipe.execute()
     finally:
         await client.aclose()
-    elapsed, total = await asyncio.to_thread(
-        race_raw, raw_redis_process, (common.REDIS_URL, due_key, args.concurrency), args.workers)
-    record_raw(figures, args, elapsed, total)
+    race = await asyncio.to_thread(race_raw, raw_redis_process,
+                                   (common.REDIS_URL, due_key, args.concurrency), args.workers,
+                                   redis_server(common.REDIS_URL))
+    record_raw(figures, args, race)
 
 
 async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figures) -> None:
@@ -404,18 +452,22 @@ async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figur
                      [(now,)] * args.runs)
     conn.execute("COMMIT")
     conn.close()
-    elapsed, total = await asyncio.to_thread(
-        race_raw, raw_sqlite_process, (path, args.concurrency), args.workers)
-    record_raw(figures, args, elapsed, total)
+    race = await asyncio.to_thread(race_raw, raw_sqlite_process, (path, args.concurrency),
+                                   args.workers)
+    record_raw(figures, args, race)
 
 
-def record_raw(figures: Figures, args: argparse.Namespace, elapsed: float, total: int) -> None:
+def record_raw(figures: Figures, args: argparse.Namespace, race: RawRace) -> None:
+    total = race.total
     if total != args.runs:
         figures.notes.append(f"raw baseline completed {total} of {args.runs} rows")
-    figures.raw_per_s = total / elapsed
+    figures.raw_per_s = total / race.elapsed_s
+    figures.raw_cpu_us = (1e6 * race.workers_cpu_s / total,
+                          None if race.database_cpu_s is None else 1e6 * race.database_cpu_s / total)
     language = "Lua" if figures.backend == "redis" else "SQL"
     say(figures.backend, f"raw {language} claim+complete, {args.workers} processes, batch "
-                         f"{args.concurrency}: {figures.raw_per_s:,.0f} runs/s")
+                         f"{args.concurrency}: {figures.raw_per_s:,.0f} runs/s; "
+                         f"CPU per run {cpu_pair(figures.raw_cpu_us)}")
 
 
 # -- one backend, start to end ----------------------------------------------------------
@@ -426,7 +478,8 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
     async with common.backend_session(figures, NAME, with_tasks, args.concurrency, tmp,
                                       args.pg_url) as session:
         await session.bench.open()
-        await bench_framework(session.bench, session.workers, args, figures)
+        await bench_framework(session.bench, session.workers, args, figures,
+                              meter_of(backend, session.workers, args.pg_url, session.schema))
         await session.bench.close()  # before the raw phase: nothing of ours competes for the CPU
         if backend == "sqlite":
             await measure_raw_sqlite(str(tmp / "raw.db"), args, figures)
@@ -437,9 +490,16 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
     return figures
 
 
+def meter_of(backend: str, workers: Workers, pg_url: str, schema: str) -> CpuMeter:
+    """The CPU meter of the workers and of the database server that serves them."""
+    database = (pg_backends(pg_url, schema) if backend == "postgres"
+                else redis_server(common.REDIS_URL) if backend == "redis" else None)
+    return CpuMeter(lambda: [proc.pid for proc in workers.procs], database)
+
+
 async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namespace,
-                          figures: Figures) -> None:
-    await measure_submit_and_drain(bench, workers, args, figures)
+                          figures: Figures, meter: CpuMeter) -> None:
+    await measure_submit_and_drain(bench, workers, args, figures, meter)
     await measure_steady_drain(bench, args, figures)
     figures.rss_mib = workers.rss_mib()
     # Latency is measured on one idle worker: stop the others.
@@ -470,6 +530,16 @@ def share(f: Figures) -> str:
     return f"{100 * f.drain_per_s / f.raw_per_s:.0f}%"
 
 
+def cpu_pair(us: tuple[float, float | None] | None) -> str:
+    """'workers 41 + database 22 µs': where a run's CPU goes ('in the workers' on SQLite)."""
+    if us is None:
+        return "-"
+    workers, database = us
+    if database is None:
+        return f"{workers:.0f} µs in the workers"
+    return f"workers {workers:.0f} + database {database:.0f} µs"
+
+
 def takeover(f: Figures) -> str:
     """The median, and each round: a takeover's time depends on where the kill lands in
     the survivor's rescue cycle, so the spread is part of the figure."""
@@ -492,6 +562,8 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
         ("  raw limit (SQL; Lua on Redis)", lambda f: rate(f.raw_per_s)),
         ("  drain / raw", share),
+        ("CPU per run, drain", lambda f: cpu_pair(f.drain_cpu_us)),
+        ("CPU per run, raw", lambda f: cpu_pair(f.raw_cpu_us)),
         ("submit+drain, workers up", lambda f: rate(f.steady_per_s)),
         ("worker start-up", lambda f: "-" if f.startup_s is None else f"{f.startup_s:.2f} s"),
         ("submit-to-start p50/p99", lambda f: pair(f.start_ms, "ms")),
