@@ -88,6 +88,9 @@ def task_signature(task_name: str, fn: Callable[..., Any], takes_context: bool) 
 def bind_arguments(task_name: str, signature: inspect.Signature,
                    args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Check the arguments against the task's signature; return them all by keyword."""
+    if not args and _fits_by_name(signature, kwargs):
+        # What bind would return (in the signature's order), at a fraction of its cost.
+        return {name: kwargs[name] for name in signature.parameters if name in kwargs}
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
@@ -97,6 +100,19 @@ def bind_arguments(task_name: str, signature: inspect.Signature,
         if p.kind is p.VAR_KEYWORD and p.name in out:
             out.update(out.pop(p.name))
     return dict(out)
+
+
+def _fits_by_name(signature: inspect.Signature, kwargs: dict[str, Any]) -> bool:
+    """Whether keyword arguments alone bind as they are: every name a parameter's (none
+    taken by **kwargs), every parameter without a default given. Task signatures have no
+    positional-only parameters (see task_signature), so nothing else can refuse them."""
+    params = signature.parameters
+    if len(kwargs) > len(params) or not all(name in params for name in kwargs):
+        return False
+    for p in params.values():
+        if p.kind is p.VAR_KEYWORD or (p.default is p.empty and p.name not in kwargs):
+            return False
+    return True
 
 
 def encode_error(error: BaseException, limit_chars: int = 8000) -> str:

@@ -9,6 +9,7 @@ declared `versions=` (see `check_majors`).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -31,6 +32,7 @@ def check_version(version: object) -> str:
     return version
 
 
+@functools.lru_cache(maxsize=64)  # read for every run submitted: an app has one version
 def major_of(version: str) -> int:
     return int(check_version(version).split(".", 1)[0])
 

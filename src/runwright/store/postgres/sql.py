@@ -26,22 +26,25 @@ def notify_ids(channel: str, source: str) -> str:
             f"    FROM (SELECT string_agg(id::text, ',') AS ids FROM {source}) s WHERE ids IS NOT NULL")
 
 
+# The rows come as one JSON array of arrays ($1), one row per run in the order below:
+# asyncpg sends one text parameter, where sixteen arrays cost the submitter ~10 µs a run
+# of per-element type checks (measured; the server's cost is the same either way). jsonb,
+# not json: json would re-parse a row's text for each of its sixteen fields.
 INSERT_MANY = f"""
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::smallint[], $5::text[],
-                         $6::integer[], $7::float8[], $8::float8[], $11::bigint[], $12::text[],
-                         $13::float8[], $14::text[], $15::text[], $16::text[], $17::text[],
-                         $18::integer[])
-        WITH ORDINALITY AS v(key, task, queue, priority, args, max_attempts, timeout_s, run_at,
-                             parent_id, budget, deadline_at, thread, tenant, traceparent,
-                             version, major, ord)
+    SELECT e->>0 AS key, e->>1 AS task, e->>2 AS queue, (e->>3)::smallint AS priority,
+           e->>4 AS args, (e->>5)::integer AS max_attempts, (e->>6)::float8 AS timeout_s,
+           (e->>7)::float8 AS run_at, (e->>8)::bigint AS parent_id, e->>9 AS budget,
+           (e->>10)::float8 AS deadline_at, e->>11 AS thread, e->>12 AS tenant,
+           e->>13 AS traceparent, e->>14 AS version, (e->>15)::integer AS major, ord
+    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS v(e, ord)
 ), inserted AS (
     -- ORDER BY ord: identity values follow the caller's order, which is claim order's
     -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
     INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
                       created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,
                       version, major, last_seq)
-    SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $9,
+    SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $2,
            parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
     FROM input ORDER BY ord
     ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
@@ -51,10 +54,10 @@ WITH input AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, 1, 'submitted', json_build_object('task', task, 'key', key, 'queue', queue,
                                                  'priority', priority, 'parent', parent_id,
-                                                 'thread', thread)::text, $9
+                                                 'thread', thread)::text, $2
     FROM inserted
 ), notified AS (
-    SELECT pg_notify($10, q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
+    SELECT pg_notify($3, q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
 )
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM notified) FROM inserted
 """

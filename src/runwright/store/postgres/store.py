@@ -15,6 +15,7 @@ which must hold a session, go to the direct URL (see `pooling`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import zlib
@@ -326,13 +327,11 @@ class PostgresStore(SqlStore):
 
     async def _insert(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
                       now: float) -> list[Run]:
-        columns = list(zip(*[(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
-                              p.timeout_s, p.run_at if p.run_at is not None else now, p.parent_id,
-                              p.budget, p.deadline_at, p.thread, p.tenant, p.traceparent,
-                              p.version, p.major)
-                             for p in params]))
-        rows = await conn.fetch(self._sql(sql.INSERT_MANY), *columns[:8], now, self.channels["queued"],
-                                *columns[8:])
+        rows_json = json.dumps([(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
+                                 p.timeout_s, p.run_at if p.run_at is not None else now,
+                                 p.parent_id, p.budget, p.deadline_at, p.thread, p.tenant,
+                                 p.traceparent, p.version, p.major) for p in params])
+        rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
         found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}
         missing: dict[str, list[str]] = {}
         for p in params:
