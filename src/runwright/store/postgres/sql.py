@@ -149,9 +149,10 @@ WITH finished AS (
         attempt = r.attempt - v.release::int,
         wake_requested = false,
         last_seq = r.last_seq + 1
-    FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::float8[],
-                $8::bool[], $9::text[], $10::text[])
-        AS v(id, fence, state, result, error, run_at, release, kind, data)
+    FROM (SELECT (e->>0)::bigint AS id, (e->>1)::bigint AS fence, e->>2 AS state,
+                 e->>3 AS result, e->>4 AS error, (e->>5)::float8 AS run_at,
+                 (e->>6)::bool AS release, e->>7 AS kind, e->>8 AS data
+          FROM jsonb_array_elements($2::jsonb) AS j(e)) v  -- one row per end, as INSERT_MANY's
     WHERE r.id = v.id AND r.fence = v.fence AND r.state = 'running'
     RETURNING r.id, r.state, r.last_seq, r.parent_id, v.state AS asked,
               CASE WHEN r.state = v.state THEN v.kind ELSE r.state END AS kind,
@@ -160,11 +161,11 @@ WITH finished AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, kind, data, $1::float8 FROM finished
 ), ended AS (
-    {notify_ids("$11", "finished WHERE state <> 'queued'")}
+    {notify_ids("$3", "finished WHERE state <> 'queued'")}
 ), requeued AS (
-    SELECT pg_notify($12, '') FROM finished WHERE state = 'queued' LIMIT 1
+    SELECT pg_notify($4, '') FROM finished WHERE state = 'queued' LIMIT 1
 ), grown AS (
-    {notify_ids("$13", "finished")}
+    {notify_ids("$5", "finished")}
 )
 SELECT f.id, f.state, f.parent_id, f.thread, f.asked, f.interrupt, (SELECT count(*) FROM ended),
        (SELECT count(*) FROM requeued), (SELECT count(*) FROM grown)

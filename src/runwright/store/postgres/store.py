@@ -368,11 +368,11 @@ class PostgresStore(SqlStore):
         if not params:
             return []
         now = self.clock.now(params[0].now)
-        columns = list(zip(*[(p.run_id, p.fence, p.state.value, p.result, p.error,
-                              p.run_at if p.run_at is not None else now, p.release, p.kind,
-                              p.event_data) for p in params]))
+        ends = json.dumps([(p.run_id, p.fence, p.state.value, p.result, p.error,
+                            p.run_at if p.run_at is not None else now, p.release, p.kind,
+                            p.event_data) for p in params])
         async with self._conn() as conn, conn.transaction():
-            rows = await conn.fetch(self._sql(sql.FINISH_MANY), now, *columns, self.channels["done"],
+            rows = await conn.fetch(self._sql(sql.FINISH_MANY), now, ends, self.channels["done"],
                                     self.channels["queued"], self.channels["events"])
             await self._after_finish(conn, rows, now)
         done = {row[0] for row in rows}
