@@ -44,7 +44,9 @@ from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
+from .store.params import ThreadInfo
 from .tasks import TaskSpec
+from .threads import ThreadHandle
 
 __version__ = "0.1.0"
 
@@ -103,6 +105,8 @@ __all__ = [
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadEvent",
+    "ThreadHandle",
+    "ThreadInfo",
     "ThreadNotFound",
     "TokenText",
     "ToolSpec",

@@ -24,8 +24,11 @@ async def sse_events(http: httpx.AsyncClient, path: str, headers: dict[str, str]
         assert response.status_code == 200
         event: dict = {}
         async for line in response.aiter_lines():
-            if line.startswith("id: "):
-                event["id"] = int(line[4:])
+            if line.startswith("id: "):  # <incarnation>:<tseq>
+                incarnation, _, tseq = line[4:].rpartition(":")
+                event["id"], event["incarnation"] = int(tseq), int(incarnation)
+            elif line.startswith("event: "):
+                event["event"] = line[7:]
             elif line.startswith("data: "):
                 event["data"] = json.loads(line[6:])
             elif not line and event:
