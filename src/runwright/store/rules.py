@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Collection, Iterable, Mapping, Sequence
 
 from ..errors import (
     AlreadyAnswered,
@@ -52,7 +52,6 @@ __all__ = [
     "check_schema_known",
     "check_schema_current",
     "check_thread_readable",
-    "messages_beyond_thread_cap",
     "deadline_error",
     "interrupted_error",
     "list_conditions",
@@ -463,12 +462,3 @@ def check_thread_readable(name: str, found: ThreadInfo | None, incarnation: int 
     if incarnation is not None and found.incarnation != incarnation:
         raise ThreadDeleted(f"thread {name!r} was deleted (the name now names a new thread)")
 
-
-def messages_beyond_thread_cap(fields: Iterable[str], open_runs: Collection[int], keep: int,
-                               run_of: Callable[[str], int]) -> list[str]:
-    """What a cap of `keep` messages removes from one thread's history, given its
-    entries in any order (`run_of` tells an entry's run; entries sort oldest first):
-    all but the newest `keep`, sparing those of the runs in `open_runs`."""
-    ordered = sorted(fields)
-    older = ordered[:max(len(ordered) - keep, 0)]
-    return [f for f in older if run_of(f) not in open_runs]

@@ -61,7 +61,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
@@ -160,6 +160,7 @@ LIST_CHUNK = 200
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
+SCAN_PAGES = 10  # pages of `threads` one retention call of a kind looks through, at most
 
 
 class RedisStore:
@@ -801,24 +802,34 @@ class RedisStore:
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
 
-    async def _thread_scan(self, cursor_key: str, count: int, dry_run: bool) -> list[tuple[str, str]]:
-        """One page of `threads` (identity, number) from where the last scan of this
-        kind stopped (a dry run leaves the cursor); it wraps to the start at the end."""
+    async def _thread_pages(self, cursor_key: str, count: int, dry_run: bool,
+                            ) -> AsyncIterator[list[tuple[str, str]]]:
+        """Pages of `threads` (identity, number) from where the last scan of this kind
+        stopped, at most SCAN_PAGES of them, until the scan wraps to the start (a dry run
+        leaves the cursor where it was)."""
         cursor = int(await self._call(self.redis.get, self.key(cursor_key)) or 0)
-        cursor, page = await self._call(self.redis.hscan, self.key("threads"), cursor, None, count)
-        if not dry_run:
-            await self._call(self.redis.set, self.key(cursor_key), cursor)
-        return list(page.items())
+        for _ in range(SCAN_PAGES):
+            cursor, page = await self._call(self.redis.hscan, self.key("threads"), cursor, None, count)
+            if not dry_run:
+                await self._call(self.redis.set, self.key(cursor_key), cursor)
+            yield list(page.items())
+            if int(cursor) == 0:
+                return
 
     async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
         cut_off = await self._now(params.now) - params.max_age_s  # the plan's; the script judges
-        page = await self._thread_scan("tomb_cursor", params.limit, params.dry_run)
-        pipe = self.redis.pipeline(transaction=False)
-        for _, number in page:
-            pipe.hget(self.key(f"thread:{number}"), "deleted_at")
-        deleted = await self._call(pipe.execute) if page else []
-        old = [(ident, number) for (ident, number), at in zip(page, deleted)
-               if at is not None and float(at) < cut_off][:params.limit]
+        old: list[tuple[str, str]] = []
+        async for page in self._thread_pages("tomb_cursor", params.limit, params.dry_run):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, number in page:
+                pipe.hget(self.key(f"thread:{number}"), "deleted_at")
+                pipe.zcard(self.key(f"topen:{number}"))
+            found = await self._call(pipe.execute) if page else []
+            old += [pair for pair, at, open_runs in zip(page, found[::2], found[1::2])
+                    if at is not None and float(at) < cut_off and not open_runs]
+            if len(old) >= params.limit:
+                break
+        old = old[:params.limit]
         if params.dry_run or not old:
             idents = [ident for ident, _ in old]
         else:
@@ -827,21 +838,22 @@ class RedisStore:
         return TombstonesReclaimed([_thread_of(ident) for ident in idents])
 
     async def thread_message_trim(self, params: ThreadMessageTrimParams) -> ThreadMessagesTrimmed:
-        page = await self._thread_scan("tmsg_cursor", params.limit, params.dry_run)
-        pipe = self.redis.pipeline(transaction=False)
-        for _, number in page:
-            pipe.hlen(self.key(f"tmsg:{number}"))
-        lengths = await self._call(pipe.execute) if page else []
-        long = [pair for pair, length in zip(page, lengths) if int(length) > params.keep]
-        if not long:
-            return ThreadMessagesTrimmed()
-        removed = await self._script("thread_trim_messages", params.keep, params.dry_run,
-                                     *[number for _, number in long])
         found = ThreadMessagesTrimmed()
-        for (ident, _), count in zip(long, removed):
-            if int(count):
-                found.threads.append(_thread_of(ident))
-                found.messages += int(count)
+        async for page in self._thread_pages("tmsg_cursor", params.limit, params.dry_run):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, number in page:
+                pipe.hlen(self.key(f"tmsg:{number}"))
+            lengths = await self._call(pipe.execute) if page else []
+            long = [pair for pair, length in zip(page, lengths) if int(length) > params.keep]
+            removed = await self._script("thread_trim_messages", params.keep, params.dry_run,
+                                         params.limit - found.messages, *[number for _, number in long]) \
+                if long else []
+            for (ident, _), count in zip(long, removed):
+                if int(count):
+                    found.threads.append(_thread_of(ident))
+                    found.messages += int(count)
+            if found.messages >= params.limit:
+                break
         return found
 
     # -- rescue and deadlines -----------------------------------------------------------
