@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import Any, AsyncIterator, Protocol
 
 from .errors import RunEnded, ThreadNotFound
 from .following import EVENT_PAGE, MAX_OPEN_RUNS, OPEN_STATES, Follower
@@ -33,10 +33,7 @@ from .store.params import (
     ThreadMessagesParams,
 )
 
-if TYPE_CHECKING:
-    from .scope import RunScope
-
-__all__ = ["ThreadHandle", "Threads"]
+__all__ = ["ThreadHandle", "ThreadInfo", "ThreadReads", "Threads"]
 
 
 
@@ -91,6 +88,20 @@ class Threads:
             states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
 
 
+class ThreadReads(Protocol):
+    """What a handle reads a thread through: a scope (`RunScope`), which knows its tenant."""
+
+    async def thread_info(self, thread: str, incarnation: int | None = None) -> ThreadInfo: ...
+
+    async def thread_history(self, thread: str, incarnation: int | None = None) -> list[dict[str, Any]]: ...
+
+    async def thread_events_page(self, thread: str, after: int = 0, limit: int = EVENT_PAGE,
+                                 incarnation: int | None = None) -> list[ThreadEvent]: ...
+
+    def follow_thread(self, thread: str, after: int = 0, follow: bool = True,
+                      incarnation: int | None = None) -> AsyncIterator[ThreadEvent]: ...
+
+
 class ThreadHandle:
     """One thread of a scope, read as one identity: the first read learns its
     incarnation, and every read after it is of that thread. Once that thread is
@@ -98,7 +109,7 @@ class ThreadHandle:
     ThreadDeleted. Made by `app.thread(name)`; `incarnation` may be given (one read
     earlier, or from the HTTP API's `GET /threads/{thread}`)."""
 
-    def __init__(self, scope: RunScope, name: str, incarnation: int | None = None) -> None:
+    def __init__(self, scope: ThreadReads, name: str, incarnation: int | None = None) -> None:
         self._scope = scope
         self.name = name
         self.incarnation = incarnation

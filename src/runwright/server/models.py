@@ -12,7 +12,7 @@ from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
-from ..store.params import ThreadInfo
+from ..threads import ThreadInfo
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
            "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut"]
