@@ -225,3 +225,17 @@ async def test_a_sweep_reclaims_tombstones_and_messages_and_counts_them(store):
     assert report.as_dict()["tombstones"] == 1 and report.removed_anything
     assert (_reclaimed("tombstones") - tombstones, _reclaimed("messages") - messages) == (1, 2)
     assert await _history(store, "long") == ["3"]
+
+
+async def test_a_thread_comes_to_exist_with_its_first_run_and_keeps_its_incarnation(store):
+    first = await store.run_insert_threaded(_threaded("t"))
+    incarnation = (await store.thread_get(ThreadGetParams("t"))).incarnation
+    assert incarnation > 0
+    await store.run_insert_threaded(_threaded("t"))
+    again = await store.thread_get(ThreadGetParams("t"))
+    assert again.incarnation == incarnation, "a later run changes nothing"
+    taken = RunInsertParams(key=first.key, task="t", args="{}", thread="fresh", on_busy="enqueue", now=T0)
+    existing = await store.run_insert_threaded(taken)
+    assert existing.existed and existing.id == first.id
+    found = await store.thread_get(ThreadGetParams("fresh"))
+    assert found is None or found.incarnation > 0, "no thread stands without an incarnation"
