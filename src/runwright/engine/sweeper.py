@@ -166,9 +166,10 @@ class Sweeper:
     async def sweep(self, dry_run: bool = False, renew: bool = False) -> SweepReport:
         """One pass (`runwright sweep` runs one on request, whoever holds the lease: the
         store's operations are safe side by side): first the runs past their age (their
-        logs need no trim), then long logs, long thread histories and old tombstones. With `renew`, the lease is renewed before
-        each batch and the pass stops if it was lost (a pass slower than the lease, on a
-        loaded machine, must not go on beside the next holder's)."""
+        logs need no trim), then long logs, long thread histories and old tombstones.
+        With `renew`, the lease is renewed before each batch and the pass stops if it was
+        lost (a pass slower than the lease, on a loaded machine, must not go on beside the
+        next holder's)."""
         self._renew = renew
         report = SweepReport()
         retention = self.retention
