@@ -45,6 +45,7 @@ from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
+from .threads import ThreadHandle, ThreadInfo
 
 __version__ = "0.1.0"
 
@@ -103,6 +104,8 @@ __all__ = [
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadEvent",
+    "ThreadHandle",
+    "ThreadInfo",
     "ThreadNotFound",
     "TokenText",
     "ToolSpec",

@@ -13,7 +13,9 @@ after its `dead` event).
 
 `thread_events` follows a whole thread: every event of every run of it, numbered per
 thread (`tseq`), resumable from one number; it never ends by itself, since a thread can
-always get another run.
+always get another run. It follows one thread, not one name: it holds the incarnation it
+began with (see `ThreadInfo`), so once that thread is deleted, and after its name is
+taken by a new thread, it raises ThreadDeleted instead of going on with the new one.
 
 `TokenText` folds a streamed model call's `tokens` events the way every follower must:
 a `tokens_reset` drops what its call streamed before it (a retried attempt's partial text).
@@ -28,9 +30,10 @@ from .errors import RunNotFound, StoreError
 from .journal import Event, ThreadEvent
 from .resilience import through_blinks
 from .runs import Run, RunState
+from .store import rules
 from .store.hub import QUEUED, done_topic, events_topic
 from .store.interface import Store
-from .store.params import EventListParams, RunListParams, ThreadEventListParams
+from .store.params import EventListParams, RunListParams, ThreadEventListParams, ThreadGetParams
 from .waiting import wait_set
 
 __all__ = ["EVENT_PAGE", "Follower", "TokenText"]
@@ -78,24 +81,37 @@ class Follower:
                 await _wait(grown, hub.degraded)
 
     async def thread_page(self, thread: str, tenant: str | None, after: int = 0,
-                          limit: int = EVENT_PAGE) -> list[ThreadEvent]:
-        """One page of a thread's log: at most `limit` events with tseq > `after`."""
+                          limit: int = EVENT_PAGE, incarnation: int | None = None) -> list[ThreadEvent]:
+        """One page of a thread's log: at most `limit` events with tseq > `after` (of
+        that incarnation of the thread, when given: else ThreadDeleted)."""
         return await through_blinks(self._store.thread_event_list,
-                                    ThreadEventListParams(thread, tenant, after, limit))
+                                    ThreadEventListParams(thread, tenant, after, limit, incarnation))
 
-    async def thread_events(self, thread: str, tenant: str | None, after: int = 0,
-                            follow: bool = True) -> AsyncIterator[ThreadEvent]:
+    async def thread_incarnation(self, thread: str, tenant: str | None,
+                                 incarnation: int | None = None) -> int:
+        """The incarnation of the thread a reader reads under that name: `incarnation`
+        if the name still names it, the current one when None (ThreadNotFound when
+        there is none, ThreadDeleted for a tombstone or another incarnation)."""
+        found = await through_blinks(self._store.thread_get, ThreadGetParams(thread, tenant))
+        rules.check_thread_readable(thread, found, incarnation, missing_ok=False)
+        assert found is not None
+        return found.incarnation
+
+    async def thread_events(self, thread: str, tenant: str | None, after: int = 0, follow: bool = True,
+                            incarnation: int | None = None) -> AsyncIterator[ThreadEvent]:
         """The thread's events with tseq > `after`, in order; with `follow`, what comes
         next too, for as long as the caller reads. Woken by the events of the thread's
-        open runs; while it has none, by any submission (a new run may be the thread's)."""
+        open runs; while it has none, by any submission (a new run may be the thread's).
+        Of one incarnation: the one given, else the thread's as the follow begins."""
         hub = self._store.hub
         await self._store.listen()
+        incarnation = await self.thread_incarnation(thread, tenant, incarnation)
         while True:
             open_runs = await through_blinks(self._store.run_list, RunListParams(
                 states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
             topics = [events_topic(run.id) for run in open_runs] or [QUEUED]
             with hub.watch(*topics) as grown:
-                while batch := await self.thread_page(thread, tenant, after):
+                while batch := await self.thread_page(thread, tenant, after, incarnation=incarnation):
                     for item in batch:
                         yield item
                         after = item.tseq

@@ -38,11 +38,12 @@ from .store.params import (
     RunQueueStatsParams,
     RunRetryParams,
     RunUnrunnableParams,
+    ThreadInfo,
     WorkerInfo,
 )
 from .submission import Submission, insert_params
 from .tasks import TaskSpec
-from .threads import Threads
+from .threads import ThreadHandle, Threads
 
 __all__ = ["Call", "RunScope", "TenantView"]
 
@@ -265,10 +266,23 @@ class RunScope:
 
     # -- threads --------------------------------------------------------------------
 
-    async def thread_history(self, thread: str) -> list[dict[str, Any]]:
-        """The messages of this scope's thread, in order (ThreadDeleted once deleted)."""
+    def thread(self, thread: str, incarnation: int | None = None) -> ThreadHandle:
+        """A handle on this scope's thread of that name that reads one thread: after its
+        first read (or given `incarnation`), ThreadDeleted once that thread is deleted,
+        even when a new thread takes the name (see `runwright.threads`)."""
+        return ThreadHandle(self, thread, incarnation)
+
+    async def thread_info(self, thread: str, incarnation: int | None = None) -> ThreadInfo:
+        """This scope's thread of that name, with its incarnation: ThreadNotFound before
+        its first run, ThreadDeleted once deleted (or when it is not `incarnation`)."""
         await self._ready()
-        return await self._threads.history(thread, self.tenant_name)
+        return await self._threads.info(thread, self.tenant_name, incarnation)
+
+    async def thread_history(self, thread: str, incarnation: int | None = None) -> list[dict[str, Any]]:
+        """The messages of this scope's thread, in order (ThreadDeleted once deleted, or,
+        given `incarnation`, once the name names another thread)."""
+        await self._ready()
+        return await self._threads.history(thread, self.tenant_name, incarnation)
 
     async def cancel_thread(self, thread: str) -> list[Run]:
         """Cancel every open run of this scope's thread (queued ones end now, a running one
@@ -276,22 +290,25 @@ class RunScope:
         await self._ready()
         return await self._threads.cancel(thread, self.tenant_name)
 
-    async def follow_thread(self, thread: str, after: int = 0,
-                            follow: bool = True) -> AsyncIterator[ThreadEvent]:
+    async def follow_thread(self, thread: str, after: int = 0, follow: bool = True,
+                            incarnation: int | None = None) -> AsyncIterator[ThreadEvent]:
         """Every event of every run of this scope's thread, in order, as one log numbered
         per thread (`event.tseq` 1, 2, 3 ... without a gap; each run's events in their own
         order). Resume with `after=<the last tseq seen>`. With `follow`, it waits for
         more for as long as it is read (a thread can always get another run).
-        ThreadNotFound before the thread's first run; ThreadDeleted once deleted."""
+        ThreadNotFound before the thread's first run; ThreadDeleted once deleted. It
+        follows one thread: `incarnation`, else the one that bears the name as it begins
+        (a new thread that takes the name is not followed on)."""
         await self._ready()
-        async for item in self._follower.thread_events(thread, self.tenant_name, after, follow):
+        async for item in self._follower.thread_events(thread, self.tenant_name, after, follow, incarnation):
             yield item
 
-    async def thread_events_page(self, thread: str, after: int = 0,
-                                 limit: int = EVENT_PAGE) -> list[ThreadEvent]:
-        """One page of the thread's log: at most `limit` events with tseq > `after`."""
+    async def thread_events_page(self, thread: str, after: int = 0, limit: int = EVENT_PAGE,
+                                 incarnation: int | None = None) -> list[ThreadEvent]:
+        """One page of the thread's log: at most `limit` events with tseq > `after`
+        (ThreadDeleted, given `incarnation`, once the name names another thread)."""
         await self._ready()
-        return await self._follower.thread_page(thread, self.tenant_name, after, limit)
+        return await self._follower.thread_page(thread, self.tenant_name, after, limit, incarnation)
 
     async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
         """Refuse new runs on the thread, cancel its open runs, wait for them to end, then

@@ -3,21 +3,37 @@
 A thread is named within its tenant: tenant A's thread "t" and tenant B's "t" are two
 histories. The store keys threads by (tenant, name); every call here passes the tenant
 and never joins it into the name.
+
+A name may be borne by several threads in turn: once a deleted thread's tombstone is
+reclaimed by retention, a new thread may take its name. Each has its own incarnation
+(`ThreadInfo.incarnation`); a reader that holds one (a `ThreadHandle` once it has read
+the thread, a follower of the thread) is told ThreadDeleted when the name names another,
+never shown the new thread as the continuation of its own. A read by bare name reads the
+thread that bears the name now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, AsyncIterator, Protocol
 
 from .errors import RunEnded, ThreadNotFound
-from .following import MAX_OPEN_RUNS, OPEN_STATES, Follower
+from .following import EVENT_PAGE, MAX_OPEN_RUNS, OPEN_STATES, Follower
+from .journal import ThreadEvent
 from .runs import Run
+from .store import rules
 from .store.interface import Store
-from .store.params import RunCancelParams, RunListParams, ThreadDeleteParams, ThreadMessagesParams
+from .store.params import (
+    RunCancelParams,
+    RunListParams,
+    ThreadDeleteParams,
+    ThreadGetParams,
+    ThreadInfo,
+    ThreadMessagesParams,
+)
 
-__all__ = ["Threads"]
+__all__ = ["ThreadHandle", "ThreadInfo", "ThreadReads", "Threads"]
 
 
 
@@ -26,9 +42,20 @@ class Threads:
         self._store = store
         self._follower = follower
 
-    async def history(self, thread: str, tenant: str | None) -> list[dict[str, Any]]:
-        """The thread's messages, in order (ThreadDeleted once it was deleted)."""
-        rows = await self._store.thread_messages(ThreadMessagesParams(thread, tenant=tenant))
+    async def info(self, thread: str, tenant: str | None, incarnation: int | None = None) -> ThreadInfo:
+        """The thread that bears the name (ThreadNotFound before its first run,
+        ThreadDeleted once deleted, or when it is not `incarnation`, if given)."""
+        found = await self._store.thread_get(ThreadGetParams(thread, tenant))
+        rules.check_thread_readable(thread, found, incarnation, missing_ok=False)
+        assert found is not None
+        return found
+
+    async def history(self, thread: str, tenant: str | None,
+                      incarnation: int | None = None) -> list[dict[str, Any]]:
+        """The thread's messages, in order (ThreadDeleted once it was deleted, or when it
+        is not `incarnation`, if given)."""
+        rows = await self._store.thread_messages(ThreadMessagesParams(thread, tenant=tenant,
+                                                                      incarnation=incarnation))
         return [json.loads(message) for _, _, message in rows]
 
     async def cancel(self, thread: str, tenant: str | None) -> list[Run]:
@@ -59,3 +86,60 @@ class Threads:
         # The store lists this tenant's thread only (None: the thread of no tenant).
         return await self._store.run_list(RunListParams(
             states=OPEN_STATES, thread=thread, tenant=tenant, limit=MAX_OPEN_RUNS))
+
+
+class ThreadReads(Protocol):
+    """What a handle reads a thread through: a scope (`RunScope`), which knows its tenant."""
+
+    async def thread_info(self, thread: str, incarnation: int | None = None) -> ThreadInfo: ...
+
+    async def thread_history(self, thread: str, incarnation: int | None = None) -> list[dict[str, Any]]: ...
+
+    async def thread_events_page(self, thread: str, after: int = 0, limit: int = EVENT_PAGE,
+                                 incarnation: int | None = None) -> list[ThreadEvent]: ...
+
+    def follow_thread(self, thread: str, after: int = 0, follow: bool = True,
+                      incarnation: int | None = None) -> AsyncIterator[ThreadEvent]: ...
+
+
+class ThreadHandle:
+    """One thread of a scope, read as one identity: the first read learns its
+    incarnation, and every read after it is of that thread. Once that thread is
+    deleted, and after its name is taken by a new thread, each read raises
+    ThreadDeleted. Made by `app.thread(name)`; `incarnation` may be given (one read
+    earlier, or from the HTTP API's `GET /threads/{thread}`)."""
+
+    def __init__(self, scope: ThreadReads, name: str, incarnation: int | None = None) -> None:
+        self._scope = scope
+        self.name = name
+        self.incarnation = incarnation
+
+    def __repr__(self) -> str:
+        return f"<ThreadHandle {self.name!r} incarnation={self.incarnation}>"
+
+    async def info(self) -> ThreadInfo:
+        """The thread as it stands (ThreadNotFound before its first run)."""
+        found = await self._scope.thread_info(self.name, self.incarnation)
+        self.incarnation = found.incarnation
+        return found
+
+    async def history(self) -> list[dict[str, Any]]:
+        """Its messages, in order."""
+        return await self._scope.thread_history(self.name, incarnation=await self._held())
+
+    async def events_page(self, after: int = 0, limit: int = EVENT_PAGE) -> list[ThreadEvent]:
+        """One page of its log: at most `limit` events with tseq > `after`."""
+        return await self._scope.thread_events_page(self.name, after, limit, incarnation=await self._held())
+
+    async def follow(self, after: int = 0, follow: bool = True) -> AsyncIterator[ThreadEvent]:
+        """Its events with tseq > `after`, and with `follow` what comes next (see
+        `RunScope.follow_thread`)."""
+        held = await self._held()
+        async for item in self._scope.follow_thread(self.name, after, follow, incarnation=held):
+            yield item
+
+    async def _held(self) -> int:
+        if self.incarnation is None:
+            await self.info()
+        assert self.incarnation is not None
+        return self.incarnation

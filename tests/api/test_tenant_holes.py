@@ -39,6 +39,7 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/runs/{run_id}/events"): 404,
     ("GET", "/runs/{run_id}/events/stream"): 404,
     ("POST", "/threads"): 201,  # a fresh id, nothing else
+    ("GET", "/threads/{thread}"): 404,  # bob has no such thread
     ("GET", "/threads/{thread}/messages"): 200,  # bob's thread of that name: empty
     ("GET", "/threads/{thread}/runs"): 200,  # likewise
     ("DELETE", "/threads/{thread}"): 404,  # bob has no such thread

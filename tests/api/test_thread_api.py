@@ -24,8 +24,11 @@ async def sse_events(http: httpx.AsyncClient, path: str, headers: dict[str, str]
         assert response.status_code == 200
         event: dict = {}
         async for line in response.aiter_lines():
-            if line.startswith("id: "):
-                event["id"] = int(line[4:])
+            if line.startswith("id: "):  # <incarnation>:<tseq>
+                incarnation, _, tseq = line[4:].rpartition(":")
+                event["id"], event["incarnation"] = int(tseq), int(incarnation)
+            elif line.startswith("event: "):
+                event["event"] = line[7:]
             elif line.startswith("data: "):
                 event["data"] = json.loads(line[6:])
             elif not line and event:
@@ -75,3 +78,77 @@ async def test_a_thread_is_followed_and_cancelled_over_http(server: str, store_u
     assert cli.returncode == 0, cli.stderr
     assert f"run {again.json()['id']}: cancelled" in cli.stdout
     assert "thread 't': 1 open run(s) cancelled" in cli.stdout
+
+
+def _sweep_tombstones(store_url: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "runwright", "sweep", "--tombstone-age-s", "0.001", "--json",
+                           "--url", store_url], cwd=ROOT, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+async def _until_deleted(http: httpx.AsyncClient, path: str, headers: dict[str, str],
+                         connected: asyncio.Event) -> list[str]:
+    """The kinds of a thread stream's events, up to its `thread_deleted` one."""
+    kinds: list[str] = []
+    async with asyncio.timeout(DEADLINE_S), http.stream("GET", path, headers=headers) as response:
+        assert response.status_code == 200
+        connected.set()
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                kinds.append(line[7:])
+                if kinds[-1] == "thread_deleted":
+                    return kinds
+    return kinds
+
+
+async def _status(http: httpx.AsyncClient, path: str, headers: dict[str, str]) -> tuple[int, str]:
+    """The status and media type of an answer, without reading its body (a stream that
+    opened by mistake would never end)."""
+    async with asyncio.timeout(DEADLINE_S), http.stream("GET", path, headers=headers) as response:
+        return response.status_code, response.headers["content-type"].split(";")[0]
+
+
+async def test_a_reader_of_a_deleted_thread_is_told_410_after_its_name_is_reused(
+        server: str, store_url: str) -> None:  # noqa: F811
+    alice = as_("alice-token")
+    async with httpx.AsyncClient(base_url=server, timeout=DEADLINE_S) as http:
+        first = (await http.post("/runs", headers=alice, json={"task": "record", "args": {"n": 1},
+                                                               "thread": "r"})).json()["id"]
+        info = (await http.get("/threads/r", headers=alice)).json()
+        old = info["incarnation"]
+        assert (info["thread"], info["tenant"]) == ("r", "alice") and old >= 1
+        assert (await http.get("/threads/r", headers=as_("bob-token"))).status_code == 404
+        page = (await http.get("/threads/r/events", headers=alice)).json()
+        assert page["incarnation"] == old and [e["run_id"] for e in page["items"]] == [first]
+        (streamed,) = await sse_events(http, "/threads/r/events/stream", alice, 1)
+        assert (streamed["incarnation"], streamed["id"]) == (old, 1)
+
+        connected = asyncio.Event()
+        following = asyncio.create_task(_until_deleted(http, "/threads/r/events/stream", alice, connected))
+        async with asyncio.timeout(DEADLINE_S):
+            await connected.wait()
+        assert (await http.delete("/threads/r", headers=alice)).status_code == 204
+        kinds = await following
+        assert kinds[-1] == "thread_deleted"
+        assert (await http.get("/threads/r", headers=alice)).status_code == 410
+        assert _sweep_tombstones(store_url)["tombstones"] == 1
+        assert (await http.get("/threads/r", headers=alice)).status_code == 404, "by name: no thread now"
+        assert (await http.get(f"/threads/r?incarnation={old}", headers=alice)).status_code == 410
+
+        second = (await http.post("/runs", headers=alice, json={"task": "record", "args": {"n": 2},
+                                                                "thread": "r"})).json()["id"]
+        new = (await http.get("/threads/r", headers=alice)).json()["incarnation"]
+        assert new > old
+        for path in (f"/threads/r?incarnation={old}", f"/threads/r/messages?incarnation={old}",
+                     f"/threads/r/events?incarnation={old}&after=1",
+                     f"/threads/r/events/stream?incarnation={old}"):
+            assert await _status(http, path, alice) == (410, "application/problem+json"), path
+        assert await _status(http, "/threads/r/events/stream", {**alice, "Last-Event-ID": f"{old}:1"}) == (
+            410, "application/problem+json"), "a reconnect of the old stream is not shown the new thread"
+        page = (await http.get("/threads/r/events", headers=alice)).json()
+        assert page["incarnation"] == new
+        assert [(e["tseq"], e["run_id"]) for e in page["items"]] == [(1, second)]
+        resuming = {**alice, "Last-Event-ID": f"{new}:0"}
+        (streamed,) = await sse_events(http, "/threads/r/events/stream", resuming, 1)
+        assert (streamed["incarnation"], streamed["id"], streamed["data"]["run_id"]) == (new, 1, second)

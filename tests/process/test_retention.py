@@ -124,3 +124,47 @@ async def test_runwright_sweep_keeps_a_threads_newest_runs(app: rw.App, fleet: W
     with pytest.raises(rw.RunExpired):
         await app.get(handles[0].id)
     assert (await app.get(handles[2].id)).state is rw.RunState.SUCCEEDED, "the newest stays"
+
+
+async def test_runwright_sweep_trims_histories_and_reclaims_tombstones(app: rw.App, store_url: str) -> None:
+    import os
+    import time
+
+    from runwright.store.params import (
+        RunClaimParams,
+        RunFinishParams,
+        RunInsertParams,
+        ThreadAppendParams,
+        ThreadGetParams,
+        WorkerRegisterParams,
+    )
+
+    store = app.store
+    wid = await store.worker_register(WorkerRegisterParams("test-host", os.getpid(), ["default"], ["t"]))
+    for thread, messages in (("chat", ["a", "b", "c"]), ("bye", ["x"])):  # one ended run each
+        await store.run_insert_threaded(RunInsertParams(key=thread, task="t", args="{}", thread=thread))
+        (run,) = await store.run_claim(RunClaimParams(wid, ("default",), ("t",), 1, 30.0))
+        for idx, text in enumerate(messages):
+            appended = ThreadAppendParams(run.id, run.fence, thread, idx, json.dumps(text))
+            assert await store.thread_append(appended)
+        await store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.SUCCEEDED, result="1")])
+    await app.delete_thread("bye")
+    deleted_at = (await store.thread_get(ThreadGetParams("bye"))).deleted_at
+    assert deleted_at is not None and deleted_at <= time.time()
+    bounds = ["--thread-max-messages", "1", "--tombstone-age-s", "0.001"]
+
+    dry = cli("sweep", *bounds, "--dry-run", "--json", url=store_url)
+    assert dry.returncode == 0, dry.stderr
+    report = json.loads(dry.stdout)
+    assert (report["messages"], report["message_threads"]) == (2, 1)
+    assert (report["tombstones"], report["runs"]) == (1, 0)
+    assert await app.thread_history("chat") == ["a", "b", "c"], "a dry run removes nothing"
+    done = cli("sweep", *bounds, url=store_url)
+    assert done.returncode == 0, done.stderr
+    assert "removed 2 messages from the histories of 1 threads (each keeps its newest 1)" in done.stdout
+    assert "removed 1 tombstones of deleted threads" in done.stdout
+    assert await app.thread_history("chat") == ["c"]
+    assert await store.thread_get(ThreadGetParams("bye")) is None, "the name is free again"
+    for flag in ("--tombstone-age-s", "--thread-max-messages"):
+        bad = cli("sweep", flag, "0", url=store_url)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -101,6 +101,13 @@ def worker(
     retain_thread_max_runs: int | None = typer.Option(
         None, help="A thread keeps its newest this many runs; its older ended runs go (its "
                    "history stays). Unset: keep them."),
+    retain_tombstone_age_s: float | None = typer.Option(
+        None, help="Remove the tombstones of threads deleted longer ago than this; their names "
+                   "may then name new threads (a reader of the old one is still told it was "
+                   "deleted). Unset: a deleted name stays taken."),
+    retain_thread_max_messages: int | None = typer.Option(
+        None, help="A thread's history keeps its newest this many messages (a run still open "
+                   "keeps all of its own). Unset: keep every message."),
     sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
     unrunnable_after_s: float = typer.Option(
         3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
@@ -129,6 +136,10 @@ def worker(
             argv += ["--retain-max-events", str(retain_max_events)]
         if retain_thread_max_runs is not None:
             argv += ["--retain-thread-max-runs", str(retain_thread_max_runs)]
+        if retain_tombstone_age_s is not None:
+            argv += ["--retain-tombstone-age-s", str(retain_tombstone_age_s)]
+        if retain_thread_max_messages is not None:
+            argv += ["--retain-thread-max-messages", str(retain_thread_max_messages)]
 
         def argv_of(slot: int) -> list[str]:
             # One port per process: each keeps its own counters and its own readiness.
@@ -153,6 +164,8 @@ def worker(
                                        retain_max_age_s=retain_max_age_s,
                                        retain_max_events=retain_max_events,
                                        retain_thread_max_runs=retain_thread_max_runs,
+                                       retain_tombstone_age_s=retain_tombstone_age_s,
+                                       retain_thread_max_messages=retain_thread_max_messages,
                                        sweep_interval_s=sweep_interval_s,
                                        unrunnable_after_s=unrunnable_after_s,
                                        schedule_clock=clock_from_env(

@@ -21,6 +21,11 @@ def sweep(
         None, help="Trim each run's log to its last this many events (behind a 'trimmed' event)."),
     thread_max_runs: int | None = typer.Option(
         None, help="Each thread keeps its newest this many runs; its older ended runs go."),
+    tombstone_age_s: float | None = typer.Option(
+        None, help="Remove the tombstones of threads deleted longer ago than this many seconds "
+                   "(their names are free again)."),
+    thread_max_messages: int | None = typer.Option(
+        None, help="Each thread's history keeps its newest this many messages (an open run's stay)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
     batch: int = typer.Option(1000, help="Runs per batch (a pass works up to 10 batches of each kind)."),
     as_json: bool = typer.Option(False, "--json", help="The report as one JSON object."),
@@ -29,10 +34,14 @@ def sweep(
     """Run one retention pass now: ended runs older than --max-age-s go, with their
     journal, log and questions (a reader of one is then told it expired), and so do a
     thread's ended runs beyond its newest --thread-max-runs; logs longer than
-    --max-events lose their oldest events. Give at least one bound."""
+    --max-events lose their oldest events, thread histories longer than
+    --thread-max-messages their oldest messages, and the tombstones of threads deleted
+    more than --tombstone-age-s ago go (ages by the store's clock). Give at least one bound."""
     with clear_errors():
-        if max_age_s is None and max_events is None and thread_max_runs is None:
-            raise InvalidInput("give at least one of --max-age-s, --max-events, --thread-max-runs")
+        bounds = (max_age_s, max_events, thread_max_runs, tombstone_age_s, thread_max_messages)
+        if all(bound is None for bound in bounds):
+            raise InvalidInput("give at least one of --max-age-s, --max-events, --thread-max-runs, "
+                               "--tombstone-age-s, --thread-max-messages")
         if not batch > 0:
             raise InvalidInput("--batch must be > 0")
         if max_age_s is not None and not max_age_s > 0:
@@ -41,7 +50,12 @@ def sweep(
             raise InvalidInput("--max-events must be >= 1")
         if thread_max_runs is not None and not thread_max_runs >= 1:
             raise InvalidInput("--thread-max-runs must be >= 1")
-        retention = Retention(max_age_s=max_age_s, max_events=max_events, thread_max_runs=thread_max_runs)
+        if tombstone_age_s is not None and not tombstone_age_s > 0:
+            raise InvalidInput("--tombstone-age-s must be > 0")
+        if thread_max_messages is not None and not thread_max_messages >= 1:
+            raise InvalidInput("--thread-max-messages must be >= 1")
+        retention = Retention(max_age_s=max_age_s, max_events=max_events, thread_max_runs=thread_max_runs,
+                              tombstone_age_s=tombstone_age_s, thread_max_messages=thread_max_messages)
 
     async def go(app: App) -> SweepReport:
         sweeper = Sweeper(app.store, app.runtime.clock, retention, holder="cli", lease_s=60, batch=batch)
@@ -61,4 +75,10 @@ def sweep(
     if max_events is not None:
         lines.append(f"{verb} {report.trimmed_events} events from the logs of "
                      f"{len(report.trimmed_runs)} runs (each keeps its last {max_events})")
+    if thread_max_messages is not None:
+        lines.append(f"{verb} {report.messages} messages from the histories of {report.message_threads} "
+                     f"threads (each keeps its newest {thread_max_messages})")
+    if tombstone_age_s is not None:
+        lines.append(f"{verb} {len(report.tombstones)} tombstones of deleted threads "
+                     f"(deleted more than {tombstone_age_s:g} s ago)")
     out.print("\n".join(lines), highlight=False)

@@ -94,6 +94,13 @@ class WorkerConfig:
     # Retention: a thread keeps its newest this many runs; the older ended ones go (its
     # history stays). Defaults to None: keep every run of a thread (but by max age).
     retain_thread_max_runs: int | None = None
+    # Retention: the tombstones of threads deleted longer ago than this go, and their
+    # names may name new threads (see engine.sweeper.Retention). Defaults to None: keep
+    # them (a deleted name stays taken).
+    retain_tombstone_age_s: float | None = None
+    # Retention: a thread's history keeps its newest this many messages (an open run's
+    # stay). Defaults to None: keep every message.
+    retain_thread_max_messages: int | None = None
     sweep_interval_s: float = 60.0  # how often retention looks. Defaults to 60 s.
     # The scheduler's clock. Tests inject one (see schedules.clock_from_env). Defaults to
     # the worker's clock.
@@ -119,7 +126,9 @@ class WorkerConfig:
     def retention(self) -> Retention:
         """What this worker's sweeps keep (every bound None: it never sweeps)."""
         return Retention(max_age_s=self.retain_max_age_s, max_events=self.retain_max_events,
-                         thread_max_runs=self.retain_thread_max_runs)
+                         thread_max_runs=self.retain_thread_max_runs,
+                         tombstone_age_s=self.retain_tombstone_age_s,
+                         thread_max_messages=self.retain_thread_max_messages)
 
 
 class Worker:

@@ -12,7 +12,7 @@ from fastapi import Path as FastAPIPath
 
 from .problems import OperatorOnly
 
-__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "RunId", "Tenant"]
+__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "RunId", "Tenant"]
 
 
 def _tenant(request: Request) -> str | None:
@@ -38,3 +38,6 @@ MAX_ID = 2**63 - 1
 RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
 Before = Annotated[int | None, Query(ge=1, le=MAX_ID)]
 After = Annotated[int, Query(ge=0, le=2**31 - 1)]
+# Which thread of a name a reader reads (GET /threads/{thread} gives it): once the name
+# names another thread, 410.
+Incarnation = Annotated[int | None, Query(ge=1, le=MAX_ID)]

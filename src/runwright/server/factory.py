@@ -21,6 +21,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .. import metrics
 from ..app import App
+from ..errors import ThreadDeleted
 from ..logs import event
 from ..runs import RunState
 from ..scope import RunScope
@@ -28,7 +29,7 @@ from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
 from .dashboard_routes import add_dashboard_routes
-from .deps import OPERATOR_ONLY, After, Before, RunId, Tenant
+from .deps import OPERATOR_ONLY, After, Before, Incarnation, RunId, Tenant
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
 from .fleet_routes import add_fleet_routes
@@ -42,6 +43,7 @@ from .models import (
     SubmitIn,
     ThreadEventOut,
     ThreadEventPage,
+    ThreadInfoOut,
 )
 from .problems import OperatorOnly, install_problem_handlers, problem
 from .question_routes import add_question_routes
@@ -250,11 +252,20 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """A new thread id; the thread comes to exist with its first run."""
         return {"thread": uuid.uuid4().hex}
 
+    @api.get("/threads/{thread}", response_model=ThreadInfoOut)
+    async def thread_info(thread: str, who: Tenant, incarnation: Incarnation = None,
+                          tenant: TenantFilter = None) -> ThreadInfoOut:
+        """The thread that bears this name, with its `incarnation` (404 before its first run,
+        410 once deleted, or once the name names a thread other than `incarnation`)."""
+        return ThreadInfoOut.of(await scope_for(who, tenant).thread_info(thread, incarnation))
+
     @api.get("/threads/{thread}/messages")
-    async def thread_messages(thread: str, who: Tenant,
+    async def thread_messages(thread: str, who: Tenant, incarnation: Incarnation = None,
                               tenant: TenantFilter = None) -> dict[str, Any]:
-        """A thread's history (410 once deleted); `tenant`: the operator reads a tenant's thread."""
-        return {"thread": thread, "messages": await scope_for(who, tenant).thread_history(thread)}
+        """A thread's history (410 once deleted, or once the name names a thread other than
+        `incarnation`); `tenant`: the operator reads a tenant's thread."""
+        messages = await scope_for(who, tenant).thread_history(thread, incarnation)
+        return {"thread": thread, "messages": messages}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
@@ -263,24 +274,33 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         return await list_runs(who, [], None, None, thread, before, limit, None, None, None, tenant)
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
-    async def thread_events(thread: str, who: Tenant, after: After = 0,
+    async def thread_events(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,
                             tenant: TenantFilter = None) -> ThreadEventPage:
-        """A page of the thread's log: every run's events, numbered per thread (`tseq`)."""
-        page = await scope_for(who, tenant).thread_events_page(thread, after)
+        """A page of the thread's log: every run's events, numbered per thread (`tseq`), of
+        the thread `incarnation` (410 once the name names another), else of the thread
+        that bears the name now (the page says which)."""
+        scope = scope_for(who, tenant)
+        held = (await scope.thread_info(thread, incarnation)).incarnation
+        page = await scope.thread_events_page(thread, after, incarnation=held)
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
-                               next_after=page[-1].tseq if page else after)
+                               next_after=page[-1].tseq if page else after, incarnation=held)
 
     @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
-    async def thread_stream(thread: str, who: Tenant, after: After = 0,
+    async def thread_stream(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,
                             last_event_id: str | None = Header(None)) -> Response:
-        """Server-sent events of the whole thread, run after run, each with its `tseq` as
-        its id: replays after `after` (or the Last-Event-ID a reconnecting client sends),
-        then follows live for as long as the client stays."""
+        """Server-sent events of the whole thread, run after run, each with the id
+        `<incarnation>:<tseq>`: replays after `after` (or the Last-Event-ID a reconnecting
+        client sends), then follows live for as long as the client stays. It follows one
+        thread (`incarnation`, the Last-Event-ID's, else the one that bears the name now):
+        a `thread_deleted` event ends it once that thread is deleted, and a reconnect to
+        it is 410, even when a new thread has taken the name."""
         scope = scope_of(who)
-        await scope.thread_events_page(thread, 0, 1)  # a 410 for a deleted thread now, not a broken stream
-        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
-        return EventSourceResponse(_thread_sse(scope, thread, start), ping=ping_s, sep=SSE_SEP,
+        resumed, start = _thread_event_id(last_event_id)
+        start = after if start is None else start
+        # A 404/410 now, not a broken stream.
+        held = (await scope.thread_info(thread, resumed or incarnation)).incarnation
+        return EventSourceResponse(_thread_sse(scope, thread, start, held), ping=ping_s, sep=SSE_SEP,
                                    send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads/{thread}/cancel", response_model=RunPage)
@@ -350,9 +370,25 @@ async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterat
         data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
         yield ServerSentEvent(data, id=str(item.seq), event=item.kind, sep=SSE_SEP)
 
-async def _thread_sse(scope: RunScope, thread: str, after: int) -> AsyncIterator[ServerSentEvent]:
-    """The thread's events as the run stream's are framed, each with its tseq as its id."""
-    yield ServerSentEvent(comment=f"thread {thread} after {after}", retry=RETRY_MS, sep=SSE_SEP)
-    async for item in scope.follow_thread(thread, after):
-        data = ThreadEventOut.of_thread(item).model_dump_json()
-        yield ServerSentEvent(data, id=str(item.tseq), event=item.kind, sep=SSE_SEP)
+def _thread_event_id(last_event_id: str | None) -> tuple[int | None, int | None]:
+    """(incarnation, tseq) of a thread stream's Last-Event-ID: `<incarnation>:<tseq>` as
+    the stream sends them, or a bare `<tseq>` (of the thread that bears the name now)."""
+    head, _, tail = (last_event_id or "").partition(":")
+    if tail and head.isdigit() and tail.isdigit():
+        return int(head), int(tail)
+    return None, int(head) if head.isdigit() and not tail else None
+
+
+async def _thread_sse(scope: RunScope, thread: str, after: int,
+                      incarnation: int) -> AsyncIterator[ServerSentEvent]:
+    """The thread's events as the run stream's are framed, each with its incarnation and
+    tseq as its id; a last `thread_deleted` event once that thread is gone."""
+    yield ServerSentEvent(comment=f"thread {thread} incarnation {incarnation} after {after}",
+                          retry=RETRY_MS, sep=SSE_SEP)
+    try:
+        async for item in scope.follow_thread(thread, after, incarnation=incarnation):
+            data = ThreadEventOut.of_thread(item).model_dump_json()
+            yield ServerSentEvent(data, id=f"{incarnation}:{item.tseq}", event=item.kind, sep=SSE_SEP)
+    except ThreadDeleted as exc:
+        data = json.dumps({"thread": thread, "incarnation": incarnation, "detail": str(exc)})
+        yield ServerSentEvent(data, event="thread_deleted", sep=SSE_SEP)

@@ -12,9 +12,10 @@ from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
+from ..threads import ThreadInfo
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
-           "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage"]
+           "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut"]
 
 
 class BudgetIn(BaseModel):
@@ -221,3 +222,22 @@ class ThreadEventOut(EventOut):
 class ThreadEventPage(BaseModel):
     items: list[ThreadEventOut]
     next_after: int = Field(description="Pass as `after` for the next page (a tseq).")
+    incarnation: int = Field(description="The thread these tseqs number: pass as `incarnation` with "
+                                         "`after`, so that a new thread of the name is never read "
+                                         "on as this one (410 instead).")
+
+
+class ThreadInfoOut(BaseModel):
+    """A thread: its name within its tenant and its identity beyond the name."""
+
+    thread: str
+    tenant: str | None
+    incarnation: int = Field(description="Which thread of this name: once a deleted thread's name is "
+                                         "reused, the new thread has a larger one. Pass it as "
+                                         "`incarnation` to read this thread only (410 once it is gone).")
+    created_at: float
+
+    @classmethod
+    def of(cls, info: ThreadInfo) -> ThreadInfoOut:
+        return cls(thread=info.thread, tenant=info.tenant, incarnation=info.incarnation,
+                   created_at=info.created_at)

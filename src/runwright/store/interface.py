@@ -54,8 +54,14 @@ from .params import (
     ThreadDeleteParams,
     ThreadEventListParams,
     ThreadForgetParams,
+    ThreadGetParams,
+    ThreadInfo,
     ThreadMessagesParams,
+    ThreadMessagesTrimmed,
+    ThreadMessageTrimParams,
     ThreadRunReclaimParams,
+    ThreadTombstoneReclaimParams,
+    TombstonesReclaimed,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -182,8 +188,13 @@ class JournalStore(Protocol):
 
 
 class ThreadStore(Protocol):
+    async def thread_get(self, params: ThreadGetParams) -> ThreadInfo | None:
+        """The thread of that name as it stands (a tombstone too: `deleted_at` set), or
+        None when there is none (never submitted to, or its tombstone was reclaimed)."""
+
     async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
-        """(run_id, idx, message JSON) of the history, in order; ThreadDeleted if deleted."""
+        """(run_id, idx, message JSON) of the history, in order; ThreadDeleted if deleted
+        (or, given `params.incarnation`, if the thread of that name is another one or none)."""
 
     async def thread_append(self, params: ThreadAppendParams) -> bool:
         """Fenced; False when the run's claim was superseded."""
@@ -198,7 +209,8 @@ class ThreadStore(Protocol):
         (tseq 1, 2, 3 ... without a gap, each run's events in their order, a number never
         given twice or changed), so that a follower resumes from one tseq. ThreadNotFound
         for a thread no run was submitted to; ThreadDeleted once deleted (its log is
-        purged with it)."""
+        purged with it), and, given `params.incarnation`, when the thread of that name is
+        another incarnation or none (its tombstone reclaimed)."""
 
 
 class QuestionStore(Protocol):
@@ -230,6 +242,13 @@ class RetentionStore(Protocol):
         """Trim long logs to their last `params.keep` events, behind a `trimmed` marker
         (rules.trim_marker); open runs too, atomically with their appends. A thread's
         log loses the same events (its numbers are kept: it shows the marker)."""
+
+    async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
+        """Remove the tombstones of threads deleted long enough ago (see the params): the
+        name is free for a new thread, of a larger incarnation."""
+
+    async def thread_message_trim(self, params: ThreadMessageTrimParams) -> ThreadMessagesTrimmed:
+        """Trim thread histories to their newest `params.keep` messages, sparing open runs'."""
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         """Whether a missing run id falls in a reclaimed range (an id in such a range that

@@ -54,8 +54,14 @@ __all__ = [
     "ThreadDeleteParams",
     "ThreadEventListParams",
     "ThreadForgetParams",
+    "ThreadGetParams",
+    "ThreadInfo",
+    "ThreadMessageTrimParams",
     "ThreadMessagesParams",
+    "ThreadMessagesTrimmed",
     "ThreadRunReclaimParams",
+    "ThreadTombstoneReclaimParams",
+    "TombstonesReclaimed",
     "WorkerHeartbeatParams",
     "WorkerInfo",
     "WorkerRegisterParams",
@@ -334,22 +340,52 @@ class BucketTakeParams:
 
 @dataclass(slots=True)
 class ThreadMessagesParams:
-    """A thread's history (of `tenant`'s thread of that name), before run `before_run`."""
+    """A thread's history (of `tenant`'s thread of that name), before run `before_run`.
+    With `incarnation` (a reader that holds the thread's identity, see `ThreadInfo`):
+    ThreadDeleted unless the thread of that name is still that incarnation."""
 
     thread: str
     tenant: str | None = None
     before_run: int | None = None
+    incarnation: int | None = None
 
 
 @dataclass(slots=True)
 class ThreadEventListParams:
     """A page of a thread's log (of `tenant`'s thread of that name): events with
-    tseq > `after`, in tseq order, at most `limit`."""
+    tseq > `after`, in tseq order, at most `limit`. With `incarnation`, as
+    `ThreadMessagesParams`: ThreadDeleted unless the thread is still that incarnation."""
 
     thread: str
     tenant: str | None = None
     after: int = 0
     limit: int = 1000
+    incarnation: int | None = None
+
+
+@dataclass(slots=True)
+class ThreadGetParams:
+    """The current thread of that name (of `tenant`)."""
+
+    thread: str
+    tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """A thread as it stands: its name within its tenant and its identity beyond the name.
+
+    `incarnation` tells apart the threads that bore one name in turn: once a deleted
+    thread's tombstone is reclaimed, a new thread may take the name, with a larger
+    incarnation (an opaque number that only grows; 0 while the thread's first run is
+    being submitted). A reader that read one incarnation and finds another is told
+    ThreadDeleted, never shown the new thread as a continuation of the old."""
+
+    thread: str
+    tenant: str | None
+    incarnation: int
+    created_at: float
+    deleted_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -504,13 +540,18 @@ class LeaseTakeParams:
 
 @dataclass(slots=True)
 class RunReclaimParams:
-    """Remove at most `limit` runs that ended before `ended_before` (oldest ids first)
-    with their journal, log and questions; with `dry_run`, only say which."""
+    """Remove at most `limit` runs that ended before `ended_before` (or more than
+    `max_age_s` ago; oldest ids first) with their journal, log and questions; with
+    `dry_run`, only say which."""
 
-    ended_before: float
+    ended_before: float | None = None
     limit: int = 1000
     dry_run: bool = False
     now: float | None = None
+    # Instead of `ended_before`: runs that ended more than this many seconds ago, judged
+    # inside the statement (script) by the store's clock (the database's), so that a
+    # worker whose clock is off reclaims nothing early and keeps nothing late.
+    max_age_s: float | None = None
 
 
 @dataclass(slots=True)
@@ -555,3 +596,45 @@ class ThreadRunReclaimParams:
     limit: int = 1000
     dry_run: bool = False
     now: float | None = None
+
+
+@dataclass(slots=True)
+class ThreadTombstoneReclaimParams:
+    """Reclaim at most `limit` tombstones of threads deleted more than `max_age_s` ago,
+    judged inside the statement (script) by the store's clock (or before `now` minus it,
+    when a time is injected), oldest first; with `dry_run`, only say which. A tombstone
+    whose thread still has an open run (its delete did not finish) is kept. What is left
+    of the thread (its history, its log's numbering) goes with it; its runs stay, as
+    any ended run does, and are no part of a later thread of that name."""
+
+    max_age_s: float
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class TombstonesReclaimed:
+    """What one tombstone reclaim removed (or, dry, would remove): (tenant or None, name)."""
+
+    threads: list[tuple[str | None, str]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ThreadMessageTrimParams:
+    """Trim the histories of threads to their newest `keep` messages, at most `limit`
+    messages a call (oldest first). The messages of a run still open (queued or running)
+    are never removed (its resume reads them): such a thread may keep more for a while.
+    With `dry_run`, only say what would go."""
+
+    keep: int
+    limit: int = 1000
+    dry_run: bool = False
+
+
+@dataclass(slots=True)
+class ThreadMessagesTrimmed:
+    """What one trim of histories removed (or, dry, would remove)."""
+
+    threads: list[tuple[str | None, str]] = field(default_factory=list)
+    messages: int = 0

@@ -19,6 +19,8 @@ from ..errors import (
     RunNotFound,
     SchemaError,
     ThreadBusy,
+    ThreadDeleted,
+    ThreadNotFound,
 )
 from ..journal import SNAPSHOT, StepRecord
 from ..questions import Question, check_answer
@@ -29,6 +31,7 @@ from .params import (
     QuestionAnswerParams,
     QuestionOpenParams,
     RunListParams,
+    ThreadInfo,
     UnrunnableKind,
     WorkerInfo,
 )
@@ -48,6 +51,7 @@ __all__ = [
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
+    "check_thread_readable",
     "deadline_error",
     "interrupted_error",
     "list_conditions",
@@ -438,3 +442,23 @@ def runs_beyond_thread_cap(runs: Iterable[Run], keep: int) -> list[int]:
             by_thread.setdefault((run.tenant or "", run.thread), []).append(run)
     return sorted(run.id for group in by_thread.values()
                   for run in sorted(group, key=lambda r: r.id, reverse=True)[keep:] if run.done)
+
+
+def check_thread_readable(name: str, found: ThreadInfo | None, incarnation: int | None,
+                          missing_ok: bool) -> None:
+    """Whether a reader may read the thread `found` under `name`: ThreadDeleted for a
+    tombstone, and for a reader that holds an `incarnation` when the name now names
+    another thread or none (the tombstone of its thread was reclaimed): it is never
+    shown a new thread as the continuation of its own. Without an identity a missing
+    thread is ThreadNotFound, unless `missing_ok` (an empty history)."""
+    if found is None:
+        if incarnation is not None:
+            raise ThreadDeleted(f"thread {name!r} was deleted")
+        if not missing_ok:
+            raise ThreadNotFound(f"thread {name!r} does not exist")
+        return
+    if found.deleted_at is not None:
+        raise ThreadDeleted(f"thread {name!r} was deleted")
+    if incarnation is not None and found.incarnation != incarnation:
+        raise ThreadDeleted(f"thread {name!r} was deleted (the name now names a new thread)")
+

@@ -86,8 +86,12 @@ CREATE TABLE threads (
     created_at double precision NOT NULL,
     deleted_at double precision,
     tenant     text NOT NULL DEFAULT '',
+    -- the id of this incarnation's first run (0 until it is inserted; migration 15)
+    incarnation bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, id)
 );
+-- The tombstones a sweep looks for, oldest first (migration 15).
+CREATE INDEX threads_deleted ON threads (deleted_at) WHERE deleted_at IS NOT NULL;
 
 -- A thread's history, in (run, index) order: runs of a thread never overlap, and run
 -- ids grow in submission order. Keyed so that a replayed append is a no-op.

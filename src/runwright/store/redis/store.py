@@ -48,6 +48,8 @@ Keys (after the prefix):
     reclaimed, reclaim_cursor            reclaimed id ranges (lo -> hi); where retention's
                                          scan of `runs` starts
     trim_cursor                          where the next trim of long logs scans `runs` from
+    tomb_cursor, tmsg_cursor             where retention's scans of `threads` resume (HSCAN
+                                         cursors: tombstones, long histories)
     bucket:<name>                        a rate limit's token bucket {tokens, updated_at}
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
@@ -59,13 +61,13 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
 from ...clock import Clock, StoreClock
-from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted, ThreadNotFound
+from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
 from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
@@ -111,8 +113,14 @@ from ..params import (
     ThreadDeleteParams,
     ThreadEventListParams,
     ThreadForgetParams,
+    ThreadGetParams,
+    ThreadInfo,
     ThreadMessagesParams,
+    ThreadMessagesTrimmed,
+    ThreadMessageTrimParams,
     ThreadRunReclaimParams,
+    ThreadTombstoneReclaimParams,
+    TombstonesReclaimed,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -152,6 +160,7 @@ LIST_CHUNK = 200
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
+SCAN_PAGES = 10  # pages of `threads` one retention call of a kind looks through, at most
 
 
 class RedisStore:
@@ -665,11 +674,17 @@ class RedisStore:
 
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         for _ in range(STALE_RETRIES):
-            plan = await self._reclaim_plan(params)
+            # The plan reads the server's clock; the script judges the age again by its own.
+            ended_before = params.ended_before
+            if ended_before is None and params.max_age_s is not None:
+                ended_before = await self._now(params.now) - params.max_age_s
+            plan = await self._reclaim_plan(params, ended_before)
             if plan is None:
                 return RunReclaimed()
             cursor, hashes, reclaimed = plan
-            if params.dry_run or not hashes or await self._reclaim(cursor, hashes, reclaimed):
+            age = "" if params.ended_before is not None or params.max_age_s is None else params.max_age_s
+            if params.dry_run or not hashes or await self._reclaim(cursor, hashes, reclaimed,
+                                                                   self._now_arg(params.now), age):
                 return reclaimed
         raise StoreError("retention: the runs kept changing during the reclaim; try again")
 
@@ -695,16 +710,18 @@ class RedisStore:
         chosen = set(rules.runs_beyond_thread_cap([run for _, run in threaded], params.keep)[:params.limit])
         return sorted((h for h, run in threaded if run.id in chosen), key=lambda h: int(h["id"]))
 
-    async def _reclaim(self, cursor: int, hashes: list[dict[str, str]], reclaimed: RunReclaimed) -> bool:
-        """The script's removal of the runs planned: False when one changed meanwhile."""
+    async def _reclaim(self, cursor: int, hashes: list[dict[str, str]], reclaimed: RunReclaimed,
+                       now: str = "", age_s: float | str = "") -> bool:
+        """The script's removal of the runs planned: False when one changed meanwhile
+        (or, given an age, ended less than that long ago by the server's clock)."""
         ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
-        args: list[Any] = [cursor, json.dumps(ranges)]
+        args: list[Any] = [cursor, json.dumps(ranges), now, age_s]
         for h in hashes:  # what the decision read, as stored, for the script to compare
             args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
                      identity(h.get("tenant"), h["key"])]
         return bool((await self._script("run_reclaim", *args))[0] == "ok")
 
-    async def _reclaim_plan(self, params: RunReclaimParams,
+    async def _reclaim_plan(self, params: RunReclaimParams, ended_before: float | None,
                             ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
         """Scan `runs` from the cursor (a window a few times the limit): the ended runs
         older than the cut-off, and the cursor to keep, the lowest id left behind."""
@@ -715,7 +732,7 @@ class RedisStore:
             return None
         found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
         picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
-                  and r.finished_at < params.ended_before][:params.limit]
+                  and ended_before is not None and r.finished_at < ended_before][:params.limit]
         chosen = [r for _, r in picked]
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]
@@ -785,6 +802,60 @@ class RedisStore:
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
 
+    async def _thread_pages(self, cursor_key: str, count: int, dry_run: bool,
+                            ) -> AsyncIterator[list[tuple[str, str]]]:
+        """Pages of `threads` (identity, number) from where the last scan of this kind
+        stopped, at most SCAN_PAGES of them, until the scan wraps to the start (a dry run
+        leaves the cursor where it was)."""
+        cursor = int(await self._call(self.redis.get, self.key(cursor_key)) or 0)
+        for _ in range(SCAN_PAGES):
+            cursor, page = await self._call(self.redis.hscan, self.key("threads"), cursor, None, count)
+            if not dry_run:
+                await self._call(self.redis.set, self.key(cursor_key), cursor)
+            yield list(page.items())
+            if int(cursor) == 0:
+                return
+
+    async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
+        cut_off = await self._now(params.now) - params.max_age_s  # the plan's; the script judges
+        old: list[tuple[str, str]] = []
+        async for page in self._thread_pages("tomb_cursor", params.limit, params.dry_run):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, number in page:
+                pipe.hget(self.key(f"thread:{number}"), "deleted_at")
+                pipe.zcard(self.key(f"topen:{number}"))
+            found = await self._call(pipe.execute) if page else []
+            old += [pair for pair, at, open_runs in zip(page, found[::2], found[1::2])
+                    if at is not None and float(at) < cut_off and not open_runs]
+            if len(old) >= params.limit:
+                break
+        old = old[:params.limit]
+        if params.dry_run or not old:
+            idents = [ident for ident, _ in old]
+        else:
+            idents = await self._script("thread_reclaim", self._now_arg(params.now), float(params.max_age_s),
+                                        *[part for pair in old for part in pair])
+        return TombstonesReclaimed([_thread_of(ident) for ident in idents])
+
+    async def thread_message_trim(self, params: ThreadMessageTrimParams) -> ThreadMessagesTrimmed:
+        found = ThreadMessagesTrimmed()
+        async for page in self._thread_pages("tmsg_cursor", params.limit, params.dry_run):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, number in page:
+                pipe.hlen(self.key(f"tmsg:{number}"))
+            lengths = await self._call(pipe.execute) if page else []
+            long = [pair for pair, length in zip(page, lengths) if int(length) > params.keep]
+            removed = await self._script("thread_trim_messages", params.keep, params.dry_run,
+                                         params.limit - found.messages, *[number for _, number in long]) \
+                if long else []
+            for (ident, _), count in zip(long, removed):
+                if int(count):
+                    found.threads.append(_thread_of(ident))
+                    found.messages += int(count)
+            if found.messages >= params.limit:
+                break
+        return found
+
     # -- rescue and deadlines -----------------------------------------------------------
 
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]:
@@ -820,13 +891,29 @@ class RedisStore:
 
     # -- threads ------------------------------------------------------------------------
 
-    async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
+    async def thread_get(self, params: ThreadGetParams) -> ThreadInfo | None:
         number = await self._call(self.redis.hget, self.key("threads"),
                                   identity(params.tenant, params.thread))
         if number is None:
+            return None
+        # A thread's number is its incarnation: thread_ids gives a new thread of the name
+        # a larger one, and a number is never given twice.
+        created_at, deleted_at = await self._call(self.redis.hmget, self.key(f"thread:{number}"),
+                                                  "created_at", "deleted_at")
+        return ThreadInfo(params.thread, params.tenant or None, int(number), float(created_at or 0.0),
+                          _float_or_none(deleted_at))
+
+    async def _thread_number(self, thread: str, tenant: str | None, incarnation: int | None,
+                             missing_ok: bool) -> int | None:
+        """The number of the thread a reader may read (rules.check_thread_readable)."""
+        found = await self.thread_get(ThreadGetParams(thread, tenant))
+        rules.check_thread_readable(thread, found, incarnation, missing_ok)
+        return None if found is None else found.incarnation
+
+    async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
+        number = await self._thread_number(params.thread, params.tenant, params.incarnation, True)
+        if number is None:
             return []
-        if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
-            raise ThreadDeleted(f"thread {params.thread!r} was deleted")
         entries = await self._call(self.redis.hgetall, self.key(f"tmsg:{number}"))
         out = []
         for field in sorted(entries):
@@ -836,12 +923,8 @@ class RedisStore:
         return out
 
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
-        number = await self._call(self.redis.hget, self.key("threads"),
-                                  identity(params.tenant, params.thread))
-        if number is None:
-            raise ThreadNotFound(f"thread {params.thread!r} does not exist")
-        if await self._call(self.redis.hexists, self.key(f"thread:{number}"), "deleted_at"):
-            raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+        # The log is the number's (tev:<n>): a page is of the incarnation checked here.
+        number = await self._thread_number(params.thread, params.tenant, params.incarnation, False)
         if params.limit <= 0:
             return []
         out: list[ThreadEvent] = []
@@ -1050,3 +1133,9 @@ def _safe(url: str) -> str:
 def _journal(run_id: int, entries: dict[str, str]) -> list[StepRecord]:
     steps = [step_from_entry(run_id, position, entry) for position, entry in entries.items()]
     return sorted(steps, key=lambda s: s.position)
+
+
+def _thread_of(ident: str) -> tuple[str | None, str]:
+    """(tenant or None, name) of a thread identity (codec.identity)."""
+    tenant, name = json.loads(ident)
+    return tenant or None, name

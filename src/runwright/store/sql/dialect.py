@@ -53,9 +53,10 @@ POSTGRES = Dialect("postgresql", "= ANY(${n})", "FOR UPDATE", "${n}", json_array
                    now="coalesce(${n}::float8, extract(epoch FROM now())::float8)")
 # SQLite has no row locks: its write transactions (BEGIN IMMEDIATE) hold the database's
 # one write lock from start to end, which is stronger. It is one machine: its store's
-# clock is the system clock, always passed in (never NULL).
+# clock is the system clock, passed in, except where retention judges an age in the
+# statement (NULL: SQLite's own reading of that clock, epoch seconds from julianday).
 SQLITE = Dialect("sqlite", "IN (SELECT value FROM json_each(?{n}))", "", "?{n}", json_arrays=True,
-                 now="?{n}")
+                 now="coalesce(?{n}, (julianday('now') - 2440587.5) * 86400.0)")
 
 
 class SqlConnection(Protocol):

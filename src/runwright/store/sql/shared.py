@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
-from ...errors import RunNotFound, ThreadDeleted, ThreadNotFound
+from ...errors import RunNotFound, ThreadDeleted
 from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
@@ -54,8 +54,14 @@ from ..params import (
     ThreadDeleteParams,
     ThreadEventListParams,
     ThreadForgetParams,
+    ThreadGetParams,
+    ThreadInfo,
     ThreadMessagesParams,
+    ThreadMessagesTrimmed,
+    ThreadMessageTrimParams,
     ThreadRunReclaimParams,
+    ThreadTombstoneReclaimParams,
+    TombstonesReclaimed,
     UnrunnableKind,
     WorkerHeartbeatParams,
     WorkerInfo,
@@ -387,11 +393,13 @@ class SqlStore(ABC):
         now = self.clock.now(params.now)
         tenant = params.tenant or ""
         async with self._transaction() as conn:
-            await conn.execute(q.THREAD_ENSURE, tenant, params.thread, now)
+            made = await conn.execute(q.THREAD_ENSURE, tenant, params.thread, now) == 1
             if await conn.fetchval(q.THREAD_LOCK, tenant, params.thread) is not None:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
             existing = await conn.fetchrow(q.GET_BY_KEY, tenant, params.key)
             if existing is not None:
+                if made:
+                    await conn.execute(q.THREAD_DROP_UNBORN, tenant, params.thread)
                 run = run_from_row(existing)
                 run.existed = True
                 return run
@@ -401,6 +409,7 @@ class SqlStore(ABC):
             plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
             await self._stop_for_thread(conn, plan, now)
             (run,) = await self._insert_runs(conn, [params], now)
+            await conn.execute(q.THREAD_BEGIN, tenant, params.thread, run.id)
         self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
         return run
 
@@ -416,13 +425,22 @@ class SqlStore(ABC):
             await self._end_queued(conn, run_id, RunState.INTERRUPTED, now, "interrupted",
                                    {"mode": plan.mode}, interrupt=plan.mode)
 
+    async def thread_get(self, params: ThreadGetParams) -> ThreadInfo | None:
+        async with self._reading() as conn:
+            return await self._thread_get(conn, params.tenant, params.thread)
+
+    async def _thread_get(self, conn: SqlConnection, tenant: str | None, thread: str) -> ThreadInfo | None:
+        row = await conn.fetchrow(q.THREAD_GET, tenant or "", thread)
+        if row is None:
+            return None
+        deleted_at = None if row[4] is None else float(row[4])
+        return ThreadInfo(row[0], row[1] or None, int(row[2]), float(row[3]), deleted_at)
+
     async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
         tenant = params.tenant or ""
         async with self._reading() as conn:
-            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
-                                          tenant, params.thread)
-            if deleted is not None and deleted[0] is not None:
-                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            found = await self._thread_get(conn, tenant, params.thread)
+            rules.check_thread_readable(params.thread, found, params.incarnation, missing_ok=True)
             before = params.before_run if params.before_run is not None else NO_RUN_BEFORE
             rows = await conn.fetch(q.THREAD_MESSAGES, tenant, params.thread, before)
         return [(row[0], row[1], row[2]) for row in rows]
@@ -458,18 +476,19 @@ class SqlStore(ABC):
         # nothing and takes no lock.
         tenant = params.tenant or ""
         async with self._reading() as conn:
-            deleted = await conn.fetchrow("SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2",
-                                          tenant, params.thread)
-            if deleted is None:
-                raise ThreadNotFound(f"thread {params.thread!r} does not exist")
-            if deleted[0] is not None:
-                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+            found = await self._thread_get(conn, tenant, params.thread)
+            rules.check_thread_readable(params.thread, found, params.incarnation, missing_ok=False)
             behind = await conn.fetch(q.THREAD_EVENTS_BEHIND, tenant, params.thread)
         if behind:
             async with self._transaction() as conn:
                 await self._number_thread_events(conn, tenant, params.thread)
         async with self._reading() as conn:
             rows = await conn.fetch(q.THREAD_EVENT_PAGE, tenant, params.thread, params.after, params.limit)
+            if params.incarnation is not None:
+                # The page and this check are one read: a page read as the name passed to
+                # a new thread is not shown to a reader of the old one.
+                found = await self._thread_get(conn, tenant, params.thread)
+                rules.check_thread_readable(params.thread, found, params.incarnation, missing_ok=False)
         return [ThreadEvent(row[1], row[2], row[3], json.loads(row[4]), row[5], tseq=row[0]) for row in rows]
 
     async def _number_thread_events(self, conn: SqlConnection, tenant: str, thread: str) -> None:
@@ -542,9 +561,17 @@ class SqlStore(ABC):
         return await self._change(q.LEASE_TAKE, params.name, params.holder,
                                   self.clock.judged(params.now), params.lease_s) == 1
 
+    def _judged_here(self, given: float | None) -> float | None:
+        """The time a retention statement judges ages by: None for "the database's clock,
+        read in the statement" (see runwright.clock), else the injected one."""
+        return self.clock.judged(given)
+
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
+        age_s = None if params.max_age_s is None else float(params.max_age_s)
+        ended_before = None if params.ended_before is None else float(params.ended_before)
         async with self._reading() if params.dry_run else self._transaction() as conn:
-            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
+            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, ended_before, params.limit,
+                                                       self._judged_here(params.now), age_s)]
             return await self._reclaim(conn, ids, params.dry_run)
 
     async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
@@ -598,6 +625,25 @@ class SqlStore(ABC):
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))
+
+    async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            rows = await conn.fetch(q.TOMBSTONES, self._judged_here(params.now), float(params.max_age_s),
+                                    params.limit)
+            found = TombstonesReclaimed([(row[0] or None, row[1]) for row in rows])
+            if not params.dry_run:
+                for row in rows:
+                    for statement in (q.TOMBSTONE_MESSAGES_DROP, q.TOMBSTONE_EVENTS_DROP, q.TOMBSTONE_DROP):
+                        await conn.execute(statement, row[0], row[1])
+        return found
+
+    async def thread_message_trim(self, params: ThreadMessageTrimParams) -> ThreadMessagesTrimmed:
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            rows = [tuple(row) for row in await conn.fetch(q.MESSAGES_BEYOND, params.keep, params.limit)]
+            if rows and not params.dry_run:
+                await conn.executemany(q.MESSAGE_DROP, rows)
+        threads = list(dict.fromkeys((row[0] or None, row[1]) for row in rows))
+        return ThreadMessagesTrimmed(threads, len(rows))
 
     # -- rate limits --------------------------------------------------------------------
 

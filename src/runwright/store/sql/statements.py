@@ -19,9 +19,9 @@ __all__ = [
     "BUMP_SEQ",
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
+    "DROP_STEPS",
     "DUE_KINDS",
     "DUE_KINDS_OF_TENANT",
-    "DROP_STEPS",
     "END_QUEUED",
     "EXPIRE",
     "FAIL_UNRUNNABLE",
@@ -29,22 +29,24 @@ __all__ = [
     "GET_BY_KEY",
     "GET_MANY",
     "GET_RUN",
-    "LIST_EVENTS",
     "LEASE_TAKE",
+    "LIST_EVENTS",
     "LIST_STEPS",
     "LIST_STEPS_RESUMABLE",
     "LOCK_RUN",
     "LOCK_RUNS",
+    "MESSAGES_BEYOND",
+    "MESSAGE_DROP",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUESTIONS_ASKING",
     "QUESTION_ANSWER",
-    "RECLAIMABLE",
-    "RECLAIMED_HAS",
-    "RECLAIM_LOCK",
     "QUESTION_COLUMNS",
     "QUESTION_GET",
     "QUESTION_INSERT",
-    "QUESTIONS_ASKING",
+    "RECLAIMABLE",
+    "RECLAIMED_HAS",
+    "RECLAIM_LOCK",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
@@ -57,19 +59,26 @@ __all__ = [
     "SCHEDULE_SAVE",
     "STUCK",
     "THREAD_APPEND",
+    "THREAD_BEGIN",
     "THREAD_DELETE",
+    "THREAD_DROP_UNBORN",
     "THREAD_ENSURE",
-    "THREAD_EVENT_PAGE",
     "THREAD_EVENTS_BEHIND",
     "THREAD_EVENTS_PURGE",
     "THREAD_EVENTS_TOP",
+    "THREAD_EVENT_PAGE",
     "THREAD_FORGET_RUN",
+    "THREAD_GET",
     "THREAD_LOCK",
     "THREAD_MESSAGES",
     "THREAD_NUMBER_EVENTS",
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
     "THREAD_RUNS_BEYOND",
+    "TOMBSTONES",
+    "TOMBSTONE_DROP",
+    "TOMBSTONE_EVENTS_DROP",
+    "TOMBSTONE_MESSAGES_DROP",
     "TRIMMABLE",
     "TRIM_EVENTS",
     "TRIM_MARK",
@@ -241,6 +250,14 @@ INSERT INTO threads (tenant, id, created_at) VALUES ($1, $2, $3) ON CONFLICT (te
 # Submissions to one thread take turns on its row: the busy check and the insert are
 # one step, so two submissions can never both see the thread idle.
 THREAD_LOCK = "SELECT deleted_at FROM threads WHERE tenant = $1 AND id = $2 FOR_UPDATE"
+# A thread row is made before its first run, whose id becomes the incarnation (see
+# migration 15); a submission that made it and inserted nothing (its key named another
+# run) takes it away again, so that no row stands without an incarnation.
+THREAD_BEGIN = "UPDATE threads SET incarnation = $3 WHERE tenant = $1 AND id = $2 AND incarnation = 0"
+THREAD_DROP_UNBORN = "DELETE FROM threads WHERE tenant = $1 AND id = $2 AND incarnation = 0"
+THREAD_GET = """
+SELECT id, tenant, incarnation, created_at, deleted_at FROM threads WHERE tenant = $1 AND id = $2
+"""
 THREAD_OPEN_RUNS = f"""
 SELECT {RUN_COLUMNS} FROM runs
 WHERE thread = $2 AND coalesce(tenant, '') = $1 AND state IN ('queued', 'running')
@@ -264,12 +281,15 @@ THREAD_PURGE = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2
 
 # -- a thread's log (thread_events numbers the events of a thread's runs) -----------------
 # The thread's runs whose logs grew past what is numbered: runs_thread finds the runs, and
-# thread_events_event gives each one's numbered high-water mark in one probe.
+# thread_events_event gives each one's numbered high-water mark in one probe. Only the
+# runs of the thread's incarnation (ids from its first run on): the ended runs of an
+# earlier thread of that name, deleted and reclaimed, are no part of this one's log.
 THREAD_EVENTS_BEHIND = """
 SELECT id, numbered, last_seq FROM (
     SELECT id, last_seq,
            coalesce((SELECT max(seq) FROM thread_events te WHERE te.run_id = runs.id), 0) AS numbered
-    FROM runs WHERE thread = $2 AND coalesce(tenant, '') = $1) AS runs_of_thread
+    FROM runs WHERE thread = $2 AND coalesce(tenant, '') = $1
+    AND id >= (SELECT incarnation FROM threads t WHERE t.tenant = $1 AND t.id = $2)) AS runs_of_thread
 WHERE last_seq > numbered ORDER BY id
 """
 THREAD_EVENTS_TOP = "SELECT coalesce(max(tseq), 0) FROM thread_events WHERE tenant = $1 AND thread_id = $2"
@@ -353,9 +373,13 @@ WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 # Ended before the cut-off, oldest ids first: the state index orders each state by id.
 # Locked as they are chosen, skipping rows another reclaim holds: two passes at once (a
 # worker's and `runwright sweep`'s) take disjoint runs instead of deadlocking on them.
+# The cut-off is $1 when given, else the store's clock minus the age $4, read here in the
+# statement (NOW($3): the database's own clock unless a time was injected), so that the
+# age is judged against the end times the rows carry by one clock, not a worker's.
 RECLAIMABLE = """
 SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
-AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
+AND finished_at < coalesce(CAST($1 AS double precision), NOW($3) - CAST($4 AS double precision))
+ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
 # rules.runs_beyond_thread_cap in SQL: of each thread's runs, all but its newest $1 (by
@@ -384,6 +408,36 @@ TRIM_THREAD_EVENTS = "DELETE FROM thread_events WHERE run_id = $1 AND seq < $2"
 # The newest removed event becomes the marker, in place: its seq (and its tseq in the
 # thread's log, if numbered) stays, so nothing is renumbered.
 TRIM_MARKER = "UPDATE events SET kind = $3, data = $4, at = $5 WHERE run_id = $1 AND seq = $2"
+
+# Tombstones deleted more than $2 seconds ago by the store's clock (read in the statement,
+# as RECLAIMABLE's), oldest first by the partial index threads_deleted. A thread whose
+# delete did not finish (an open run left) keeps its tombstone: the name stays taken
+# until its runs are over. Locked as chosen, skipping rows another sweep holds; a
+# submission to the name waits on the lock and then finds the row gone (a new thread).
+TOMBSTONES = """
+SELECT tenant, id FROM threads
+WHERE deleted_at IS NOT NULL AND deleted_at < NOW($1) - CAST($2 AS double precision)
+AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread = threads.id
+                AND coalesce(runs.tenant, '') = threads.tenant AND runs.state IN ('queued', 'running'))
+ORDER BY deleted_at LIMIT $3 FOR_UPDATE_SKIP_LOCKED
+"""
+TOMBSTONE_DROP = "DELETE FROM threads WHERE tenant = $1 AND id = $2 AND deleted_at IS NOT NULL"
+TOMBSTONE_MESSAGES_DROP = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
+TOMBSTONE_EVENTS_DROP = "DELETE FROM thread_events WHERE tenant = $1 AND thread_id = $2"
+# Of each thread's history, all but its newest $1 messages, sparing those of runs still
+# open (a resume reads them). A window over the primary key's order; PostgreSQL locks no
+# rows under a window, and none is needed: an append adds newer rows, a rollback removes
+# an open run's, so neither meets these.
+MESSAGES_BEYOND = """
+SELECT tenant, thread_id, run_id, idx FROM (
+    SELECT tenant, thread_id, run_id, idx,
+           row_number() OVER (PARTITION BY tenant, thread_id ORDER BY run_id DESC, idx DESC) AS newer
+    FROM thread_messages) AS ranked
+WHERE newer > $1 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = ranked.run_id
+                                 AND runs.state IN ('queued', 'running'))
+ORDER BY tenant, thread_id, run_id, idx LIMIT $2
+"""
+MESSAGE_DROP = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2 AND run_id = $3 AND idx = $4"
 
 # -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
 # Made first (full), so that two first takes lock one row instead of both inserting.

@@ -245,6 +245,13 @@ class SqliteStore(SqlStore):
     async def _insert_runs(self, conn: Any, params: Sequence[RunInsertParams], now: float) -> list[Run]:
         return await conn.call(lambda raw: hot_path.insert_runs(raw, params, now))  # type: ignore[no-any-return]
 
+    def _judged_here(self, given: float | None) -> float | None:
+        # The system clock is the database's here: unless a time or a clock of its own was
+        # injected, retention's ages are judged by SQLite's reading of it, in the statement.
+        if given is None and self.clock is SYSTEM_CLOCK:
+            return None
+        return self.clock.judged(given)
+
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
         """Workers share this machine: a dead one is found by its pid at once, and one
         whose heartbeat is stale (another host on a network file system) in time."""

@@ -3,17 +3,21 @@
 -- KEYS[1]  <prefix>ids
 -- ARGV[1]  the scan cursor to keep (the lowest run id the next pass looks at)
 -- ARGV[2]  the reclaimed id ranges after this pass, JSON [[lo, hi], ...] (rules.merge_ranges)
+-- ARGV[3]  now ('' = the server's clock)    ARGV[4] the age a run must have ended ago ('' = any)
 -- then     per run: its id, "state:finished_at" as the decision read it, its key identity
 -- Returns  {'stale'} when a run changed since the decision (the caller reads again),
---          else {'ok'}
+--          else {'ok'}; {'young'} when a run ended less than the age ago by the server's
+--          clock (TIME, read here: the plan's reading is not trusted to be the judge)
 --
 -- Nothing of a run is left in an index: its key, the runs list, the counters, its
 -- parent's children, the pending questions. Its thread's history is the thread's.
 local function seen(run) return run.state .. ':' .. (run.finished_at or '') end
+local cut_off = ARGV[4] ~= '' and now_of(ARGV[3]) - tonumber(ARGV[4]) or nil
 local runs = {}
-for i = 3, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local run = load(ARGV[i])
   if not run or seen(run) ~= ARGV[i + 1] then return {'stale'} end
+  if cut_off and not (tonumber(run.finished_at) < cut_off) then return {'young'} end
   runs[#runs + 1] = {id = ARGV[i], run = run, ident = ARGV[i + 2]}
 end
 for _, r in ipairs(runs) do
