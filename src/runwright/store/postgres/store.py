@@ -368,9 +368,11 @@ class PostgresStore(SqlStore):
         if not params:
             return []
         now = self.clock.now(params[0].now)
+        # In id order, as renewals and the rescuer lock rows: a finish and a renewal of the
+        # same runs in another session otherwise deadlock (seen under load; retried, slow).
         ends = json.dumps([(p.run_id, p.fence, p.state.value, p.result, p.error,
                             p.run_at if p.run_at is not None else now, p.release, p.kind,
-                            p.event_data) for p in params])
+                            p.event_data) for p in sorted(params, key=lambda p: p.run_id)])
         async with self._conn() as conn, conn.transaction():
             rows = await conn.fetch(self._sql(sql.FINISH_MANY), now, ends, self.channels["done"],
                                     self.channels["queued"], self.channels["events"])
