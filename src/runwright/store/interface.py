@@ -54,6 +54,8 @@ from .params import (
     ThreadDeleteParams,
     ThreadEventListParams,
     ThreadForgetParams,
+    ThreadInfo,
+    ThreadListParams,
     ThreadMessagesParams,
     ThreadRunReclaimParams,
     UnrunnableKind,
@@ -192,6 +194,11 @@ class ThreadStore(Protocol):
 
     async def thread_delete(self, params: ThreadDeleteParams) -> bool:
         """False if the thread does not exist."""
+
+    async def thread_list(self, params: ThreadListParams) -> list[ThreadInfo]:
+        """A page of threads, newest first (see the params): each with its creation and
+        deletion times and its runs' counts and newest run, read from indexes (a page
+        costs its threads, not every thread's runs)."""
 
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
         """A page of the thread's log: the events of all its runs, numbered per thread

@@ -53,7 +53,10 @@ __all__ = [
     "ThreadAppendParams",
     "ThreadDeleteParams",
     "ThreadEventListParams",
+    "ThreadCursor",
     "ThreadForgetParams",
+    "ThreadInfo",
+    "ThreadListParams",
     "ThreadMessagesParams",
     "ThreadRunReclaimParams",
     "WorkerHeartbeatParams",
@@ -350,6 +353,58 @@ class ThreadEventListParams:
     tenant: str | None = None
     after: int = 0
     limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadCursor:
+    """Where a page of threads ended: its last thread's creation time and identity."""
+
+    created_at: float
+    tenant: str | None
+    thread: str
+
+
+@dataclass(slots=True)
+class ThreadListParams:
+    """A page of threads, newest first (by `created_at`; threads created at the same
+    instant in an order of the store's own, the same on every page): those after
+    `after` (the last of the previous page), at most `limit`. `tenant` None means every
+    tenant's threads (the operator's view); deleted threads are left out unless
+    `include_deleted`."""
+
+    tenant: str | None = None
+    limit: int = 100
+    after: ThreadCursor | None = None
+    include_deleted: bool = False
+
+
+@dataclass(slots=True)
+class ThreadInfo:
+    """One thread as a list shows it, with what the store knows of its runs cheaply:
+    how many it keeps (retention may have reclaimed older ones), its newest, and how
+    many are open (queued or running: the thread is busy)."""
+
+    thread: str
+    tenant: str | None  # None: the thread of no tenant
+    created_at: float
+    deleted_at: float | None
+    runs: int
+    open_runs: int
+    last_run_id: int | None
+    last_run_state: RunState | None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def busy(self) -> bool:
+        return self.open_runs > 0
+
+    @property
+    def cursor(self) -> ThreadCursor:
+        """The cursor of the page that ends with this thread."""
+        return ThreadCursor(self.created_at, self.tenant, self.thread)
 
 
 @dataclass(slots=True)
