@@ -44,6 +44,7 @@ from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
+from .store.params import ThreadCursor, ThreadInfo
 from .tasks import TaskSpec
 
 __version__ = "0.1.0"
@@ -101,8 +102,10 @@ __all__ = [
     "TaskTimeout",
     "TenantView",
     "ThreadBusy",
+    "ThreadCursor",
     "ThreadDeleted",
     "ThreadEvent",
+    "ThreadInfo",
     "ThreadNotFound",
     "TokenText",
     "ToolSpec",

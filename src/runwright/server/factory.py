@@ -42,6 +42,10 @@ from .models import (
     SubmitIn,
     ThreadEventOut,
     ThreadEventPage,
+    ThreadOut,
+    ThreadPage,
+    cursor_of,
+    thread_cursor,
 )
 from .problems import OperatorOnly, install_problem_handlers, problem
 from .question_routes import add_question_routes
@@ -250,6 +254,20 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """A new thread id; the thread comes to exist with its first run."""
         return {"thread": uuid.uuid4().hex}
 
+    @api.get("/threads", response_model=ThreadPage,
+             responses={403: {"description": "A tenant's token named another tenant"}})
+    async def list_threads(who: Tenant, limit: int = Query(50, ge=1, le=500),
+                           after: str | None = Query(None, min_length=1, max_length=2000),
+                           include_deleted: bool = False, tenant: TenantFilter = None) -> ThreadPage:
+        """Threads, newest first (by creation): the caller's own, or with an operator token
+        every tenant's (`tenant` narrows to one). `after` is the cursor; deleted threads
+        are listed (marked) only with `include_deleted`."""
+        cursor = None if after is None else thread_cursor(after)
+        found = await scope_for(who, tenant).list_threads(limit=limit, after=cursor,
+                                                          include_deleted=include_deleted)
+        return ThreadPage(items=[ThreadOut.of(t) for t in found],
+                          next_cursor=cursor_of(found[-1]) if len(found) == limit else None)
+
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: str, who: Tenant,
                               tenant: TenantFilter = None) -> dict[str, Any]:
@@ -273,20 +291,23 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def thread_stream(thread: str, who: Tenant, after: After = 0,
-                            last_event_id: str | None = Header(None)) -> Response:
+                            last_event_id: str | None = Header(None),
+                            tenant: TenantFilter = None) -> Response:
         """Server-sent events of the whole thread, run after run, each with its `tseq` as
         its id: replays after `after` (or the Last-Event-ID a reconnecting client sends),
-        then follows live for as long as the client stays."""
-        scope = scope_of(who)
+        then follows live for as long as the client stays. `tenant`: the operator
+        follows a tenant's thread."""
+        scope = scope_for(who, tenant)
         await scope.thread_events_page(thread, 0, 1)  # a 410 for a deleted thread now, not a broken stream
         start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         return EventSourceResponse(_thread_sse(scope, thread, start), ping=ping_s, sep=SSE_SEP,
                                    send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads/{thread}/cancel", response_model=RunPage)
-    async def cancel_thread(thread: str, who: Tenant) -> RunPage:
-        """Cancel every open run of the thread; the thread and its history stay."""
-        cancelled = await scope_of(who).cancel_thread(thread)
+    async def cancel_thread(thread: str, who: Tenant, tenant: TenantFilter = None) -> RunPage:
+        """Cancel every open run of the thread; the thread and its history stay. `tenant`:
+        the operator cancels a tenant's thread."""
+        cancelled = await scope_for(who, tenant).cancel_thread(thread)
         return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
 
     @api.delete("/threads/{thread}", status_code=204)
