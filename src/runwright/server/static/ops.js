@@ -9,11 +9,18 @@
   const threadLink = t => rw.link(`#/threads/${encodeURIComponent(t.thread)}${rw.operator() ? tenantQuery(t.tenant) : ""}`,
                                   t.thread);
 
+  // The latest listing wins: a refresh answered after a click on Older (or the other
+  // way round) is dropped, not laid over it; a refresh waits while a listing is out.
+  let listing = 0, listingOut = false;
   async function listThreads(after) {
+    const mine = ++listing;
     const q = new URLSearchParams({limit: String(PAGE)});
     if (after) q.set("after", after);
     if (document.getElementById("threads-deleted").checked) q.set("include_deleted", "true");
-    const page = await rw.api(`/threads?${q}`);
+    listingOut = true;
+    let page;
+    try { page = await rw.api(`/threads?${q}`); } finally { if (mine === listing) listingOut = false; }
+    if (mine !== listing) return;
     const rows = page.items.map(t => ({props: {className: t.deleted ? "deleted" : "",
                                                dataset: {thread: t.thread, tenant: t.tenant || "", busy: t.busy}},
       cells: [threadLink(t), ...(rw.operator() ? [t.tenant || ""] : []), rw.time(t.created_at), t.runs,
@@ -30,7 +37,8 @@
   }
   document.getElementById("threads-deleted").addEventListener("change", () => listThreads(null).catch(e => rw.flash(e.message)));
   // Kept live while only the newest page is shown (paging older stops it).
-  const refreshThreads = () => document.querySelectorAll("#threads tbody tr").length <= PAGE ? listThreads(null) : Promise.resolve();
+  const refreshThreads = () => !listingOut && document.querySelectorAll("#threads tbody tr").length <= PAGE
+    ? listThreads(null) : Promise.resolve();
 
   // -- one thread: its history and runs, and its log followed live over SSE -----------
   let thread = null;
