@@ -111,7 +111,12 @@ async def test_threads_are_listed_newest_first_in_pages_each_tenant_its_own(serv
         assert [t["thread"] for t in narrowed["items"]] == ["b1"]
         refused = await http.get("/threads", headers=alice, params={"tenant": "bob"})
         assert refused.status_code == 403 and refused.headers["content-type"] == "application/problem+json"
-        # The operator cancels a tenant's thread by naming the tenant, as the dashboard does.
+        # The operator cancels a tenant's thread by naming the tenant, as the dashboard does;
+        # a tenant naming another is refused.
+        for path in ("/threads/a3/cancel", "/threads/a3/events/stream"):
+            method = "POST" if path.endswith("cancel") else "GET"
+            other = await http.request(method, path, headers=bob, params={"tenant": "alice"})
+            assert other.status_code == 403, (path, other.text)
         cancelled = await http.post("/threads/a3/cancel", headers=operator, params={"tenant": "alice"})
         assert [r["state"] for r in cancelled.json()["items"]] == ["cancelled"]
         (a3, *_), *_ = await pages(alice)
