@@ -44,8 +44,9 @@ from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
+from .store.params import ThreadCursor, ThreadInfo
 from .tasks import TaskSpec
-from .threads import ThreadHandle, ThreadInfo
+from .threads import ThreadHandle
 
 __version__ = "0.1.0"
 
@@ -102,6 +103,7 @@ __all__ = [
     "TaskTimeout",
     "TenantView",
     "ThreadBusy",
+    "ThreadCursor",
     "ThreadDeleted",
     "ThreadEvent",
     "ThreadHandle",

@@ -13,9 +13,9 @@ from typing import Any, Sequence
 from .errors import InvalidInput
 from .runs import RunState
 from .serde import finite
-from .store.params import RunListParams
+from .store.params import RunListParams, ThreadCursor, ThreadListParams
 
-__all__ = ["MAX_LIMIT", "checked_listing"]
+__all__ = ["MAX_LIMIT", "checked_listing", "checked_thread_listing"]
 
 MAX_LIMIT = 2**31 - 1  # an INTEGER in the stores: beyond it there is nothing more to return
 MAX_ID = 2**63 - 1  # ids are 64-bit in every store
@@ -34,6 +34,19 @@ def checked_listing(params: RunListParams) -> RunListParams:
     for name in ("created_after", "created_before"):
         if getattr(params, name) is not None:
             finite(getattr(params, name), name)
+    return params
+
+
+def checked_thread_listing(params: ThreadListParams) -> ThreadListParams:
+    """`params`, once the limit and the cursor are of a kind and range the stores take."""
+    _check_int(params.limit, "limit", 1, MAX_LIMIT)
+    after = params.after
+    if after is not None:
+        if not isinstance(after, ThreadCursor):
+            raise InvalidInput(f"after must be a ThreadCursor (a listed thread's .cursor), got {after!r}")
+        finite(after.created_at, "the cursor's created_at")
+        if not isinstance(after.thread, str) or not (after.tenant is None or isinstance(after.tenant, str)):
+            raise InvalidInput(f"the cursor names a thread by strings, got {after!r}")
     return params
 
 

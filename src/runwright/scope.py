@@ -21,7 +21,7 @@ from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event, StepRecord, ThreadEvent
-from .listing import checked_listing
+from .listing import checked_listing, checked_thread_listing
 from .questions import Question
 from .runs import Run, RunState
 from .runtime import Runtime
@@ -38,7 +38,9 @@ from .store.params import (
     RunQueueStatsParams,
     RunRetryParams,
     RunUnrunnableParams,
+    ThreadCursor,
     ThreadInfo,
+    ThreadListParams,
     WorkerInfo,
 )
 from .submission import Submission, insert_params
@@ -265,6 +267,17 @@ class RunScope:
         return await self._runtime.store.run_ended_times(RunEndedParams(since, limit, self.tenant_name))
 
     # -- threads --------------------------------------------------------------------
+
+    async def list_threads(self, *, limit: int = 100, after: ThreadCursor | None = None,
+                           include_deleted: bool = False) -> list[ThreadInfo]:
+        """Threads of this scope (a tenant's own; in the App's scope every tenant's, each
+        with its `tenant`), newest first; pass the last one's `.cursor` as `after` for the
+        next page. Each says how many runs it keeps, how many are open (`busy`), and its
+        newest run. Deleted threads are left out unless `include_deleted` (then `deleted`)."""
+        params = checked_thread_listing(ThreadListParams(
+            tenant=self.tenant_name, limit=limit, after=after, include_deleted=include_deleted))
+        await self._ready()
+        return await self._runtime.store.thread_list(params)
 
     def thread(self, thread: str, incarnation: int | None = None) -> ThreadHandle:
         """A handle on this scope's thread of that name that reads one thread: after its

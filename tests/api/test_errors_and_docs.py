@@ -27,7 +27,9 @@ async def test_every_error_is_a_problem(server: str, worker_app: rw.App) -> None
         await http.post(f"/runs/{queued['id']}/cancel", headers=TENANT)
         table = [
             # (method, path, headers, request options, status, words of the detail)
-            ("GET", "/threads", TENANT, {}, 405, "allowed: POST"),
+            ("PUT", "/threads", TENANT, {}, 405, "allowed: GET, POST"),
+            ("GET", "/threads", TENANT, {"params": {"after": "not-a-cursor"}}, 422, "not a cursor"),
+            ("GET", "/threads", TENANT, {"params": {"limit": 501}}, 422, "limit"),
             ("DELETE", "/runs", TENANT, {}, 405, "allowed: GET, POST"),
             ("GET", "/no/such/path", TENANT, {}, 404, "no such path"),
             ("GET", "/runs/424242", TENANT, {}, 404, "run 424242 not found"),

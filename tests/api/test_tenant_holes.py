@@ -40,6 +40,7 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/runs/{run_id}/events/stream"): 404,
     ("POST", "/threads"): 201,  # a fresh id, nothing else
     ("GET", "/threads/{thread}"): 404,  # bob has no such thread
+    ("GET", "/threads"): 200,  # bob's threads: none
     ("GET", "/threads/{thread}/messages"): 200,  # bob's thread of that name: empty
     ("GET", "/threads/{thread}/runs"): 200,  # likewise
     ("DELETE", "/threads/{thread}"): 404,  # bob has no such thread
@@ -140,7 +141,7 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
     existed (ids cannot be probed)."""
     body = answer.json() if answer.headers.get("content-type", "").endswith("json") else None
     if (method, path) in (("GET", "/runs"), ("GET", "/dead"), ("GET", "/threads/{thread}/runs"),
-                          ("POST", "/threads/{thread}/cancel")):
+                          ("POST", "/threads/{thread}/cancel"), ("GET", "/threads")):
         assert body["items"] == []
     elif (method, path) == ("GET", "/questions"):
         assert body == []

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from ..process.harness import ROOT
-from .test_api import as_, server  # noqa: F401 (the fixture)
+from .test_api import OPERATOR_TOKEN, as_, server  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.process
 DEADLINE_S = 30
@@ -152,3 +152,49 @@ async def test_a_reader_of_a_deleted_thread_is_told_410_after_its_name_is_reused
         resuming = {**alice, "Last-Event-ID": f"{new}:0"}
         (streamed,) = await sse_events(http, "/threads/r/events/stream", resuming, 1)
         assert (streamed["incarnation"], streamed["id"], streamed["data"]["run_id"]) == (new, 1, second)
+
+
+async def test_threads_are_listed_newest_first_in_pages_each_tenant_its_own(server: str) -> None:  # noqa: F811
+    alice, bob, operator = as_("alice-token"), as_("bob-token"), as_(OPERATOR_TOKEN)
+    async with httpx.AsyncClient(base_url=server, timeout=DEADLINE_S) as http:
+        for who, thread in [(alice, "a1"), (bob, "b1"), (alice, "a2"), (alice, "a3"), (alice, "gone")]:
+            made = await http.post("/runs", headers=who, json={
+                "task": "record", "args": {"n": 1}, "thread": thread, "delay_s": 3600})
+            assert made.status_code == 201, made.text
+        assert (await http.delete("/threads/gone", headers=alice)).status_code == 204
+
+        async def pages(headers: dict[str, str], **params: object) -> list[list[dict]]:
+            out, after = [], None
+            while True:
+                query = {**params, "limit": 2, **({"after": after} if after else {})}
+                answer = await http.get("/threads", headers=headers, params=query)
+                assert answer.status_code == 200, answer.text
+                out.append(answer.json()["items"])
+                after = answer.json()["next_cursor"]
+                if after is None:
+                    return out
+
+        assert [[t["thread"] for t in page] for page in await pages(alice)] == [["a3", "a2"], ["a1"]]
+        assert [[t["thread"] for t in page] for page in await pages(bob)] == [["b1"]]
+        everyone = [(t["tenant"], t["thread"]) for page in await pages(operator) for t in page]
+        assert everyone == [("alice", "a3"), ("alice", "a2"), ("bob", "b1"), ("alice", "a1")]
+        (a3, *_), *_ = await pages(alice)
+        assert (a3["runs"], a3["open_runs"], a3["busy"], a3["last_run_state"], a3["deleted"]) == (
+            1, 1, True, "queued", False)
+        deleted = (await http.get("/threads", headers=alice, params={"include_deleted": True})).json()
+        assert [(t["thread"], t["deleted"]) for t in deleted["items"]][0] == ("gone", True)
+        assert deleted["items"][0]["last_run_state"] == "cancelled" and deleted["next_cursor"] is None
+        narrowed = (await http.get("/threads", headers=operator, params={"tenant": "bob"})).json()
+        assert [t["thread"] for t in narrowed["items"]] == ["b1"]
+        refused = await http.get("/threads", headers=alice, params={"tenant": "bob"})
+        assert refused.status_code == 403 and refused.headers["content-type"] == "application/problem+json"
+        # The operator cancels a tenant's thread by naming the tenant, as the dashboard does;
+        # a tenant naming another is refused.
+        for path in ("/threads/a3/cancel", "/threads/a3/events/stream"):
+            method = "POST" if path.endswith("cancel") else "GET"
+            other = await http.request(method, path, headers=bob, params={"tenant": "alice"})
+            assert other.status_code == 403, (path, other.text)
+        cancelled = await http.post("/threads/a3/cancel", headers=operator, params={"tenant": "alice"})
+        assert [r["state"] for r in cancelled.json()["items"]] == ["cancelled"]
+        (a3, *_), *_ = await pages(alice)
+        assert (a3["thread"], a3["busy"]) == ("a3", False)

@@ -21,7 +21,12 @@ import redis.asyncio
 
 import runwright as rw
 from runwright.store import store_from_url
-from runwright.store.params import RunRescueParams, WorkerHeartbeatParams
+from runwright.store.params import (
+    RunInsertParams,
+    RunRescueParams,
+    ThreadListParams,
+    WorkerHeartbeatParams,
+)
 
 from ..conformance.helpers import T0, claim, insert, worker
 from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker
@@ -201,3 +206,24 @@ async def test_with_aof_a_restart_mid_drain_loses_no_acknowledged_submission(
 
 def test_the_private_server_is_not_the_shared_one(private_redis: PrivateRedis) -> None:
     assert private_redis.port != 6379 and os.path.isdir(private_redis.directory)
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_threads_written_by_layout_2_are_listed_after_migrating(store) -> None:
+    # What layout 2 wrote: threads and their runs, without the lists layout 3 reads.
+    runs = [await store.run_insert_threaded(RunInsertParams(
+        key=f"k{i}", task="t", args="{}", thread=thread, on_busy="enqueue", tenant=tenant, now=T0 + i))
+        for i, (tenant, thread) in enumerate([("alice", "a"), ("alice", "a"), (None, "b")])]
+    lists = [key async for key in store.redis.scan_iter(match=store.key("t[lr]*"))]
+    assert len(lists) == 5  # tlist, tlist:alice, tlist:, truns of each thread
+    await store.redis.delete(*lists)
+    for number in await store.redis.hvals(store.key("threads")):
+        await store.redis.hdel(store.key(f"thread:{number}"), "ident")
+    await store.redis.set(store.key("schema_version"), 2)
+    assert await store.thread_list(ThreadListParams()) == []
+    assert await store.migrate() == [3]
+    listed = await store.thread_list(ThreadListParams())
+    assert [(t.tenant, t.thread, t.runs, t.last_run_id) for t in listed] == [
+        (None, "b", 1, runs[2].id), ("alice", "a", 2, runs[1].id)]
+    assert [t.thread for t in await store.thread_list(ThreadListParams(tenant="alice"))] == ["a"]
+    assert await store.migrate() == []  # and the next process finds nothing to do

@@ -20,13 +20,15 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.cli.exits import TABLE
+from runwright.cli.exits import BAD_INPUT, TABLE
 from runwright.cli.main import command
 from runwright.store.params import (
     RunClaimParams,
     RunCountParams,
     RunFinishParams,
+    RunInsertParams,
     RunListParams,
+    ThreadDeleteParams,
     WorkerRegisterParams,
 )
 
@@ -70,7 +72,7 @@ def submitted(url: str, task: str, args: str, *options: str) -> int:
 # -- reading never creates a database ---------------------------------------------------
 
 READ_COMMANDS = [["status"], ["runs"], ["dead"], ["show", "1"], ["events", "1"], ["follow", "1"],
-                 ["workers"], ["thread", "show", "t1"], ["schedules"], ["runs", "--json"],
+                 ["workers"], ["thread", "show", "t1"], ["thread", "list"], ["schedules"], ["runs", "--json"],
                  ["status", "--json"], ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"]]
 
 
@@ -258,6 +260,36 @@ async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: s
     assert [json.loads(line)["kind"] for line in events.stdout.splitlines()] == ["submitted"]
     thread = listed("thread", "show", "no-such-thread")
     assert thread == {"thread": "no-such-thread", "runs": [], "messages": []}
+
+
+async def test_thread_list_shows_every_tenants_threads_newest_first(app: rw.App, store_url: str) -> None:
+    long_name = "support-" + "x" * 80
+    made = [await app.store.run_insert_threaded(RunInsertParams(
+        key=f"k{i}", task="double", args="{}", thread=thread, tenant=tenant, on_busy="enqueue", now=1e9 + i))
+        for i, (tenant, thread) in enumerate([("alice", "chat"), (None, "ops"), ("bob", long_name),
+                                              ("alice", "gone")])]
+    assert await app.store.thread_delete(ThreadDeleteParams("gone", "alice"))
+
+    def listed(*args: str) -> list[dict]:
+        done = runwright("thread", "list", *args, "--json", url=store_url)
+        assert done.returncode == 0, (args, done.stderr)
+        return json.loads(done.stdout)
+
+    every = listed()
+    assert [(t["tenant"], t["thread"]) for t in every] == [("bob", long_name), (None, "ops"),
+                                                           ("alice", "chat")]
+    assert every[0]["created_at"] == 1e9 + 2 and every[0]["busy"] is True and every[0]["runs"] == 1
+    assert every[0]["last_run_id"] == made[2].id and every[0]["last_run_state"] == "queued"
+    assert [t["thread"] for t in listed("--tenant", "alice")] == ["chat"]
+    assert [t["thread"] for t in listed("--limit", "1")] == [long_name]
+    assert [(t["thread"], t["deleted"]) for t in listed("--tenant", "alice", "--deleted")] == [
+        ("gone", True), ("chat", False)]
+    table = runwright("thread", "list", url=store_url, env={"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    (row,) = [line for line in table.stdout.splitlines() if line.startswith(f"│ {long_name} ")]
+    assert "bob" in row and str(made[2].id) in row and "busy" in row  # whole when piped
+    refused = runwright("thread", "list", "--limit", "0", url=store_url)
+    assert refused.returncode == BAD_INPUT and "limit" in refused.stderr and "Traceback" not in refused.stderr
 
 
 async def test_tables_are_whole_when_piped(app: rw.App, store_url: str) -> None:

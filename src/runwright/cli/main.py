@@ -24,6 +24,7 @@ from ..runs import RunState
 from ..schedules import clock_from_env
 from . import views
 from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, err, fail
+from .output import as_json as as_json_value
 from .output import out, print_json
 from .output import show as show_out
 
@@ -564,7 +565,7 @@ def verify(
             seed, lease_s, timeout_s, json_out)
 
 
-thread_cli = typer.Typer(help="A thread: show its runs and history, cancel its runs, follow them.",
+thread_cli = typer.Typer(help="Threads: list them; show one's runs and history, cancel its runs, follow.",
                          no_args_is_help=True)
 cli.add_typer(thread_cli, name="thread")
 TENANT = typer.Option(None, "--tenant", help="The thread's tenant (threads are named per tenant).")
@@ -573,6 +574,22 @@ THREAD = typer.Argument(..., metavar="THREAD", help="The thread's name.")
 
 def _scope(app: App, tenant: str | None) -> Any:
     return app if tenant is None else app.tenant(tenant)
+
+
+@thread_cli.command("list")
+def thread_list(
+    tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant's threads (default: "
+                                                              "every tenant's)."),
+    limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many threads."),
+    deleted: bool = typer.Option(False, "--deleted", help="List deleted threads too (marked)."),
+    as_json: bool = JSON_OUT,
+    url: str | None = URL,
+) -> None:
+    """List threads, newest first: each one's tenant, runs, open runs and newest run."""
+    found = with_app(url, lambda app: _scope(app, tenant).list_threads(limit=limit, include_deleted=deleted))
+    if as_json:
+        return print_json([{**as_json_value(t), "deleted": t.deleted, "busy": t.busy} for t in found])
+    show_out(views.threads_table(found, full=not out.is_terminal))
 
 
 @thread_cli.command("show")

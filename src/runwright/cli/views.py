@@ -16,9 +16,10 @@ from ..attempts import Attempt
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
+from ..store.params import ThreadInfo
 
 __all__ = ["attempts_table", "event_line", "messages_lines", "run_panel", "runs_table", "schedules_table",
-           "summary_table", "traceback_text", "workers_table"]
+           "summary_table", "threads_table", "traceback_text", "workers_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -40,6 +41,21 @@ def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> 
         table.add_row(str(run.id), escape(run.task), escape(run.queue),
                       f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
                       f"{run.attempt}/{run.max_attempts}", _when(run.created_at), escape(reason))
+    return table
+
+
+def threads_table(threads: Sequence[ThreadInfo], full: bool = False) -> Table:
+    """A row per thread, newest first; `full` keeps whole names (a pipe), else long ones are cut."""
+    cut = None if full else 40
+    table = Table(title=f"threads ({len(threads)})")
+    for column in ("thread", "tenant", "created", "runs", "open", "last run", "state", ""):
+        table.add_column(column)
+    for t in threads:
+        state = t.last_run_state.value if t.last_run_state is not None else ""
+        table.add_row(escape(t.thread[:cut]), escape(t.tenant or "-"), _when(t.created_at), str(t.runs),
+                      str(t.open_runs), str(t.last_run_id or "-"),
+                      f"[{STATE_STYLE[state]}]{state}[/]" if state else "-",
+                      "deleted" if t.deleted else ("busy" if t.busy else ""))
     return table
 
 

@@ -44,6 +44,10 @@ from .models import (
     ThreadEventOut,
     ThreadEventPage,
     ThreadInfoOut,
+    ThreadOut,
+    ThreadPage,
+    cursor_of,
+    thread_cursor,
 )
 from .problems import OperatorOnly, install_problem_handlers, problem
 from .question_routes import add_question_routes
@@ -252,6 +256,20 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """A new thread id; the thread comes to exist with its first run."""
         return {"thread": uuid.uuid4().hex}
 
+    @api.get("/threads", response_model=ThreadPage,
+             responses={403: {"description": "A tenant's token named another tenant"}})
+    async def list_threads(who: Tenant, limit: int = Query(50, ge=1, le=500),
+                           after: str | None = Query(None, min_length=1, max_length=2000),
+                           include_deleted: bool = False, tenant: TenantFilter = None) -> ThreadPage:
+        """Threads, newest first (by creation): the caller's own, or with an operator token
+        every tenant's (`tenant` narrows to one). `after` is the cursor; deleted threads
+        are listed (marked) only with `include_deleted`."""
+        cursor = None if after is None else thread_cursor(after)
+        found = await scope_for(who, tenant).list_threads(limit=limit, after=cursor,
+                                                          include_deleted=include_deleted)
+        return ThreadPage(items=[ThreadOut.of(t) for t in found],
+                          next_cursor=cursor_of(found[-1]) if len(found) == limit else None)
+
     @api.get("/threads/{thread}", response_model=ThreadInfoOut)
     async def thread_info(thread: str, who: Tenant, incarnation: Incarnation = None,
                           tenant: TenantFilter = None) -> ThreadInfoOut:
@@ -288,14 +306,16 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
     async def thread_stream(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,
-                            last_event_id: str | None = Header(None)) -> Response:
+                            last_event_id: str | None = Header(None),
+                            tenant: TenantFilter = None) -> Response:
         """Server-sent events of the whole thread, run after run, each with the id
         `<incarnation>:<tseq>`: replays after `after` (or the Last-Event-ID a reconnecting
         client sends), then follows live for as long as the client stays. It follows one
         thread (`incarnation`, the Last-Event-ID's, else the one that bears the name now):
         a `thread_deleted` event ends it once that thread is deleted, and a reconnect to
-        it is 410, even when a new thread has taken the name."""
-        scope = scope_of(who)
+        it is 410, even when a new thread has taken the name. `tenant`: the operator
+        follows a tenant's thread."""
+        scope = scope_for(who, tenant)
         resumed, start = _thread_event_id(last_event_id)
         start = after if start is None else start
         # A 404/410 now, not a broken stream.
@@ -304,9 +324,10 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                                    send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads/{thread}/cancel", response_model=RunPage)
-    async def cancel_thread(thread: str, who: Tenant) -> RunPage:
-        """Cancel every open run of the thread; the thread and its history stay."""
-        cancelled = await scope_of(who).cancel_thread(thread)
+    async def cancel_thread(thread: str, who: Tenant, tenant: TenantFilter = None) -> RunPage:
+        """Cancel every open run of the thread; the thread and its history stay. `tenant`:
+        the operator cancels a tenant's thread."""
+        cancelled = await scope_for(who, tenant).cancel_thread(thread)
         return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
 
     @api.delete("/threads/{thread}", status_code=204)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ..budget import Budget
+from ..errors import InvalidInput
 from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
-from ..threads import ThreadInfo
+from ..store.params import ThreadCursor, ThreadInfo
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
-           "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut"]
+           "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut", "ThreadOut",
+           "ThreadPage", "cursor_of", "thread_cursor"]
 
 
 class BudgetIn(BaseModel):
@@ -241,3 +245,50 @@ class ThreadInfoOut(BaseModel):
     def of(cls, info: ThreadInfo) -> ThreadInfoOut:
         return cls(thread=info.thread, tenant=info.tenant, incarnation=info.incarnation,
                    created_at=info.created_at)
+
+
+class ThreadOut(ThreadInfoOut):
+    """A thread as a listing shows it: its identity and what its runs are."""
+
+    tenant: str | None = Field(None, description="Whose thread it is; null: no tenant's (seen "
+                                                 "only with an operator token).")
+    created_at: float = Field(description="When its first run was submitted.")
+    deleted: bool
+    deleted_at: float | None = None
+    runs: int = Field(description="Its runs kept (retention may have reclaimed older ones).")
+    open_runs: int = Field(description="Its queued and running runs.")
+    busy: bool = Field(description="It has an open run: a submission meets its busy policy.")
+    last_run_id: int | None = Field(None, description="Its newest run kept.")
+    last_run_state: str | None = None
+
+    @classmethod
+    def of(cls, info: ThreadInfo) -> ThreadOut:
+        return cls(thread=info.thread, tenant=info.tenant, incarnation=info.incarnation,
+                   created_at=info.created_at, deleted=info.deleted, deleted_at=info.deleted_at,
+                   runs=info.runs, open_runs=info.open_runs, busy=info.busy,
+                   last_run_id=info.last_run_id,
+                   last_run_state=None if info.last_run_state is None else info.last_run_state.value)
+
+
+class ThreadPage(BaseModel):
+    items: list[ThreadOut]
+    next_cursor: str | None = Field(None, description="Pass as `after` for the next page.")
+
+
+def cursor_of(info: ThreadInfo) -> str:
+    """The opaque text of the cursor after this thread: its creation time (exact, as
+    JSON writes a double) and its identity."""
+    text = json.dumps([info.created_at, info.tenant, info.thread])
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def thread_cursor(text: str) -> ThreadCursor:
+    """The cursor `cursor_of` wrote (InvalidInput for any other text)."""
+    try:
+        created_at, tenant, thread = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidInput("after: not a cursor this server gave (pass a page's next_cursor)") from None
+    if not (isinstance(created_at, (int, float)) and isinstance(thread, str)
+            and (tenant is None or isinstance(tenant, str))):
+        raise InvalidInput("after: not a cursor this server gave (pass a page's next_cursor)")
+    return ThreadCursor(float(created_at), tenant, thread)

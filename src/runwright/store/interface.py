@@ -56,6 +56,7 @@ from .params import (
     ThreadForgetParams,
     ThreadGetParams,
     ThreadInfo,
+    ThreadListParams,
     ThreadMessagesParams,
     ThreadMessagesTrimmed,
     ThreadMessageTrimParams,
@@ -203,6 +204,11 @@ class ThreadStore(Protocol):
 
     async def thread_delete(self, params: ThreadDeleteParams) -> bool:
         """False if the thread does not exist."""
+
+    async def thread_list(self, params: ThreadListParams) -> list[ThreadInfo]:
+        """A page of threads, newest first (see the params): each with its creation and
+        deletion times and its runs' counts and newest run, read from indexes (a page
+        costs its threads, not every thread's runs)."""
 
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
         """A page of the thread's log: the events of all its runs, numbered per thread

@@ -53,9 +53,11 @@ __all__ = [
     "ThreadAppendParams",
     "ThreadDeleteParams",
     "ThreadEventListParams",
+    "ThreadCursor",
     "ThreadForgetParams",
     "ThreadGetParams",
     "ThreadInfo",
+    "ThreadListParams",
     "ThreadMessageTrimParams",
     "ThreadMessagesParams",
     "ThreadMessagesTrimmed",
@@ -372,6 +374,29 @@ class ThreadGetParams:
 
 
 @dataclass(frozen=True, slots=True)
+class ThreadCursor:
+    """Where a page of threads ended: its last thread's creation time and identity."""
+
+    created_at: float
+    tenant: str | None
+    thread: str
+
+
+@dataclass(slots=True)
+class ThreadListParams:
+    """A page of threads, newest first (by `created_at`; threads created at the same
+    instant in an order of the store's own, the same on every page): those after
+    `after` (the last of the previous page), at most `limit`. `tenant` None means every
+    tenant's threads (the operator's view); deleted threads are left out unless
+    `include_deleted`."""
+
+    tenant: str | None = None
+    limit: int = 100
+    after: ThreadCursor | None = None
+    include_deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """A thread as it stands: its name within its tenant and its identity beyond the name.
 
@@ -379,13 +404,34 @@ class ThreadInfo:
     thread's tombstone is reclaimed, a new thread may take the name, with a larger
     incarnation (an opaque number that only grows; 0 while the thread's first run is
     being submitted). A reader that read one incarnation and finds another is told
-    ThreadDeleted, never shown the new thread as a continuation of the old."""
+    ThreadDeleted, never shown the new thread as a continuation of the old.
+
+    A listing adds what the store knows of the thread's runs cheaply: how many it keeps
+    (retention may have reclaimed older ones), its newest, and how many are open (queued
+    or running: the thread is busy). A read of one thread leaves them 0 and None."""
 
     thread: str
-    tenant: str | None
+    tenant: str | None  # None: the thread of no tenant
     incarnation: int
     created_at: float
     deleted_at: float | None = None
+    runs: int = 0
+    open_runs: int = 0
+    last_run_id: int | None = None
+    last_run_state: RunState | None = None
+
+    @property
+    def deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def busy(self) -> bool:
+        return self.open_runs > 0
+
+    @property
+    def cursor(self) -> ThreadCursor:
+        """The cursor of the page that ends with this thread."""
+        return ThreadCursor(self.created_at, self.tenant, self.thread)
 
 
 @dataclass(slots=True)

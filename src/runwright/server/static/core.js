@@ -20,6 +20,53 @@ rw.api = async (path, options = {}) => {
 };
 rw.post = (path, body) => rw.api(path, {method: "POST", body: body === undefined ? undefined : JSON.stringify(body)});
 
+// Follow a server-sent event stream (a fetch stream: it parses frames of any event kind,
+// which an EventSource only delivers to a listener per kind), from after `after`. After
+// a drop it reconnects from the last id seen. Resolves once the server answers 204 (the
+// stream is complete) or `signal` aborts; rejects on a 4xx (a run or thread not found,
+// a deleted thread), whose problem is the error's message.
+// An event's id is a seq (a run's stream) or `<incarnation>:<tseq>` (a thread's: the
+// reconnect names the thread it followed, so a new thread of the name answers 410).
+rw.resumeQuery = id => {
+  const text = String(id), cut = text.indexOf(":");
+  return cut < 0 ? `after=${text}` : `after=${text.slice(cut + 1)}&incarnation=${text.slice(0, cut)}`;
+};
+rw.follow = async (path, after, signal, onEvent) => {
+  let last = String(after);
+  while (!signal.aborted) {
+    let response = null;
+    try {
+      response = await fetch(`${path}${path.includes("?") ? "&" : "?"}${rw.resumeQuery(last)}`,
+                             {credentials: "same-origin", signal});
+      if (response.status === 204) return;
+      if (response.ok) await rw.frames(response, (id, data) => { if (id !== null) last = id; onEvent(data); });
+    } catch { /* dropped (or aborted): reconnect below */ }
+    if (response && response.status >= 400 && response.status < 500) {
+      let detail = String(response.status);
+      try { const p = await response.json(); detail = `${p.status} ${p.title}: ${p.detail}`; } catch { /* not JSON */ }
+      throw Object.assign(new Error(detail), {status: response.status});
+    }
+    if (!signal.aborted) await new Promise(resolve => setTimeout(resolve, 1000));
+  }
+};
+// Read a stream's frames until it ends: each event's id and JSON data to onFrame.
+rw.frames = async (response, onFrame) => {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const lines = buffer.slice(0, cut).split("\n"); buffer = buffer.slice(cut + 2);
+      const id = lines.find(line => line.startsWith("id: "));
+      const data = lines.find(line => line.startsWith("data: "));
+      if (data) onFrame(id ? id.slice(4) : null, JSON.parse(data.slice(6)));
+    }
+  }
+};
+
 // el("td", {className: "x", dataset: {id: 1}}, "text", node): an element with children.
 rw.el = (tag, props = {}, ...children) => {
   const node = document.createElement(tag);
@@ -41,7 +88,8 @@ rw.fill = (selector, rows) => {
     return rw.el("tr", props, ...cells.map(c => c instanceof HTMLTableCellElement ? c : rw.el("td", {}, c)));
   }));
 };
-rw.time = t => t == null ? "" : new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19);
+// Every time shown is UTC and says so, as the time filters are read.
+rw.time = t => t == null ? "" : new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
 rw.duration = s => {
   if (s == null) return "";
   if (s < 1) return `${Math.round(s * 1000)} ms`;

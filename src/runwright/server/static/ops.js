@@ -1,46 +1,105 @@
 "use strict";
-// Threads and their history; schedules (pause, resume); dead letters (bulk retry);
+// Threads (listed, and one followed live); schedules (pause, resume); dead letters (bulk retry);
 // workers and the fleet.
 (() => {
   const tenantQuery = tenant => tenant ? `?tenant=${encodeURIComponent(tenant)}` : "";
 
-  // -- threads: the store lists no threads, so this lists those of the latest runs ------
-  async function threads() {
-    const page = await rw.api("/runs?limit=500");
-    const seen = new Map();
-    for (const run of page.items) {  // newest first: the first run seen is a thread's last
-      if (!run.thread) continue;
-      const id = `${run.tenant || ""}\u0000${run.thread}`;
-      const entry = seen.get(id) || {run, count: 0};
-      entry.count += 1;
-      seen.set(id, entry);
-    }
-    rw.fill("#threads", [...seen.values()].map(({run, count}) => ({props: {dataset: {thread: run.thread}},
-      cells: [rw.link(`#/threads/${encodeURIComponent(run.thread)}${rw.operator() ? tenantQuery(run.tenant) : ""}`, run.thread),
-              ...(rw.operator() ? [run.tenant || ""] : []), count, rw.runLink(run.id), rw.state(run.state),
-              rw.time(run.finished_at || run.started_at || run.created_at)]})));
-  }
+  // -- threads: newest first, a page at a time (the server's cursor), as runs are ------
+  const PAGE = 50;
+  const threadLink = t => rw.link(`#/threads/${encodeURIComponent(t.thread)}${rw.operator() ? tenantQuery(t.tenant) : ""}`,
+                                  t.thread);
 
+  // The latest listing wins: a refresh answered after a click on Older (or the other
+  // way round) is dropped, not laid over it; a refresh waits while a listing is out.
+  let listing = 0, listingOut = false;
+  async function listThreads(after) {
+    const mine = ++listing;
+    const q = new URLSearchParams({limit: String(PAGE)});
+    if (after) q.set("after", after);
+    if (document.getElementById("threads-deleted").checked) q.set("include_deleted", "true");
+    listingOut = true;
+    let page;
+    try { page = await rw.api(`/threads?${q}`); } finally { if (mine === listing) listingOut = false; }
+    if (mine !== listing) return;
+    const rows = page.items.map(t => ({props: {className: t.deleted ? "deleted" : "",
+                                               dataset: {thread: t.thread, tenant: t.tenant || "", busy: t.busy}},
+      cells: [threadLink(t), ...(rw.operator() ? [t.tenant || ""] : []), rw.time(t.created_at), t.runs,
+              t.busy ? `${t.open_runs} (busy)` : "0", t.last_run_id ? rw.runLink(t.last_run_id) : "",
+              t.last_run_state ? rw.state(t.last_run_state) : "", t.deleted ? `deleted ${rw.time(t.deleted_at)}` : ""]}));
+    const body = document.querySelector("#threads tbody");
+    const shown = after ? [...body.children] : [];
+    rw.fill("#threads", rows);
+    body.prepend(...shown);
+    const older = document.getElementById("threads-older");
+    older.hidden = page.next_cursor === null;
+    older.onclick = () => listThreads(page.next_cursor).catch(e => rw.flash(e.message));
+    document.getElementById("threads-count").textContent = `${body.children.length} shown`;
+  }
+  document.getElementById("threads-deleted").addEventListener("change", () => listThreads(null).catch(e => rw.flash(e.message)));
+  // Kept live while only the newest page is shown (paging older stops it).
+  const refreshThreads = () => !listingOut && document.querySelectorAll("#threads tbody tr").length <= PAGE
+    ? listThreads(null) : Promise.resolve();
+
+  // -- one thread: its history and runs, and its log followed live over SSE -----------
   let thread = null;
+  let following = null;
+  let reloading = null;
+  const threadPath = () => `/threads/${encodeURIComponent(thread.name)}`;
+
   async function showThread(arg, params) {
     thread = {name: arg, tenant: params.get("tenant")};
     document.getElementById("thread-name").textContent = arg + (thread.tenant ? ` (tenant ${thread.tenant})` : "");
-    await refreshThread();
+    document.getElementById("thread-events").replaceChildren();
+    await loadThread();
+    followThread();
   }
 
-  async function refreshThread() {
-    const base = `/threads/${encodeURIComponent(thread.name)}`;
-    const q = tenantQuery(thread.tenant);
-    const [messages, runs, events] = await Promise.all([
-      rw.api(`${base}/messages${q}`), rw.api(`${base}/runs${q}`), rw.api(`${base}/events${q}`)]);
+  async function loadThread() {
+    const current = thread;
+    if (current === null) return;
+    const q = tenantQuery(current.tenant);
+    const [messages, runs] = await Promise.all([
+      rw.api(`${threadPath()}/messages${q}`), rw.api(`${threadPath()}/runs${q}`)]);
+    if (current !== thread) return;
     document.getElementById("thread-messages").replaceChildren(...(messages.messages.length ? messages.messages.map(m =>
       rw.el("div", {className: "message"}, rw.el("span", {className: "role"}, m.role || "?"),
             typeof m.content === "string" ? m.content : rw.json(m.content ?? m))) : [rw.el("p", {className: "hint"}, "no messages")]));
     rw.fill("#thread-runs", runs.items.map(r => ({props: {dataset: {id: r.id}},
       cells: [rw.runLink(r.id), r.task, rw.state(r.state), rw.time(r.created_at)]})));
-    document.getElementById("thread-events").replaceChildren(...events.items.map(e =>
-      rw.el("div", {className: "event"}, `${e.tseq} run ${e.run_id}#${e.seq} `, rw.el("span", {className: "kind"}, e.kind),
-            Object.keys(e.data).length ? " " + JSON.stringify(e.data) : "")));
+    const cancel = document.getElementById("thread-cancel");
+    cancel.disabled = !runs.items.some(r => ["queued", "running"].includes(r.state));
+    cancel.onclick = () => cancelThread(current);
+  }
+
+  async function cancelThread(current) {
+    try {
+      const cancelled = await rw.post(`${threadPath()}/cancel${tenantQuery(current.tenant)}`);
+      rw.flash(`${cancelled.items.length} open run(s) cancelled`);
+      await loadThread();
+    } catch (error) { rw.flash(error.message); }
+  }
+
+  // The thread's log, every run's events in one order (tseq), from its start: the
+  // stream stays open for the thread's next runs too. History and runs follow the log.
+  function followThread() {
+    if (following) following.abort();
+    const control = following = new AbortController();
+    const note = document.getElementById("thread-follow");
+    note.textContent = "(following live)";
+    rw.follow(`${threadPath()}/events/stream${tenantQuery(thread.tenant)}`, 0, control.signal, showThreadEvent)
+      .catch(error => { if (!control.signal.aborted) { note.textContent = ""; rw.flash(error.message); } });
+  }
+
+  function showThreadEvent(e) {
+    if (e.tseq === undefined) {  // thread_deleted: the stream ends, and its reconnect is told 410
+      document.getElementById("thread-follow").textContent = "(deleted)";
+      return;
+    }
+    document.getElementById("thread-events").append(rw.el("div", {className: "event", dataset: {tseq: e.tseq, kind: e.kind}},
+      `${e.tseq} run ${e.run_id}#${e.seq} `, rw.el("span", {className: "kind"}, e.kind), ` ${rw.time(e.at)}`,
+      Object.keys(e.data).length ? " " + JSON.stringify(e.data) : ""));
+    clearTimeout(reloading);  // once a burst of events is over
+    reloading = setTimeout(() => loadThread().catch(error => rw.flash(error.message)), 300);
   }
 
   document.getElementById("thread-open").addEventListener("submit", event => {
@@ -130,8 +189,11 @@
     }
   }
 
-  rw.views.threads = {show: threads, refresh: threads};
-  rw.views.thread = {show: showThread, refresh: () => refreshThread()};
+  rw.views.threads = {show: () => listThreads(null), refresh: refreshThreads};
+  rw.views.thread = {show: showThread, leave: () => {
+    if (following) following.abort();
+    following = null; thread = null; clearTimeout(reloading);
+  }};
   rw.views.schedules = {show: schedules, refresh: schedules};
   rw.views.dead = {show: dead, refresh: dead};
   rw.views.workers = {show: workers, refresh: workers};

@@ -5,19 +5,18 @@
   const FILTERS = ["state", "task", "queue", "thread", "tenant", "key", "created_after", "created_before"];
   const TIMES = new Set(["created_after", "created_before"]);
   const form = () => document.getElementById("run-filters");
-  // datetime-local reads and writes local wall-clock time; the API takes epoch seconds.
-  const toEpoch = value => String(new Date(value).getTime() / 1000);
-  const toLocal = epoch => {
-    const d = new Date(Number(epoch) * 1000);
-    return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
-  };
+  // The time filters are UTC, as every time shown is: a datetime-local input holds a
+  // wall-clock time with no zone, read here as UTC (not the browser's zone); the API
+  // takes epoch seconds.
+  const toEpoch = value => String(Date.parse(`${value.length === 16 ? value + ":00" : value}Z`) / 1000);
+  const toInput = epoch => new Date(Number(epoch) * 1000).toISOString().slice(0, 19);
 
   let query = new URLSearchParams();
   async function showRuns(_arg, params) {
     query = params;
     for (const name of FILTERS) {
       const value = params.get(name) || "";
-      form().elements[name].value = TIMES.has(name) && value ? toLocal(value) : value;
+      form().elements[name].value = TIMES.has(name) && value ? toInput(value) : value;
     }
     await listRuns(null);
   }
@@ -70,7 +69,7 @@
     document.getElementById("run-id").textContent = runId;
     document.getElementById("events").replaceChildren();
     await load();
-    follow(runId, 0);
+    follow(runId);
   }
 
   async function load() {
@@ -152,37 +151,18 @@
       rw.el("p", {className: "hint"}, `from ${rw.time(start)} to ${rw.time(end)}; ${waited}`));
   }
 
-  // The log over SSE (a fetch stream: it parses frames of any event kind, which an
-  // EventSource only delivers to a listener per kind). It reconnects after a drop,
-  // from the last seq seen; the server answers 204 once the run's log is complete.
-  async function follow(id, after) {
+  // The log over SSE, from its start; the server answers 204 once the run's log is
+  // complete (and the follower stops).
+  async function follow(id) {
     if (following) following.abort();
     const control = following = new AbortController();
     const note = document.getElementById("run-follow");
-    let last = after;
-    while (!control.signal.aborted) {
-      note.textContent = "(following live)";
-      try {
-        const response = await fetch(`/runs/${id}/events/stream?after=${last}`, {credentials: "same-origin", signal: control.signal});
-        if (response.status === 204) break;
-        if (!response.ok) throw new Error(String(response.status));
-        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buffer = "";
-        for (;;) {
-          const {value, done} = await reader.read();
-          if (done) break;
-          buffer += value;
-          let cut;
-          while ((cut = buffer.indexOf("\n\n")) >= 0) {
-            const frame = buffer.slice(0, cut); buffer = buffer.slice(cut + 2);
-            const data = frame.split("\n").find(line => line.startsWith("data: "));
-            if (data) { const event = JSON.parse(data.slice(6)); last = event.seq; show(event); }
-          }
-        }
-      } catch (error) {
-        if (control.signal.aborted) return;
-      }
-      await new Promise(resolve => setTimeout(resolve, 1000));
+    note.textContent = "(following live)";
+    try {
+      await rw.follow(`/runs/${id}/events/stream`, 0, control.signal, show);
+    } catch (error) {
+      if (!control.signal.aborted) { note.textContent = ""; rw.flash(error.message); }
+      return;
     }
     if (!control.signal.aborted) note.textContent = "(the run has ended: its log is complete)";
   }

@@ -24,8 +24,8 @@ SCRIPT_NAMES = (
     "insert", "insert_threaded", "lease_take", "migrate", "next_due", "question_answer",
     "question_open", "rescue", "rescue_scan", "retry", "run_reclaim",
     "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",
-    "thread_append", "thread_delete", "thread_forget", "thread_probe", "thread_reclaim",
-    "thread_trim_messages", "worker_deregister",
+    "thread_append", "thread_backfill", "thread_delete", "thread_facts", "thread_forget",
+    "thread_probe", "thread_reclaim", "thread_trim_messages", "worker_deregister",
     "worker_heartbeat", "worker_register",
 )
 

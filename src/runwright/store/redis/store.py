@@ -39,7 +39,11 @@ Keys (after the prefix):
     q:<id>:<position>, qs:<id>, qpending a run's questions, its positions, the unanswered
                                          (run:<id>'s `asking` counts its unanswered ones)
     counts                               (tenant, queue, state) -> number of runs
-    threads, thread:<n>, topen:<n>, tmsg:<n>   threads, their open runs and history
+    threads, thread:<n>, topen:<n>, tmsg:<n>   threads (identity -> n), each one's hash
+                                         {created_at, deleted_at, ident}, open runs, history
+    truns:<n>                            a thread's runs (those kept), by id
+    tlist, tlist:<tenant>                every thread's identity by created_at, and each
+                                         tenant's ('' for none): listing threads
     tev:<n>                              a thread's log: "<run id>:<seq>", tseq n at index n-1
                                          (events appended since this key came to be)
     sched:<attribute>                    schedules, one hash per attribute
@@ -115,6 +119,7 @@ from ..params import (
     ThreadForgetParams,
     ThreadGetParams,
     ThreadInfo,
+    ThreadListParams,
     ThreadMessagesParams,
     ThreadMessagesTrimmed,
     ThreadMessageTrimParams,
@@ -153,7 +158,10 @@ DEFAULT_LIVENESS_S = 1.0
 DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
 # Redis keeps no tables: the version names the key layout above. 2: due sets per major,
 # workers' versions and majors (layout 1 is read as it was, so moving to 2 rewrites nothing).
-SCHEMA_VERSION = 2
+# 3: threads listed (tlist*, truns:<n>, a thread's ident); migrating to it indexes the
+# threads and runs layout 2 wrote, a chunk a script (see `_backfill_thread_lists`).
+SCHEMA_VERSION = 3
+LISTED_THREADS = 3  # the layout that lists threads
 TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
              ConnectionError, OSError, TimeoutError)
 LIST_CHUNK = 200
@@ -283,9 +291,28 @@ class RedisStore:
 
     async def migrate(self) -> list[int]:
         await self._check_schema_known()
+        if await self.schema_version() < LISTED_THREADS:
+            await self._backfill_thread_lists()  # before the version says it is done
         found = int(await self._script("migrate", self.schema_version_known))
         rules.check_schema_known(found, self.schema_version_known, self.where)
         return list(range(found + 1, self.schema_version_known + 1))
+
+    async def _backfill_thread_lists(self) -> None:
+        """Index what an older layout wrote: every thread in the lists by creation time,
+        every threaded run in its thread's runs. A chunk a script, so Redis is never held
+        long; idempotent, so a migration cut short is simply run again."""
+        cursor = 0
+        while True:
+            cursor, found = await self._call(self.redis.hscan, self.key("threads"), cursor, None, LIST_CHUNK)
+            if found:
+                await self._script("thread_backfill", "threads", *found)
+            if cursor == 0:
+                break
+        top = "+inf"
+        while ids := await self._call(self.redis.zrevrangebyscore, self.key("runs"), top, "-inf", 0,
+                                      LIST_CHUNK):
+            await self._script("thread_backfill", "runs", *ids)
+            top = f"({ids[-1]}"
 
     # -- notifications ------------------------------------------------------------------
 
@@ -920,6 +947,41 @@ class RedisStore:
             run_id, idx = int(field[:20]), int(field[20:])
             if params.before_run is None or run_id < params.before_run:
                 out.append((run_id, idx, entries[field]))
+        return out
+
+    async def thread_list(self, params: ThreadListParams) -> list[ThreadInfo]:
+        # A range of tlist (or the tenant's) by created_at, newest first: members of one
+        # score come in reverse order of their identity, so the cursor (its time and its
+        # identity) says exactly where the last page ended, even amid equal times.
+        key = self.key("tlist" if params.tenant is None else f"tlist:{params.tenant}")
+        after = params.after
+        mark = None if after is None else (after.created_at, identity(after.tenant, after.thread))
+        top, offset, out = "+inf" if mark is None else repr(mark[0]), 0, list[ThreadInfo]()
+        while len(out) < params.limit:
+            entries = await self._call(self.redis.zrevrangebyscore, key, top, "-inf", offset,
+                                       LIST_CHUNK, True)
+            if not entries:
+                break
+            offset += len(entries)
+            idents = [ident for ident, at in entries if mark is None or (at, ident) < mark]
+            listed = await self._thread_facts(idents)
+            out += [t for t in listed if params.include_deleted or not t.deleted]
+        return out[:params.limit]
+
+    async def _thread_facts(self, idents: list[str]) -> list[ThreadInfo]:
+        """The threads of these identities, as a list shows them (one gone meanwhile is left out)."""
+        facts = await self._script("thread_facts", *idents) if idents else []
+        out = []
+        for ident, fact in zip(idents, facts):
+            if not fact:
+                continue
+            tenant, thread = json.loads(ident)
+            created_at, deleted_at, runs, open_runs, newest, state, number = fact
+            out.append(ThreadInfo(thread=thread, tenant=tenant or None, incarnation=int(number),
+                                  created_at=float(created_at),
+                                  deleted_at=float(deleted_at) if deleted_at else None, runs=int(runs),
+                                  open_runs=int(open_runs), last_run_id=int(newest) if newest else None,
+                                  last_run_state=RunState(state) if state else None))
         return out
 
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:

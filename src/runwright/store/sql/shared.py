@@ -56,6 +56,7 @@ from ..params import (
     ThreadForgetParams,
     ThreadGetParams,
     ThreadInfo,
+    ThreadListParams,
     ThreadMessagesParams,
     ThreadMessagesTrimmed,
     ThreadMessageTrimParams,
@@ -468,6 +469,25 @@ class SqlStore(ABC):
                 await conn.execute(q.THREAD_PURGE, tenant, params.thread)
                 await conn.execute(q.THREAD_EVENTS_PURGE, tenant, params.thread)
         return found == 1
+
+    async def thread_list(self, params: ThreadListParams) -> list[ThreadInfo]:
+        clauses, args = ["1 = 1"], list[Any]()
+        if params.tenant is not None:
+            args.append(params.tenant)
+            clauses.append(f"tenant = ${len(args)}")
+        if not params.include_deleted:
+            clauses.append("deleted_at IS NULL")
+        if params.after is not None:
+            args += [params.after.created_at, params.after.tenant or "", params.after.thread]
+            clauses.append(q.THREAD_AFTER.format(*range(len(args) - 2, len(args) + 1)))
+        args.append(params.limit)
+        rows = await self._fetch(q.THREAD_LIST.format(where=" AND ".join(clauses), limit=f"${len(args)}"),
+                                 *args)
+        return [ThreadInfo(thread=row[1], tenant=row[0] or None, incarnation=int(row[8]),
+                           created_at=row[2], deleted_at=row[3],
+                           runs=int(row[4]), open_runs=int(row[5]), last_run_id=row[6],
+                           last_run_state=None if row[7] is None else RunState(row[7]))
+                for row in rows]
 
     async def thread_event_list(self, params: ThreadEventListParams) -> list[ThreadEvent]:
         # Numbered on read (see migration 0011): a read that finds the thread's logs grown

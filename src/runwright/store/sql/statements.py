@@ -66,9 +66,11 @@ __all__ = [
     "THREAD_EVENTS_BEHIND",
     "THREAD_EVENTS_PURGE",
     "THREAD_EVENTS_TOP",
+    "THREAD_AFTER",
     "THREAD_EVENT_PAGE",
     "THREAD_FORGET_RUN",
     "THREAD_GET",
+    "THREAD_LIST",
     "THREAD_LOCK",
     "THREAD_MESSAGES",
     "THREAD_NUMBER_EVENTS",
@@ -278,6 +280,30 @@ ON CONFLICT DO NOTHING
 THREAD_FORGET_RUN = "DELETE FROM thread_messages WHERE run_id IN_ARRAY($1)"
 THREAD_DELETE = "UPDATE threads SET deleted_at = coalesce(deleted_at, $3) WHERE tenant = $1 AND id = $2"
 THREAD_PURGE = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
+
+# A page of threads, newest first, with their runs' facts. `{where}` filters threads
+# (tenant, deleted, and the keyset cursor as a row comparison on the same three columns
+# as the order, so a page starts exactly after the last one); `{limit}` is a parameter.
+# The page is cut first, in the inner query, so the facts are read for its threads only:
+# each is a range of the runs_thread index (thread, id), one thread's runs. No index
+# orders threads by creation: the inner query reads the tenant's threads (a range of the
+# primary key), or every thread for the operator, and keeps the newest in a top-N sort.
+THREAD_LIST = """
+SELECT page.tenant, page.id, page.created_at, page.deleted_at,
+    (SELECT count(*) FROM runs r WHERE r.thread = page.id AND coalesce(r.tenant, '') = page.tenant
+        AND r.id >= page.incarnation),
+    (SELECT count(*) FROM runs r WHERE r.thread = page.id AND coalesce(r.tenant, '') = page.tenant
+        AND r.id >= page.incarnation AND r.state IN ('queued', 'running')),
+    newest.id, newest.state, page.incarnation
+FROM (SELECT tenant, id, created_at, deleted_at, incarnation FROM threads WHERE {where}
+      ORDER BY created_at DESC, tenant DESC, id DESC LIMIT {limit}) AS page
+LEFT JOIN runs newest ON newest.id = (
+    SELECT max(r.id) FROM runs r WHERE r.thread = page.id AND coalesce(r.tenant, '') = page.tenant
+    AND r.id >= page.incarnation)
+ORDER BY page.created_at DESC, page.tenant DESC, page.id DESC
+"""
+THREAD_AFTER = ("(created_at, tenant, id) < (CAST(${0} AS double precision), CAST(${1} AS text),"
+                " CAST(${2} AS text))")
 
 # -- a thread's log (thread_events numbers the events of a thread's runs) -----------------
 # The thread's runs whose logs grew past what is numbered: runs_thread finds the runs, and

@@ -245,6 +245,14 @@ local function end_queued(id, state, now, kind, data, err, interrupt)
   return true
 end
 
+-- A thread listed: its identity on its hash, and in the lists of threads by creation
+-- time (every thread's, and its tenant's), so that a page of them is a range read.
+local function thread_index(no, ident, created_at)
+  redis.call('HSET', P .. 'thread:' .. no, 'ident', ident)
+  redis.call('ZADD', P .. 'tlist', created_at, ident)
+  redis.call('ZADD', P .. 'tlist:' .. cjson.decode(ident)[1], created_at, ident)
+end
+
 -- A thread is numbered on first use: (tenant, name), encoded unambiguously by the
 -- caller, maps to its number, and every key of the thread is built from the number.
 local function thread_no_of(ident, now, create)
@@ -253,6 +261,7 @@ local function thread_no_of(ident, now, create)
   no = tostring(redis.call('INCR', P .. 'thread_ids'))
   redis.call('HSET', P .. 'threads', ident, no)
   redis.call('HSET', P .. 'thread:' .. no, 'created_at', num(now))
+  thread_index(no, ident, num(now))
   return no
 end
 
@@ -283,6 +292,7 @@ local function insert_one(i, now)
     run.thread_no = thread_no_of(ARGV[i + 15], now, true)
     fields[#fields + 1] = 'thread_no'; fields[#fields + 1] = run.thread_no
     redis.call('ZADD', P .. 'topen:' .. run.thread_no, id, id)
+    redis.call('ZADD', P .. 'truns:' .. run.thread_no, id, id)
   end
   redis.call('HSET', run_key(id), unpack(fields))
   redis.call('HSET', P .. 'keys', ident, id)

@@ -10,7 +10,8 @@
 --          clock (TIME, read here: the plan's reading is not trusted to be the judge)
 --
 -- Nothing of a run is left in an index: its key, the runs list, the counters, its
--- parent's children, the pending questions. Its thread's history is the thread's.
+-- parent's children, its thread's runs, the pending questions. Its thread's history is
+-- the thread's.
 local function seen(run) return run.state .. ':' .. (run.finished_at or '') end
 local cut_off = ARGV[4] ~= '' and now_of(ARGV[3]) - tonumber(ARGV[4]) or nil
 local runs = {}
@@ -26,6 +27,7 @@ for _, r in ipairs(runs) do
   redis.call('HDEL', P .. 'keys', r.ident)
   redis.call('ZREM', P .. 'runs', id)
   if run.parent_id then redis.call('SREM', P .. 'children:' .. run.parent_id, id) end
+  if run.thread_no then redis.call('ZREM', P .. 'truns:' .. run.thread_no, id) end
   for _, position in ipairs(redis.call('ZRANGE', P .. 'qs:' .. id, 0, -1)) do
     redis.call('DEL', P .. 'q:' .. id .. ':' .. position)
     redis.call('ZREM', P .. 'qpending', id .. ':' .. position)

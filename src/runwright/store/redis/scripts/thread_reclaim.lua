@@ -19,7 +19,10 @@ for i = 3, #ARGV, 2 do
   if redis.call('HGET', P .. 'threads', ident) == no and deleted_at and tonumber(deleted_at) < cut_off
       and redis.call('ZCARD', P .. 'topen:' .. no) == 0 then
     redis.call('HDEL', P .. 'threads', ident)
-    redis.call('DEL', P .. 'thread:' .. no, P .. 'topen:' .. no, P .. 'tmsg:' .. no, P .. 'tev:' .. no)
+    redis.call('ZREM', P .. 'tlist', ident)  -- listed no more (see thread_list)
+    redis.call('ZREM', P .. 'tlist:' .. cjson.decode(ident)[1], ident)
+    redis.call('DEL', P .. 'thread:' .. no, P .. 'topen:' .. no, P .. 'tmsg:' .. no, P .. 'tev:' .. no,
+               P .. 'truns:' .. no)
     out[#out + 1] = ident
   end
 end
