@@ -31,6 +31,10 @@ def checked_listing(params: RunListParams) -> RunListParams:
         value = getattr(params, name)
         if value is not None and not isinstance(value, str):
             raise InvalidInput(f"{name} must be a string, got {value!r}")
+    if params.incarnation is not None:
+        if params.thread is None:
+            raise InvalidInput("incarnation names one thread's identity: give the thread too")
+        _check_int(params.incarnation, "incarnation", 1, MAX_ID)
     for name in ("created_after", "created_before"):
         if getattr(params, name) is not None:
             finite(getattr(params, name), name)

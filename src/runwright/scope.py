@@ -17,7 +17,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, S
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
-from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound
+from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle
 from .journal import Event, StepRecord, ThreadEvent
@@ -50,6 +50,8 @@ from .threads import ThreadHandle, Threads
 __all__ = ["Call", "RunScope", "TenantView"]
 
 MAX_RUN_ID = 2**63 - 1  # ids are 64-bit in every store
+# Why a run of a retry of many is left as it is, the others retried all the same.
+RETRY_REFUSALS = (RunNotFound, InvalidTransition, ThreadDeleted)
 
 
 @dataclass(slots=True)
@@ -178,7 +180,9 @@ class RunScope:
             raise await self._missing(own) from None
 
     async def retry(self, run_id: int) -> RunHandle:
-        """Re-queue a dead (or failed) run with fresh attempts."""
+        """Re-queue a dead (or failed) run with fresh attempts. A run of a thread only
+        while that thread stands: ThreadDeleted once it was deleted, even after its name
+        was given to a new thread (the run is not that thread's)."""
         own = await self._own(run_id)
         try:
             run = await self._runtime.store.run_retry(RunRetryParams(own))
@@ -192,7 +196,7 @@ class RunScope:
         for run_id in run_ids:
             try:
                 done.append(await self.retry(run_id))
-            except (RunNotFound, InvalidTransition) as exc:
+            except RETRY_REFUSALS as exc:
                 refused[int(run_id)] = str(exc)
         return done, refused
 
@@ -230,15 +234,17 @@ class RunScope:
                         queue: str | None = None, thread: str | None = None,
                         created_after: float | None = None, created_before: float | None = None,
                         limit: int = 100, before_id: int | None = None,
-                        key: str | None = None) -> list[Run]:
+                        key: str | None = None, incarnation: int | None = None) -> list[Run]:
         """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
-        the runs of this scope's thread of that name; with `key`, the run of that
+        the runs of this scope's thread that bears that name now (not those of an
+        earlier thread of the name, deleted), and with `incarnation` too, of that thread
+        only (ThreadDeleted once the name names another); with `key`, the run of that
         idempotency key (in the App's scope, each tenant's run of it)."""
         # With `thread`, the store lists this scope's thread only (a thread is one tenant's).
         params = checked_listing(RunListParams(
             states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name, key=key,
             created_after=created_after, created_before=created_before, limit=limit,
-            before_id=before_id))  # a bad filter is refused before the store is touched
+            before_id=before_id, incarnation=incarnation))  # refused before the store is touched
         await self._ready()
         return await self._runtime.store.run_list(params)
 

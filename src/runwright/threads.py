@@ -101,6 +101,9 @@ class ThreadReads(Protocol):
     def follow_thread(self, thread: str, after: int = 0, follow: bool = True,
                       incarnation: int | None = None) -> AsyncIterator[ThreadEvent]: ...
 
+    async def list_runs(self, *, thread: str | None = None, limit: int = 100,
+                        before_id: int | None = None, incarnation: int | None = None) -> list[Run]: ...
+
 
 class ThreadHandle:
     """One thread of a scope, read as one identity: the first read learns its
@@ -130,6 +133,11 @@ class ThreadHandle:
     async def events_page(self, after: int = 0, limit: int = EVENT_PAGE) -> list[ThreadEvent]:
         """One page of its log: at most `limit` events with tseq > `after`."""
         return await self._scope.thread_events_page(self.name, after, limit, incarnation=await self._held())
+
+    async def runs(self, limit: int = 100, before_id: int | None = None) -> list[Run]:
+        """Its runs, newest first; `before_id` pages backwards."""
+        return await self._scope.list_runs(thread=self.name, limit=limit, before_id=before_id,
+                                           incarnation=await self._held())
 
     async def follow(self, after: int = 0, follow: bool = True) -> AsyncIterator[ThreadEvent]:
         """Its events with tseq > `after`, and with `follow` what comes next (see

@@ -10,8 +10,12 @@ import sys
 import httpx
 import pytest
 
+import runwright as rw
+
+from ..integration.conftest import running_worker
+from ..process import apps
 from ..process.harness import ROOT
-from .test_api import OPERATOR_TOKEN, as_, server  # noqa: F401 (the fixture)
+from .test_api import OPERATOR_TOKEN, as_, server, worker_app  # noqa: F401 (the fixtures)
 
 pytestmark = pytest.mark.process
 DEADLINE_S = 30
@@ -198,3 +202,50 @@ async def test_threads_are_listed_newest_first_in_pages_each_tenant_its_own(serv
         assert [r["state"] for r in cancelled.json()["items"]] == ["cancelled"]
         (a3, *_), *_ = await pages(alice)
         assert (a3["thread"], a3["busy"]) == ("a3", False)
+
+
+def _cli(store_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "runwright", *args, "--url", store_url], cwd=ROOT,
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+
+
+def _gone(response: httpx.Response) -> str:
+    """The detail of a 410 problem."""
+    assert response.status_code == 410, response.text
+    assert response.headers["content-type"].split(";")[0] == "application/problem+json"
+    return response.json()["detail"]
+
+
+async def test_a_deleted_threads_runs_are_not_the_new_threads_and_are_not_retried(
+        server: str, store_url: str, worker_app: rw.App) -> None:  # noqa: F811
+    async with running_worker(worker_app):
+        doomed = await worker_app.submit(apps.doomed, tenant="alice", thread="q")
+        with pytest.raises(rw.RunFailed):
+            await doomed.result(timeout_s=DEADLINE_S)
+    async with httpx.AsyncClient(base_url=server, timeout=DEADLINE_S, headers=as_("alice-token")) as http:
+        old = (await http.get("/threads/q")).json()["incarnation"]
+        for path in ("/threads/q/runs", f"/threads/q/runs?incarnation={old}"):
+            assert [r["id"] for r in (await http.get(path)).json()["items"]] == [doomed.id], path
+        assert (await http.delete("/threads/q")).status_code == 204
+        assert "deleted" in _gone(await http.post(f"/runs/{doomed.id}/retry"))
+        bulk = (await http.post("/dead/retry", json={"ids": [doomed.id]})).json()
+        assert bulk["retried"] == [] and [r["id"] for r in bulk["refused"]] == [doomed.id]
+        assert "deleted" in bulk["refused"][0]["reason"]
+        refused = _cli(store_url, "retry", str(doomed.id))
+        assert refused.returncode == 5 and "ThreadDeleted" in refused.stderr, refused.stderr
+
+        assert _sweep_tombstones(store_url)["tombstones"] == 1
+        second = (await http.post("/runs", json={"task": "record", "args": {"n": 2}, "thread": "q"})).json()
+        new = (await http.get("/threads/q")).json()["incarnation"]
+        assert new > old
+        for path in ("/threads/q/runs", f"/threads/q/runs?incarnation={new}", "/runs?thread=q"):
+            assert [r["id"] for r in (await http.get(path)).json()["items"]] == [second["id"]], path
+        _gone(await http.get(f"/threads/q/runs?incarnation={old}"))
+        _gone(await http.post(f"/runs/{doomed.id}/retry"))
+        assert (await http.get(f"/runs/{doomed.id}")).json()["state"] == "dead"
+        assert [r["id"] for r in (await http.get("/threads/q/runs")).json()["items"]] == [second["id"]]
+    shown = _cli(store_url, "thread", "show", "q", "--tenant", "alice", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert [r["id"] for r in json.loads(shown.stdout)["runs"]] == [second["id"]]
+    refused = _cli(store_url, "retry", str(doomed.id))
+    assert refused.returncode == 5 and "ThreadDeleted" in refused.stderr, refused.stderr

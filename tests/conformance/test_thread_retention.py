@@ -24,7 +24,9 @@ from runwright.store.params import (
     EventAppendParams,
     RunFinishParams,
     RunInsertParams,
+    RunListParams,
     RunReclaimParams,
+    RunRetryParams,
     ThreadAppendParams,
     ThreadDeleteParams,
     ThreadEventListParams,
@@ -239,3 +241,88 @@ async def test_a_thread_comes_to_exist_with_its_first_run_and_keeps_its_incarnat
     assert existing.existed and existing.id == first.id
     found = await store.thread_get(ThreadGetParams("fresh"))
     assert found is None or found.incarnation > 0, "no thread stands without an incarnation"
+
+
+async def _dead_turn(store, wid: int, thread: str, now: float = T0) -> int:
+    """One run of `thread` that ran out of attempts (dead: a run a retry re-queues)."""
+    await store.run_insert_threaded(_threaded(thread, now))
+    (run,) = await store.run_claim(claim(wid, now=now))
+    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.DEAD,
+                                                        error='{"type": "X"}', now=now)]) == []
+    return run.id
+
+
+async def _listed(store, thread: str, incarnation: int | None = None, **filters) -> list[int]:
+    return [run.id for run in await store.run_list(RunListParams(thread=thread, incarnation=incarnation,
+                                                                 **filters))]
+
+
+async def test_a_reused_names_runs_are_the_new_threads_only(store):
+    wid = await store.worker_register(worker())
+    first = await _turn(store, wid, "t", ["old"])
+    old = (await store.thread_get(ThreadGetParams("t"))).incarnation
+    assert await _listed(store, "t") == [first] == await _listed(store, "t", old)
+    await _delete(store, "t", T0 + 10)
+    assert await _listed(store, "t") == [first], "a deleted thread's runs are listed by its name"
+    with pytest.raises(ThreadDeleted):
+        await _listed(store, "t", old)  # to the reader of the thread, it is deleted
+    await store.thread_tombstone_reclaim(ThreadTombstoneReclaimParams(5, now=T0 + 100))
+    assert await _listed(store, "t") == [first], "no thread bears the name: its runs by name"
+
+    second = await _turn(store, wid, "t", ["new"], now=T0 + 200)
+    third = (await store.run_insert_threaded(_threaded("t", T0 + 300))).id
+    new = (await store.thread_get(ThreadGetParams("t"))).incarnation
+    assert await _listed(store, "t") == [third, second], "the earlier thread's run is not this one's"
+    assert await _listed(store, "t", new) == [third, second]
+    assert await _listed(store, "t", new, before_id=third) == [second]
+    assert await _listed(store, "t", states=[RunState.SUCCEEDED]) == [second]
+    for held in (old, new + 1000):
+        with pytest.raises(ThreadDeleted):
+            await _listed(store, "t", held)
+    assert first in await _listed(store, None), "listed by no thread, every run is"
+
+
+async def test_a_retry_of_a_run_of_a_deleted_thread_is_refused(store):
+    wid = await store.worker_register(worker())
+    live = await _dead_turn(store, wid, "kept")
+    doomed = await _dead_turn(store, wid, "gone")
+    assert (await store.run_retry(RunRetryParams(live, now=T0 + 1))).state is RunState.QUEUED
+    await _delete(store, "gone", T0 + 10)
+    with pytest.raises(ThreadDeleted):
+        await store.run_retry(RunRetryParams(doomed, now=T0 + 20))
+    assert (await store.run_get(doomed)).state is RunState.DEAD, "refused, the run is as it was"
+    assert await _listed(store, "gone", states=[RunState.QUEUED, RunState.RUNNING]) == []
+    await store.thread_tombstone_reclaim(ThreadTombstoneReclaimParams(5, now=T0 + 100))
+    with pytest.raises(ThreadDeleted):
+        await store.run_retry(RunRetryParams(doomed, now=T0 + 120))  # reclaimed: no thread to rejoin
+    assert (await store.run_get(doomed)).state is RunState.DEAD
+
+
+async def test_a_retry_of_an_earlier_threads_run_never_joins_the_thread_that_took_its_name(store):
+    wid = await store.worker_register(worker())
+    old_run = await _dead_turn(store, wid, "t")
+    await _delete(store, "t", T0 + 10)
+    await store.thread_tombstone_reclaim(ThreadTombstoneReclaimParams(5, now=T0 + 100))
+    second = await _turn(store, wid, "t", ["new"], now=T0 + 200)
+    thread = await store.thread_get(ThreadGetParams("t"))
+    log = await store.thread_event_list(ThreadEventListParams("t"))
+
+    with pytest.raises(ThreadDeleted):
+        await store.run_retry(RunRetryParams(old_run, now=T0 + 300))
+    assert (await store.run_get(old_run)).state is RunState.DEAD
+    assert await store.thread_get(ThreadGetParams("t")) == thread
+    assert await _history(store, "t") == ["new"]
+    assert await store.thread_event_list(ThreadEventListParams("t")) == log
+    assert {e.run_id for e in log} == {second}
+    assert await _listed(store, "t") == [second]
+    # Not held busy by the earlier thread's run: a submission that refuses a busy thread goes in.
+    taken = RunInsertParams(key="after-reuse", task="t", args="{}", thread="t", on_busy="reject",
+                            now=T0 + 400)
+    assert (await store.run_insert_threaded(taken)).state is RunState.QUEUED
+    (run,) = await store.run_claim(claim(wid, now=T0 + 400))
+    assert run.id != old_run, "no worker is given the earlier thread's run"
+    assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED,
+                                                        result="1", now=T0 + 400)]) == []
+
+    own = await _dead_turn(store, wid, "t", now=T0 + 500)  # the new thread's own dead run
+    assert (await store.run_retry(RunRetryParams(own, now=T0 + 600))).state is RunState.QUEUED

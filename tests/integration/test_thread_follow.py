@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+
+import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store.params import (
+    EventListParams,
+    RunClaimParams,
+    RunFinishParams,
+    ThreadTombstoneReclaimParams,
+    WorkerRegisterParams,
+)
 
 from .conftest import running_worker
 
@@ -82,3 +92,32 @@ async def test_cancel_thread_stops_its_running_and_queued_runs_and_keeps_the_thr
         gate.set()
         after = await app.submit("chat", text="again", thread="t", on_busy="reject")  # the thread lives
         assert await after.result(timeout_s=DEADLINE_S) == "again"
+
+
+async def test_a_deleted_threads_run_is_not_the_new_threads_in_the_library(app):
+    @app.task
+    async def note(ctx: rw.Context) -> None:
+        return None
+
+    first = await app.submit("note", thread="t")
+    wid = await app.store.worker_register(WorkerRegisterParams("h", os.getpid(), ["default"], ["note"]))
+    (run,) = await app.store.run_claim(RunClaimParams(wid, ["default"], ["note"], 1, 30))
+    await app.store.run_finish_many([RunFinishParams(run.id, run.fence, rw.RunState.DEAD,
+                                                     error='{"type": "X"}')])
+    old = app.thread("t")
+    assert [r.id for r in await old.runs()] == [first.id]
+    await app.delete_thread("t")
+    with pytest.raises(rw.ThreadDeleted):
+        await app.retry(first.id)
+    assert (await app.retry_many([first.id]))[0] == []
+    await app.store.thread_tombstone_reclaim(ThreadTombstoneReclaimParams(0.0, now=time.time() + 60))
+    second = await app.submit("note", thread="t")
+    assert [r.id for r in await app.thread("t").runs()] == [second.id]
+    assert [r.id for r in await app.list_runs(thread="t")] == [second.id]
+    with pytest.raises(rw.ThreadDeleted):
+        await old.runs()  # it holds the deleted thread's incarnation
+    with pytest.raises(rw.ThreadDeleted):
+        await app.list_runs(thread="t", incarnation=old.incarnation)
+    with pytest.raises(rw.ThreadDeleted):
+        await app.retry(first.id)
+    assert (await first.refresh()).state is rw.RunState.DEAD

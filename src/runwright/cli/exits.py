@@ -28,7 +28,7 @@ from ..errors import (
 )
 
 __all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_SCHEMA", "OK",
-           "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "err", "fail"]
+           "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "code_for", "err", "fail"]
 
 OK = 0
 FAILED = 1
@@ -70,11 +70,15 @@ def fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+def code_for(exc: Exception) -> int:
+    """The exit code of one of runwright's errors (one of EXIT_FOR's kinds)."""
+    return next(code for kind, code in EXIT_FOR if isinstance(exc, kind))
+
+
 @contextmanager
 def clear_errors() -> Iterator[None]:
     """Turn runwright's errors into one clear line and their exit code, not a traceback."""
     try:
         yield
     except tuple(kind for kind, _ in EXIT_FOR) as exc:
-        code = next(code for kind, code in EXIT_FOR if isinstance(exc, kind))
-        raise fail(f"{type(exc).__name__}: {escape(str(exc))}", code) from None
+        raise fail(f"{type(exc).__name__}: {escape(str(exc))}", code_for(exc)) from None

@@ -22,8 +22,9 @@ from ..errors import InvalidInput, RunFailed
 from ..logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
+from ..scope import RETRY_REFUSALS
 from . import views
-from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, err, fail
+from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, code_for, err, fail
 from .output import as_json as as_json_value
 from .output import out, print_json
 from .output import show as show_out
@@ -409,13 +410,22 @@ def retry(
                                     help="With --all-dead: only this task's."),
     url: str | None = URL,
 ) -> None:
-    """Re-queue dead or failed runs with fresh attempts (completed steps keep their results)."""
+    """Re-queue dead or failed runs with fresh attempts (completed steps keep their results).
+    A run that is not retried is named with why; the exit is then the first one's code
+    (a run not in a state to retry: 2; no such run, or a run of a deleted thread: 5)."""
 
-    async def go(app: App) -> tuple[list[Any], dict[int, str]]:
+    async def go(app: App) -> tuple[list[Any], dict[int, Exception]]:
         ids = list(run_ids or [])
         if all_dead:
             ids += [run.id for run in await app.dead_letters(task=task, limit=100_000)]
-        return await app.retry_many(ids)
+        done: list[Any] = []
+        refused: dict[int, Exception] = {}
+        for run_id in ids:  # one at a time, as retry_many, keeping why each was refused
+            try:
+                done.append(await app.retry(run_id))
+            except RETRY_REFUSALS as exc:
+                refused[run_id] = exc
+        return done, refused
 
     with clear_errors():
         if not run_ids and not all_dead:
@@ -424,10 +434,11 @@ def retry(
     for handle in done:
         out.print(f"run {handle.id}: {handle.state.value}")
     for run_id, reason in refused.items():
-        err.print(f"run {run_id}: not retried: {reason}", highlight=False, markup=False)
+        err.print(f"run {run_id}: not retried: {type(reason).__name__}: {reason}", highlight=False,
+                  markup=False)
     out.print(f"{len(done)} re-queued, {len(refused)} refused")
     if refused:
-        raise typer.Exit(2)
+        raise typer.Exit(code_for(next(iter(refused.values()))))
 
 
 @cli.command()

@@ -228,6 +228,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.post("/runs/{run_id}/retry", response_model=RunOut)
     async def retry(run_id: RunId, who: Tenant) -> RunOut:
+        """Re-queue a dead or failed run with fresh attempts (409 in another state; 410 for
+        a run of a deleted thread, even once its name was given to a new thread)."""
         return RunOut.of((await scope_of(who).retry(run_id)).run)
 
     @api.get("/runs/{run_id}/events", response_model=EventPage)
@@ -287,9 +289,15 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
     async def thread_runs(thread: str, who: Tenant, before: Before = None,
-                          limit: int = Query(50, ge=1, le=500),
+                          limit: int = Query(50, ge=1, le=500), incarnation: Incarnation = None,
                           tenant: TenantFilter = None) -> RunPage:
-        return await list_runs(who, [], None, None, thread, before, limit, None, None, None, tenant)
+        """The runs of the thread that bears this name now, newest first (not those of an
+        earlier thread of the name, deleted), or of the thread `incarnation` (410 once the
+        name names another)."""
+        runs = await scope_for(who, tenant).list_runs(thread=thread, limit=limit, before_id=before,
+                                                      incarnation=incarnation)
+        return RunPage(items=[RunOut.of(r) for r in runs],
+                       next_cursor=runs[-1].id if len(runs) == limit else None)
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
     async def thread_events(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,

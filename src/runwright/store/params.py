@@ -110,7 +110,13 @@ class RunInsertParams:
 @dataclass(slots=True)
 class RunListParams:
     """Filter for listing runs, newest first; `before_id` pages backwards. `tenant` None
-    means any tenant, except with `thread`: a thread is one tenant's (None: no tenant's)."""
+    means any tenant, except with `thread`: a thread is one tenant's (None: no tenant's).
+
+    With `thread`, the runs of the thread that bears the name now: an earlier thread of
+    that name (deleted, its tombstone reclaimed) is another thread, and its runs are not
+    listed (a name that no thread bears lists the runs that name it). With `incarnation`
+    too, ThreadDeleted unless the thread of that name is still that incarnation (as
+    `ThreadMessagesParams`)."""
 
     states: Sequence[RunState] = ()
     task: str | None = None
@@ -122,6 +128,7 @@ class RunListParams:
     created_before: float | None = None
     limit: int = 100
     before_id: int | None = None
+    incarnation: int | None = None  # with `thread`: the thread a reader holds (ThreadInfo)
 
 
 @dataclass(slots=True)
@@ -224,7 +231,8 @@ class RunCancelParams:
 
 @dataclass(slots=True)
 class RunRetryParams:
-    """dead/failed -> queued with fresh attempts (see `rules.retry_keeps`)."""
+    """dead/failed -> queued with fresh attempts (see `rules.retry_drops`); a run of a
+    thread only while that thread stands (`rules.check_retry_on_thread`)."""
 
     run_id: int
     now: float | None = None

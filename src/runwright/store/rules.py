@@ -51,6 +51,7 @@ __all__ = [
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
+    "check_retry_on_thread",
     "check_thread_readable",
     "deadline_error",
     "interrupted_error",
@@ -251,6 +252,20 @@ def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
     later = [record.position for record in journal
              if record.name == SNAPSHOT and record.position > min(failed)]
     return sorted(failed + later)
+
+
+def check_retry_on_thread(run: Run, found: ThreadInfo | None, its_own: bool) -> None:
+    """A retry re-opens a run on its thread, so a run of a thread may be retried only
+    while that thread stands: ThreadDeleted once it is deleted (`found`, the thread
+    that bears the name now, is a tombstone), once its tombstone was reclaimed (none),
+    or once the name names a newer thread (`its_own` false: the store tells whether
+    the run is of `found`). Such a run never joins the new thread: its turn would hold
+    that thread busy and its messages would join that thread's history."""
+    if run.thread is None:
+        return
+    if found is None or found.deleted_at is not None or not its_own:
+        raise ThreadDeleted(f"run {run.id}: its thread {run.thread!r} was deleted; it cannot "
+                            f"be retried")
 
 
 # -- rescuing a run whose owner is gone -------------------------------------------------

@@ -381,6 +381,7 @@ class RedisStore:
 
     async def run_list(self, params: RunListParams) -> list[Run]:
         conditions = rules.list_conditions(params)
+        number = await self._listed_thread(params)
         top = f"({params.before_id}" if params.before_id is not None else "+inf"
         out: list[Run] = []
         while len(out) < params.limit:
@@ -389,10 +390,23 @@ class RedisStore:
                 break
             for fields in await self._hashes(ids):
                 run = run_from_hash(fields) if fields else None
-                if run is not None and all(_holds(run, c) for c in conditions):
+                if run is not None and all(_holds(run, c) for c in conditions) and (
+                        number is None or fields.get("thread_no") == number):
                     out.append(run)
             top = f"({ids[-1]}"
         return out[:params.limit]
+
+    async def _listed_thread(self, params: RunListParams) -> str | None:
+        """The number of the thread whose runs a listing by thread lists (each run keeps
+        its thread's number, never given twice: a run of an earlier thread of the name
+        is not of this one), None for a name no thread bears (its runs by name), after
+        the check of the reader's incarnation, if given."""
+        if params.thread is None:
+            return None
+        found = await self.thread_get(ThreadGetParams(params.thread, params.tenant))
+        if params.incarnation is not None:
+            rules.check_thread_readable(params.thread, found, params.incarnation, missing_ok=False)
+        return None if found is None else str(found.incarnation)
 
     async def _counts(self, tenant: str | None) -> list[tuple[str, str, int]]:
         """(queue, state, count) of the counters, of one tenant's runs when given."""
@@ -629,10 +643,19 @@ class RedisStore:
 
     async def run_retry(self, params: RunRetryParams) -> Run:
         for _ in range(STALE_RETRIES):
-            run = await self._locked_run(params.run_id)
+            fields = await self._call(self.redis.hgetall, self.key(f"run:{params.run_id}"))
+            if not fields:
+                raise RunNotFound(f"run {params.run_id} not found")
+            run = run_from_hash(fields)
             forget = rules.retry_drops(run, await self.step_list(run.id))
+            ident = "" if run.thread is None else identity(run.tenant, run.thread)
+            if run.thread is not None:
+                # The run is its thread's when it keeps the number the name has now.
+                found = await self.thread_get(ThreadGetParams(run.thread, run.tenant))
+                rules.check_retry_on_thread(run, found, found is not None and
+                                            fields.get("thread_no") == str(found.incarnation))
             reply = await self._script("retry", self._now_arg(params.now), run.id, run.state.value,
-                                       json.dumps({"previous": run.state.value}), *forget)
+                                       json.dumps({"previous": run.state.value}), ident, *forget)
             if reply[0] == "ok":
                 self.hub.fire(QUEUED)
                 self.hub.fire(events_topic(run.id))

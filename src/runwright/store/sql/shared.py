@@ -165,8 +165,18 @@ class SqlStore(ABC):
 
     async def run_list(self, params: RunListParams) -> list[Run]:
         where, args = self._where(rules.list_conditions(params))
-        rows = await self._fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}"
-                                 f" ORDER BY id DESC LIMIT ${len(args) + 1}", *args, params.limit)
+        if params.thread is not None:
+            args += [params.incarnation, params.tenant or "", params.thread]
+            where += " AND " + q.THREAD_RUNS_FROM.format(held=len(args) - 2, tenant=len(args) - 1,
+                                                         thread=len(args))
+        async with self._reading() as conn:
+            rows = await conn.fetch(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}"
+                                    f" ORDER BY id DESC LIMIT ${len(args) + 1}", *args, params.limit)
+            if params.thread is not None and params.incarnation is not None:
+                # Checked after the list, as one read: the name still named that thread
+                # once the list was read, so no later thread's run is in it.
+                found = await self._thread_get(conn, params.tenant, params.thread)
+                rules.check_thread_readable(params.thread, found, params.incarnation, missing_ok=False)
         return [run_from_row(row) for row in rows]
 
     def _where(self, conditions: list[tuple[str, str, object]]) -> tuple[str, list[Any]]:
@@ -285,9 +295,12 @@ class SqlStore(ABC):
     async def run_retry(self, params: RunRetryParams) -> Run:
         now = self.clock.now(params.now)
         async with self._transaction() as conn:
+            found = await self._retry_thread(conn, params.run_id)
             run = await self._locked_run(conn, params.run_id)
             journal = [StepRecord(*row) for row in await conn.fetch(q.LIST_STEPS, run.id)]
             forget = rules.retry_drops(run, journal)
+            # A run is its thread's when it is not older than the thread's first run.
+            rules.check_retry_on_thread(run, found, found is not None and run.id >= found.incarnation)
             await conn.execute(q.RETRY_RESET, run.id, now)
             if forget:
                 await conn.execute(q.DROP_STEPS, run.id, self.dialect.array(forget))
@@ -297,6 +310,16 @@ class SqlStore(ABC):
         self.hub.fire(QUEUED)
         self.hub.fire(events_topic(run.id))
         return run
+
+    async def _retry_thread(self, conn: SqlConnection, run_id: int) -> ThreadInfo | None:
+        """The thread that bears the name of the run's thread now, locked before the run
+        is (a run's thread and tenant never change, so the unlocked read names it)."""
+        row = await conn.fetchrow(q.GET_RUN, run_id)
+        run = None if row is None else run_from_row(row)
+        if run is None or run.thread is None:
+            return None
+        found = await conn.fetchrow(q.THREAD_GET_LOCKED, run.tenant or "", run.thread)
+        return None if found is None else _thread_info(found)
 
     # -- rescue and deadlines -----------------------------------------------------------
 
@@ -432,10 +455,7 @@ class SqlStore(ABC):
 
     async def _thread_get(self, conn: SqlConnection, tenant: str | None, thread: str) -> ThreadInfo | None:
         row = await conn.fetchrow(q.THREAD_GET, tenant or "", thread)
-        if row is None:
-            return None
-        deleted_at = None if row[4] is None else float(row[4])
-        return ThreadInfo(row[0], row[1] or None, int(row[2]), float(row[3]), deleted_at)
+        return None if row is None else _thread_info(row)
 
     async def thread_messages(self, params: ThreadMessagesParams) -> list[tuple[int, int, str]]:
         tenant = params.tenant or ""
@@ -731,3 +751,8 @@ class SqlStore(ABC):
 def _tenant_only(tenant: str | None) -> list[tuple[str, str, object]]:
     return [] if tenant is None else [("tenant", "=", tenant)]
 
+
+def _thread_info(row: Sequence[Any]) -> ThreadInfo:
+    """A thread from a row of THREAD_GET's columns."""
+    deleted_at = None if row[4] is None else float(row[4])
+    return ThreadInfo(row[0], row[1] or None, int(row[2]), float(row[3]), deleted_at)

@@ -70,6 +70,7 @@ __all__ = [
     "THREAD_EVENT_PAGE",
     "THREAD_FORGET_RUN",
     "THREAD_GET",
+    "THREAD_GET_LOCKED",
     "THREAD_LIST",
     "THREAD_LOCK",
     "THREAD_MESSAGES",
@@ -77,6 +78,7 @@ __all__ = [
     "THREAD_OPEN_RUNS",
     "THREAD_PURGE",
     "THREAD_RUNS_BEYOND",
+    "THREAD_RUNS_FROM",
     "TOMBSTONES",
     "TOMBSTONE_DROP",
     "TOMBSTONE_EVENTS_DROP",
@@ -259,6 +261,23 @@ THREAD_BEGIN = "UPDATE threads SET incarnation = $3 WHERE tenant = $1 AND id = $
 THREAD_DROP_UNBORN = "DELETE FROM threads WHERE tenant = $1 AND id = $2 AND incarnation = 0"
 THREAD_GET = """
 SELECT id, tenant, incarnation, created_at, deleted_at FROM threads WHERE tenant = $1 AND id = $2
+"""
+# A retry of a thread's run holds the thread as a submission does, taken before the run
+# (the order a submission takes them in): a delete or a reclaim of the thread waits for
+# it, and it sees theirs.
+THREAD_GET_LOCKED = """
+SELECT id, tenant, incarnation, created_at, deleted_at FROM threads WHERE tenant = $1 AND id = $2
+FOR_UPDATE
+"""
+# A listing by thread lists the runs of one thread, not of a name (a condition of run
+# lists, after the filter's own): those from its incarnation on, the one a reader holds
+# ({held}) or else the one that bears the name now. An earlier thread of the name ended
+# before the later one began (its tombstone is reclaimed only once it has no open run,
+# and a retry of its runs is refused), so ids tell them apart; a name no thread bears
+# lists the runs that name it (0). The index runs_thread serves the range.
+THREAD_RUNS_FROM = """
+id >= coalesce(CAST(${held} AS bigint),
+               (SELECT incarnation FROM threads t WHERE t.tenant = ${tenant} AND t.id = ${thread}), 0)
 """
 THREAD_OPEN_RUNS = f"""
 SELECT {RUN_COLUMNS} FROM runs

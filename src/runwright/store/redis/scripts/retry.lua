@@ -4,12 +4,21 @@
 -- ARGV[1]  now ('' = the server's clock)
 -- ARGV[2]  run id    ARGV[3] the state the decision was made on
 -- ARGV[4]  the `requeued` event's data
--- ARGV[5..] journal positions to forget
--- Returns  {'stale'} if the run's state changed since, else {'ok', the run's hash}
+-- ARGV[5]  the identity of the run's thread (JSON [tenant, thread]; '' for none)
+-- ARGV[6..] journal positions to forget
+-- Returns  {'stale'} if the run's state changed since, or its thread no longer stands
+--          (the caller reads again, and rules.check_retry_on_thread refuses), else
+--          {'ok', the run's hash}
 local now = now_of(ARGV[1])
 local id = ARGV[2]
 local run = load(id)
 if not run or run.state ~= ARGV[3] then return {'stale'} end
+-- A run of a thread re-opens on its own thread only: the name still names the run's
+-- number, and that thread is not deleted (a delete or a reclaim since the decision).
+if run.thread_no and (redis.call('HGET', P .. 'threads', ARGV[5]) ~= run.thread_no
+    or redis.call('HEXISTS', P .. 'thread:' .. run.thread_no, 'deleted_at') == 1) then
+  return {'stale'}
+end
 local key = run_key(id)
 move(id, run, 'queued')
 redis.call('HSET', key, 'attempt', 0, 'recoveries', 0, 'run_at', num(now))
@@ -23,7 +32,7 @@ if redis.call('EXISTS', old) == 1 then
   redis.call('DEL', old)
 end
 redis.call('HDEL', key, 'snapshot_at')
-for i = 5, #ARGV do redis.call('HDEL', steps, ARGV[i]) end
+for i = 6, #ARGV do redis.call('HDEL', steps, ARGV[i]) end
 local last = -1
 local flat = redis.call('HGETALL', steps)
 for j = 1, #flat, 2 do
