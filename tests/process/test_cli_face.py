@@ -127,7 +127,10 @@ def test_every_option_of_every_command_has_help_and_no_type_hint() -> None:
             assert (param.help or "").strip(), f"runwright {name}: {param.name} has no help"
             for flag in getattr(param, "opts", []):
                 if flag.startswith("--"):
-                    (line,) = [line for line in shown.stdout.splitlines()
+                    # In the options' table: the command's description may wrap a flag it
+                    # names to the start of a line too.
+                    table = shown.stdout.split("\nOptions:", 1)[-1]
+                    (line,) = [line for line in table.splitlines()
                                if re.match(rf" +(-\w, )?{re.escape(flag)}( |$)", line)]
                     assert line.split(flag, 1)[1].strip(), f"runwright {name} {flag}: no help shown"
 
