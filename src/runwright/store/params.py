@@ -511,6 +511,9 @@ class RunReclaimParams:
     limit: int = 1000
     dry_run: bool = False
     now: float | None = None
+    # Only these runs (those of them ended before `ended_before`): a caller removing what
+    # it made (`runwright verify --fleet`) leaves everyone else's runs alone. None: any.
+    run_ids: Sequence[int] | None = None
 
 
 @dataclass(slots=True)

@@ -709,13 +709,19 @@ class RedisStore:
         """Scan `runs` from the cursor (a window a few times the limit): the ended runs
         older than the cut-off, and the cursor to keep, the lowest id left behind."""
         start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
-        ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
-                               4 * params.limit)
+        if params.run_ids is not None:  # only these: the cursor stays where retention left it
+            ids = sorted({int(i) for i in params.run_ids})
+        else:
+            ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
+                                   4 * params.limit)
         if not ids:
             return None
         found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
         picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
                   and r.finished_at < params.ended_before][:params.limit]
+        if params.run_ids is not None:
+            hashes = [h for h, _ in picked]
+            return start, hashes, await self._reclaim_sizes(hashes)
         chosen = [r for _, r in picked]
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]

@@ -544,7 +544,12 @@ class SqlStore(ABC):
 
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
         async with self._reading() if params.dry_run else self._transaction() as conn:
-            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)]
+            if params.run_ids is None:
+                rows = await conn.fetch(q.RECLAIMABLE, params.ended_before, params.limit)
+            else:
+                rows = await conn.fetch(q.RECLAIMABLE_OF, params.ended_before, params.limit,
+                                        self.dialect.array(list(params.run_ids)))
+            ids = [row[0] for row in rows]
             return await self._reclaim(conn, ids, params.dry_run)
 
     async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:

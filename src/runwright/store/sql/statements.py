@@ -39,6 +39,7 @@ __all__ = [
     "OWNS_RUN",
     "QUESTION_ANSWER",
     "RECLAIMABLE",
+    "RECLAIMABLE_OF",
     "RECLAIMED_HAS",
     "RECLAIM_LOCK",
     "QUESTION_COLUMNS",
@@ -355,6 +356,11 @@ WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 # worker's and `runwright sweep`'s) take disjoint runs instead of deadlocking on them.
 RECLAIMABLE = """
 SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
+"""
+RECLAIMABLE_OF = """
+SELECT id FROM runs WHERE id IN_ARRAY($3)
+AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
 AND finished_at < $1 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
