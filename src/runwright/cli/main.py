@@ -106,6 +106,12 @@ def worker(
         3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
                      "none registers its task for the major of the app version that submitted it, "
                      "or serves its queue."),
+    allow_verify_faults: bool = typer.Option(
+        False, "--allow-verify-faults",
+        help="Obey the faults of a `runwright verify --fleet` session this worker serves: die "
+             "(SIGKILL itself; its supervisor must start it again), stall its event loop past "
+             "its lease, drop its database sessions. Off: it runs verify's workload, no fault "
+             "(also RUNWRIGHT_VERIFY_FAULTS=1)."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -118,6 +124,8 @@ def worker(
 
     configure_logging()
     _use_url(url)
+    if allow_verify_faults:  # read when the App is made; the children of -p inherit it
+        os.environ["RUNWRIGHT_VERIFY_FAULTS"] = "1"
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),

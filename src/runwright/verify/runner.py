@@ -26,7 +26,7 @@ from .checks import Findings, Ledger, RunData, check, children_of, percentile, t
 from .faults import Fault, Injector, schedule
 from .place import Place, place_for
 from .workers import Pool
-from .workload import verify_app
+from .workload import RUN_TASK, verify_app
 
 __all__ = ["Options", "Outcome", "VerifyAborted", "run_verify"]
 
@@ -181,7 +181,7 @@ async def _submit(app: App, options: Options, shapes: random.Random, count: int,
     started = time.monotonic()
     for start in range(0, count, size):
         chunk = items[start:start + size]
-        handles = await _patient(lambda: app.submit_many("verify_run", chunk))
+        handles = await _patient(lambda: app.submit_many(RUN_TASK, chunk))
         ids += [h.id for h in handles]
         cancels += [h.id for h, cancel in zip(handles, to_cancel[start:start + size]) if cancel]
         delay = started + (start + size) / rate - time.monotonic()

@@ -58,6 +58,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from typing import Any, Callable, Sequence
 
@@ -189,9 +190,30 @@ class RedisStore:
             decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
             socket_keepalive=True, health_check_interval=10,
             # As PostgreSQL's application_name: an operator (or `runwright verify`) can
-            # find this deployment's connections in CLIENT LIST, and cut only those.
-            client_name=f"runwright:{self.namespace}")
+            # find this deployment's connections in CLIENT LIST, or one process's, and
+            # cut only those.
+            client_name=self.session_name)
         return aioredis.Redis.from_pool(pool)
+
+    @property
+    def session_name(self) -> str:
+        """The name of this process's connections: `runwright:<namespace>:<pid>`."""
+        return f"runwright:{self.namespace}:{os.getpid()}"
+
+    async def sessions_cut(self) -> int:
+        """CLIENT KILL this process's connections, its fleet bus's too, as a cut network
+        would (the blip `runwright verify --fleet` asks a member for): how many."""
+        admin = aioredis.Redis.from_url(self._client_url, decode_responses=True,
+                                        socket_connect_timeout=5)
+        try:
+            names = {self.session_name, f"runwright-fleet:{os.getpid()}"}
+            cut = 0
+            for entry in await admin.client_list():
+                if entry.get("name") in names:
+                    cut += int(await admin.client_kill_filter(_id=entry["id"]) or 0)
+            return cut
+        finally:
+            await admin.aclose()
 
     @property
     def redis(self) -> aioredis.Redis:
