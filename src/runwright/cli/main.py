@@ -547,16 +547,28 @@ def verify(
                                   help="The workers' lease: a stalled one loses its runs after it."),
     timeout_s: float = typer.Option(600.0, "--timeout-s", metavar="SECONDS",
                                     help="Give up draining after this (runs not ended are lost)."),
+    fleet: bool = typer.Option(
+        False, "--fleet",
+        help="Use the running fleet instead of its own workers: every ready `runwright worker` of "
+             "the store serves a queue of this session's (runwright.verify.<id>) while verify "
+             "runs; faults reach, over the fleet bus, only workers started with "
+             "--allow-verify-faults (else they are reported skipped). --workers and --lease-s "
+             "are the fleet's. Exit 8 when no worker takes the session."),
+    app_version: str = typer.Option(
+        "0.0.0", "--app-version", metavar="X.Y.Z",
+        help="With --fleet: the fleet's app version (its major names the fleet and the runs "
+             "its workers take)."),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Prove the deployment's guarantees: verify's own workers run a ledgered workload in a
     schema (namespace, file) of its own while faults hit them; exit 0 only if nothing was
-    lost, repeated or let through. It removes all it made, even when interrupted."""
+    lost, repeated or let through. It removes all it made, even when interrupted. With
+    --fleet, the running fleet's workers run it, on a queue of its own."""
     from .verifying import verify as run
 
     with clear_errors():
         run(url, workers, runs_count, steps, kill_every, stall_every, blip_every,
-            seed, lease_s, timeout_s, json_out)
+            seed, lease_s, timeout_s, json_out, fleet, app_version)
 
 
 thread_cli = typer.Typer(help="A thread: show its runs and history, cancel its runs, follow them.",
