@@ -105,7 +105,8 @@ class Roster:
     """The workers serving the session, as the last renewal found them."""
 
     members: dict[str, Member] = field(default_factory=dict)
-    took: set[str] = field(default_factory=set)  # every life that took it, for the report
+    took: set[str] = field(default_factory=set)  # every process that took it, for the report
+    obeyed: set[str] = field(default_factory=set)  # ... and said it obeys faults
     refused: dict[str, str] = field(default_factory=dict)  # name -> why (its error)
     pids: set[int] = field(default_factory=set)  # every worker pid seen, to tell a new one
     gone: set[int] = field(default_factory=set)  # pids that died: no more faults to them
@@ -117,6 +118,8 @@ class Roster:
                 members[row.name] = Member(row.name, row.host, row.pid, bool(row.detail.get("faults")),
                                            float(row.detail.get("lease_s") or 30.0))
                 self.took.add(f"{row.host}:{row.pid}")
+                if row.detail.get("faults"):
+                    self.obeyed.add(f"{row.host}:{row.pid}")
             elif row.outcome is Reply.FAILED:
                 self.refused[f"{row.name} ({row.host}:{row.pid})"] = row.error or "failed"
         self.members = members
@@ -469,7 +472,7 @@ def _report(app: App, options: Options, session: Session, roster: Roster, found:
         "lease_s": None,
         "offered_runs_per_s": None if math.isinf(rate) else rate,
         "fleet": {"root": app.fleet.root, "queue": session.queue, "workers_serving": len(roster.took),
-                  "workers_obeying_faults": len(roster.obeying()), "refused": roster.refused},
+                  "workers_obeying_faults": len(roster.obeyed), "refused": roster.refused},
         "runs": {"submitted": options.runs, "checked": found.runs, "finished": found.finished,
                  "succeeded": found.succeeded, "cancelled": found.cancelled,
                  "cancels_requested": cancels},
