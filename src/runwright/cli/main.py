@@ -550,7 +550,7 @@ def verify(
     fleet: bool = typer.Option(
         False, "--fleet",
         help="Use the running fleet instead of its own workers: every ready `runwright worker` of "
-             "the store serves a queue of this session's (runwright.verify.<id>) while verify "
+             "the store serves a queue of this session's (runwright.verify.ID) while verify "
              "runs; faults reach, over the fleet bus, only workers started with "
              "--allow-verify-faults (else they are reported skipped). --workers and --lease-s "
              "are the fleet's. Exit 8 when no worker takes the session."),
