@@ -202,6 +202,20 @@ async def test_verify_fleet_without_faults_allowed_still_checks_and_skips_them(b
     assert supervisor.restarts == 0, "no worker was made to die"
     assert report["runs"]["finished"] == report["runs"]["checked"] >= 200
     assert (await verify_left(store_url))["runs"] == 0
+    # Whoever reaches the bus cannot kill a worker that did not opt in, even in a session.
+    app = rw.App(store_url, auto_migrate=False)
+    try:
+        queue = f"{QUEUE_PREFIX}intruder"
+        served = await app.fleet.broadcast("verify-serve", {"queue": queue, "for_s": 30})
+        assert [row.outcome.value for row in served] == ["applied"] * WORKERS, served
+        rows = await app.fleet.broadcast("verify-fault", {"queue": queue, "kind": "die"})
+        assert [row.outcome.value for row in rows] == ["failed"] * WORKERS, rows
+        assert all("--allow-verify-faults" in (row.error or "") for row in rows), rows
+        await app.fleet.broadcast("verify-release", {"queue": queue})
+    finally:
+        await app.close()
+    await asyncio.sleep(1)
+    assert supervisor.restarts == 0 and all(proc.poll() is None for proc in supervisor.procs)
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
