@@ -1,5 +1,5 @@
-"""`runwright verify`'s workload: the tasks that `runwright verify`'s workers execute, each leaving a
-trace of its side effects in a ledger the checks read.
+"""`runwright verify`'s workload: the tasks its workers execute, each leaving a trace of
+its side effects in a ledger the checks read.
 
 They are runwright's own code, registered in every App as the built-in jobs are
 (`register_verify_tasks`), so that with `verify --fleet` the user's running workers can
@@ -42,8 +42,8 @@ from ..store.params import EventAppendParams
 if TYPE_CHECKING:
     from ..registry import Registry
 
-__all__ = ["CHILD_TASK", "LEDGER_ENV", "LEDGER_EVENT", "LEDGER_TASK", "QUEUE", "RUN_TASK", "TASKS",
-           "LedgerClosed", "register_verify_tasks"]
+__all__ = ["CHILD_TASK", "LEDGER_ENV", "LEDGER_EVENT", "LEDGER_TASK", "LedgerClosed", "QUEUE",
+           "RUN_TASK", "TASKS", "register_verify_tasks"]
 
 LEDGER_ENV = "RUNWRIGHT_VERIFY_LEDGER"
 QUEUE = "verify"  # its own queue: a fleet's workers of other apps never see these runs
