@@ -154,12 +154,12 @@ async def still_served(store_url: str, queue: str) -> bool:
     app = rw.App(store_url, auto_migrate=False)
     app.tasks["hello"] = verify_fleet_app.hello
     try:
-        handle = await app.submit("hello", queue=queue)
+        handle = await app.submit("hello", queue=queue, priority=rw.CRITICAL)  # ahead of a backlog
         await asyncio.sleep(4)  # the workers poll every second, and are woken by the submission
         (run,) = await app.read_runs([handle.id])
-        served = run.state is not rw.RunState.QUEUED
-        await app.cancel(handle.id)
-        return served
+        if run.state is rw.RunState.QUEUED:
+            await app.cancel(handle.id)  # not to be taken later by a worker of that queue
+        return run.state is not rw.RunState.QUEUED
     finally:
         await app.close()
 
@@ -246,3 +246,28 @@ async def test_verify_fleet_interrupted_releases_the_queue_and_removes_its_runs(
     queue = next(word for word in err.split() if word.startswith(QUEUE_PREFIX)).rstrip(":")
     assert await verify_left(store_url) == {"runs": 0, "holders": []}
     assert not await still_served(store_url, queue)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_verify_killed_outright_stops_being_served_when_its_session_lapses(backend, store_url,
+                                                                                    fleet_of):
+    """SIGKILL leaves verify no clean-up: the workers stop serving its queue on their own
+    once its last renewal lapses (SERVE_FOR_S), so nothing more of it runs."""
+    await fleet_of(faults=False)
+    proc = verify(store_url, "--runs", "3000", "--kill-every", "0", "--stall-every", "0",
+                  "--blip-every", "0", "--seed", "5")
+
+    async def some_runs() -> bool:
+        return (await verify_left(store_url))["runs"] > 100
+
+    await wait_until(some_runs, "verify's runs are in the store", timeout_s=120, interval_s=0.3)
+    proc.kill()
+    _, err = finish(proc)
+    queue = next(word for word in err.split() if word.startswith(QUEUE_PREFIX)).rstrip(":")
+    assert await still_served(store_url, queue), "served while its renewal holds"
+
+    async def lapsed() -> bool:
+        return not await still_served(store_url, queue)
+
+    await wait_until(lapsed, "the workers stop serving the dead session's queue", timeout_s=120,
+                     interval_s=0.5)

@@ -180,7 +180,8 @@ async def _submit(app: App, options: Options, shapes: random.Random, count: int,
               "sleep_s": SLEEP_S if shapes.random() < SLEEP_SHARE else 0.0,
               "child": shapes.random() < CHILD_SHARE, **(extra or {})} for n in range(count)]
     to_cancel = [shapes.random() < CANCEL_SHARE for _ in range(count)]
-    size = max(1, min(CHUNK, math.ceil(rate * SPREAD_TICK_S)))
+    # Every kind of fault off: no spread to keep, so the whole chunk at once.
+    size = CHUNK if math.isinf(rate) else max(1, min(CHUNK, math.ceil(rate * SPREAD_TICK_S)))
     ids: list[int] = []
     started = time.monotonic()
     for start in range(0, count, size):
