@@ -62,6 +62,7 @@ REPLACE_WAIT_S = 90.0  # a killed worker's supervisor has this long to start ano
 LEDGER_LEASE_S = 3600.0
 LEDGER_RENEW_S = 60.0
 CLEANUP_WAIT_S = 60.0
+RELEASE_RETRY_S = 0.5
 POLL_S = 0.5
 MAX_STALL_S = 300.0
 PAGE = 500
@@ -399,10 +400,7 @@ async def _clean(session: Session) -> int:
     could not be removed (not ended within CLEANUP_WAIT_S)."""
     app = _app(session)
     try:
-        try:
-            await app.fleet.broadcast("verify-release", {"queue": session.queue}, timeout_s=BUS_WINDOW_S)
-        except StoreError:
-            pass  # each worker stops serving it when its last renewal lapses
+        await _release(app, session)
         if session.ledger is not None:
             await _end_ledger(app, session)
         runs = await _session_runs(app, session)
@@ -422,6 +420,23 @@ async def _clean(session: Session) -> int:
         return len(await _session_runs(app, session))
     finally:
         await app.close()
+
+
+async def _release(app: App, session: Session) -> None:
+    """`verify-release` until every live worker has applied it (a worker stalled, resyncing
+    after a blip or just restarted when it was sent missed it), for at most SERVE_FOR_S:
+    past that, the last renewal has lapsed everywhere anyway."""
+    deadline = time.monotonic() + SERVE_FOR_S
+    while time.monotonic() < deadline:
+        try:
+            rows = await app.fleet.broadcast("verify-release", {"queue": session.queue},
+                                             timeout_s=BUS_WINDOW_S)
+        except StoreError:
+            rows = None  # the bus is away: try again
+        if rows is not None and all(row.outcome in (Reply.APPLIED, Reply.DEPARTED, Reply.FAILED)
+                                    for row in rows if row.kind == "worker"):
+            return  # (FAILED: a worker that cannot serve a session, so serves none)
+        await asyncio.sleep(RELEASE_RETRY_S)
 
 
 async def _end_ledger(app: App, session: Session) -> None:
