@@ -169,8 +169,8 @@ async def test_verify_fleet_passes_under_faults_and_leaves_nothing(backend, stor
     out, err = finish(verify(store_url, *SHORT, "--json"), supervisor)
     assert out, err[-6000:]
     report = json.loads(out)
-    assert report["mode"] == "fleet" and report["ok"], err[-6000:]
-    assert all(n == 0 for n in report["violations"].values()), report["violations"]
+    assert report["mode"] == "fleet" and report["ok"], (report["violations"], report["examples"],
+                                                        err[-4000:])
     runs, faults = report["runs"], report["faults"]
     assert runs["checked"] >= runs["submitted"] == 200 and runs["finished"] == runs["checked"]
     assert report["fleet"]["workers_serving"] >= WORKERS
