@@ -324,7 +324,9 @@ class FleetInjector:
     async def _land(self, fault: Fault, progress: Progress, bar: Any) -> None:
         targets = self.roster.obeying()
         if not targets:
-            self.skipped["no worker obeys faults (--allow-verify-faults)"] += 1
+            why = ("no worker that obeys faults was ready at that moment" if self.roster.obeyed
+                   else "no worker obeys faults (--allow-verify-faults)")
+            self.skipped[why] += 1
             return
         member = targets[fault.slot % len(targets)]
         async with self._turns[member.name]:
