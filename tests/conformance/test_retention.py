@@ -70,6 +70,22 @@ async def test_a_reclaim_is_bounded_and_the_next_one_goes_on(store):
     assert all([await store.run_was_reclaimed(i) for i in ids])
 
 
+async def test_a_reclaim_of_named_runs_takes_only_those_that_ended(store):
+    # What `runwright verify --fleet` removes of its own in the user's store: its runs, none else.
+    wid = await store.worker_register(worker())
+    mine = await _ended(store, wid, 3, T0)
+    others = await _ended(store, wid, 2, T0)
+    (open_run,) = await store.run_insert_many([insert(now=T0)])
+    gone = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100,
+                                                    run_ids=[*mine, open_run.id, 10**9]))
+    assert gone.run_ids == mine and (gone.steps, gone.events) == (3, 15)
+    assert await store.run_get_many(mine) == []
+    assert all([await store.run_was_reclaimed(i) for i in mine])
+    assert {r.id for r in await store.run_get_many([*others, open_run.id])} == {*others, open_run.id}
+    rest = await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))
+    assert rest.run_ids == others, "retention's own pass still finds everyone else's"
+
+
 async def test_one_holder_at_a_time_has_a_lease_until_it_lapses(store):
     assert await store.lease_take(LeaseTakeParams("sweep", "a", 10, now=T0))
     assert not await store.lease_take(LeaseTakeParams("sweep", "b", 10, now=T0 + 5))

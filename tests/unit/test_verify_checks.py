@@ -87,6 +87,18 @@ def test_an_at_most_once_step_run_twice_is_counted():
     assert found.at_most_once == [1] and not found.ok
 
 
+def test_a_ledger_in_a_runs_log_counts_a_repeated_line_once_and_two_executions_twice():
+    # verify --fleet's ledger: lines appended as events; an append retried after its reply
+    # was lost repeats its line (same token), which is one execution, not two.
+    lines = ["once 1 1 a", "once 1 1 a", "step 1 step-0 1 t1", "step 1 step-0 1 t1"]
+    log = events(9, *(("ledger", {"line": line}) for line in lines), ("progress", {"fence": 1}))
+    ledger = Ledger.of_events(log)
+    assert check([1], {1: healthy(1)}, ledger).ok
+    assert ledger.once[1] == [1] and ledger.steps[(1, "step-0")] == [(1, "t1")]
+    twice = Ledger.of_events([*log, *events(9, ("ledger", {"line": "once 1 2 b"}))])
+    assert check([1], {1: healthy(1)}, twice).at_most_once == [1]
+
+
 def test_a_zombie_event_after_a_newer_claim_is_counted():
     log = events(1, ("submitted", {}), ("started", {"fence": 1}), ("recovered", {}),
                  ("started", {"fence": 2}), ("progress", {"fence": 1}), ("succeeded", {}))

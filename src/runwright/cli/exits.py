@@ -27,7 +27,7 @@ from ..errors import (
     ThreadNotFound,
 )
 
-__all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_SCHEMA", "OK",
+__all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_FLEET", "NO_SCHEMA", "OK",
            "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "code_for", "err", "fail"]
 
 OK = 0
@@ -38,6 +38,7 @@ NO_SCHEMA = 4
 NOT_FOUND = 5
 TIMED_OUT = 6
 ADDRESS_IN_USE = 7
+NO_FLEET = 8
 INTERRUPTED = 130  # the shells' 128 + SIGINT
 
 TABLE = [
@@ -49,6 +50,7 @@ TABLE = [
     (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
     (TIMED_OUT, "submit --wait --timeout-s: the run did not end in time (it goes on)"),
     (ADDRESS_IN_USE, "serve: cannot listen there (the port is in use, or not allowed)"),
+    (NO_FLEET, "verify --fleet: no running worker of the fleet took verify's session"),
     (INTERRUPTED, "verify: interrupted by SIGINT or SIGTERM (its place and processes removed)"),
 ]
 

@@ -115,6 +115,12 @@ def worker(
         3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
                      "none registers its task for the major of the app version that submitted it, "
                      "or serves its queue."),
+    allow_verify_faults: bool = typer.Option(
+        False, "--allow-verify-faults",
+        help="Obey the faults of a `runwright verify --fleet` session this worker serves: die "
+             "(SIGKILL itself; its supervisor must start it again), stall its event loop past "
+             "its lease, drop its database sessions. Off: it runs verify's workload, no fault "
+             "(also RUNWRIGHT_VERIFY_FAULTS=1)."),
     url: str | None = URL,
 ) -> None:
     """Execute runs: claim due runs of the app's tasks, run them, record how they end."""
@@ -127,6 +133,8 @@ def worker(
 
     configure_logging()
     _use_url(url)
+    if allow_verify_faults:  # read when the App is made; the children of -p inherit it
+        os.environ["RUNWRIGHT_VERIFY_FAULTS"] = "1"
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),
@@ -564,16 +572,28 @@ def verify(
                                   help="The workers' lease: a stalled one loses its runs after it."),
     timeout_s: float = typer.Option(600.0, "--timeout-s", metavar="SECONDS",
                                     help="Give up draining after this (runs not ended are lost)."),
+    fleet: bool = typer.Option(
+        False, "--fleet",
+        help="Use the running fleet instead of its own workers: every ready `runwright worker` of "
+             "the store serves a queue of this session's (runwright.verify.ID) while verify "
+             "runs; faults reach, over the fleet bus, only workers started with "
+             "--allow-verify-faults (else they are reported skipped). --workers and --lease-s "
+             "are the fleet's. Exit 8 when no worker takes the session."),
+    app_version: str = typer.Option(
+        "0.0.0", "--app-version", metavar="X.Y.Z",
+        help="With --fleet: the fleet's app version (its major names the fleet and the runs "
+             "its workers take)."),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Prove the deployment's guarantees: verify's own workers run a ledgered workload in a
     schema (namespace, file) of its own while faults hit them; exit 0 only if nothing was
-    lost, repeated or let through. It removes all it made, even when interrupted."""
+    lost, repeated or let through. It removes all it made, even when interrupted. With
+    --fleet, the running fleet's workers run it, on a queue of its own."""
     from .verifying import verify as run
 
     with clear_errors():
         run(url, workers, runs_count, steps, kill_every, stall_every, blip_every,
-            seed, lease_s, timeout_s, json_out)
+            seed, lease_s, timeout_s, json_out, fleet, app_version)
 
 
 thread_cli = typer.Typer(help="Threads: list them; show one's runs and history, cancel its runs, follow.",

@@ -1,8 +1,9 @@
 """`runwright verify`: options to Options, the run, the report, the exit code.
 
 Durations are `2s`, `500ms`, `1m` or a number of seconds; `0` turns a kind of fault off.
-Exit 0 only when every violation count is 0, 1 otherwise, 2 on bad input, 130 when
-interrupted (after cleaning up).
+Exit 0 only when every violation count is 0, 1 otherwise, 2 on bad input, 8 when
+`--fleet` finds no running worker to take its session, 130 when interrupted (after
+cleaning up).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from rich.console import Console
 
 from ..verify.checks import Findings
-from .exits import BAD_INPUT, FAILED, INTERRUPTED, OK, fail
+from .exits import BAD_INPUT, FAILED, INTERRUPTED, NO_FLEET, OK, fail
 
 __all__ = ["INTERRUPTED", "exit_code", "parse_duration", "verify"]
 
@@ -34,9 +35,12 @@ def parse_duration(text: str, option: str) -> float:
 
 
 def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str, stall_every: str,
-           blip_every: str, seed: int | None, lease_s: float, timeout_s: float, as_json: bool) -> None:
+           blip_every: str, seed: int | None, lease_s: float, timeout_s: float, as_json: bool,
+           fleet: bool = False, app_version: str = "0.0.0") -> None:
     from ..verify import Options, VerifyAborted, run_verify
+    from ..verify.fleet import NoFleet, run_fleet_verify
     from ..verify.report import print_report
+    from ..versions import check_version
 
     for name, value, least in (("--workers", workers, 1), ("--runs", runs, 1), ("--steps", steps, 1)):
         if value < least:
@@ -48,11 +52,13 @@ def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str
                       stall_every_s=parse_duration(stall_every, "--stall-every"),
                       blip_every_s=parse_duration(blip_every, "--blip-every"),
                       seed=random.randrange(2**31) if seed is None else seed,
-                      lease_s=lease_s, timeout_s=timeout_s)
+                      lease_s=lease_s, timeout_s=timeout_s, fleet=fleet,
+                      app_version=check_version(app_version))
     # Progress and notes on stderr: with --json, stdout holds the report alone.
     console = Console(stderr=True)
     if not as_json:
-        console.print(f"[bold]runwright verify[/]: {workers} workers, {runs} runs, seed "
+        who = "the running fleet's workers" if fleet else f"{workers} workers"
+        console.print(f"[bold]runwright verify[/]: {who}, {runs} runs, seed "
                       f"{options.seed} (give --seed {options.seed} to repeat this schedule)",
                       soft_wrap=True)
     # SIGINT (even where a shell started us ignoring it) and SIGTERM interrupt: the run
@@ -60,10 +66,13 @@ def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        outcome = run_verify(options, console)
+        outcome = (run_fleet_verify if fleet else run_verify)(options, console)
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]: verify's workers ended, its data removed")
+        console.print("[yellow]interrupted[/]: the fleet released verify's queue, its runs removed"
+                      if fleet else "[yellow]interrupted[/]: verify's workers ended, its data removed")
         raise typer.Exit(INTERRUPTED) from None
+    except NoFleet as exc:
+        raise fail(str(exc), NO_FLEET) from None
     except VerifyAborted as exc:
         raise fail(str(exc), FAILED) from None
     print_report(outcome.report, Console(), as_json)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 from ..clock import Clock
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
+from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..logs import event
 from ..parking import RunSignals
 from ..resilience import jittered, store_call
@@ -195,6 +196,8 @@ class Worker:
             self.member = await self._join_fleet()  # the boot rules refuse a bad shape here
             await self.member.join()
             self.member.on_recycle = self.stop
+            self.member.lease_s = self.config.lease_s
+            self.member.runs_verify = set(VERIFY_TASKS) <= set(self._tasks)
         try:
             await self._boot_and_work(ready)
         except BaseException:
@@ -301,9 +304,13 @@ class Worker:
     # -- claiming -------------------------------------------------------------------
 
     def _claimable(self) -> list[str]:
-        """This worker's queues but those paused fleet-wide."""
-        paused = self.member.paused if self.member is not None else set()
-        return [queue for queue in self.config.queues if queue not in paused]
+        """This worker's queues but those paused fleet-wide, and those a verify session
+        asked it to serve for a while (`runwright verify --fleet`)."""
+        if self.member is None:
+            return list(self.config.queues)
+        paused = self.member.paused
+        mine = [queue for queue in self.config.queues if queue not in paused]
+        return mine + [queue for queue in self.member.serving() if queue not in mine]
 
     async def _claim_loop(self) -> None:
         config = self.config

@@ -3,7 +3,8 @@
 It owns the transport (opened on first use, on the App's store), routes what comes off
 the bus (replies to the broadcast waiting for them, ops to this process's member), and
 holds the handlers: the user's (`@app.on_fleet("reload-config")`) and the built-in
-`ping`, `evict-cache`, `pause-queue`, `resume-queue` and `recycle`.
+`ping`, `evict-cache`, `pause-queue`, `resume-queue`, `recycle` and verify's
+(`verify_ops`: a worker serving a `runwright verify --fleet` session, its faults).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from .recycle import RecycleReport, roll
 from .settings import FleetSettings
 from .transport import Transport, encode
 from .transports import transport_for
+from .verify_ops import VERIFY_OPS, VerifyOps
 
 __all__ = ["BUILTIN_OPS", "Fleet"]
 
-BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue")
+BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue", *VERIFY_OPS)
 Resync = Callable[[], Awaitable[None]]
 
 
@@ -50,6 +52,8 @@ class Fleet:
             "resume-queue": self._queue_changed,
             "recycle": lambda _payload: {"drain_s": self.member.drain_s if self.member else 0},
         }
+        self.verify_ops = VerifyOps(store, lambda: self.member)
+        self._handlers.update(self.verify_ops.handlers())
         self._resyncs: list[Resync] = []
         self._transport: Transport | None = None
         self._opening = asyncio.Lock()

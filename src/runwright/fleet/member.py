@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 import socket
+import time
 from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ..errors import InvalidInput, StoreError
@@ -46,6 +47,13 @@ class Member:
         self.state = State.RESYNCING
         self.drain_s = 0.0
         self.paused: set[str] = set()
+        # Queues served while told to (`verify-serve`, see fleet.verify_ops): each until its
+        # deadline on this process's monotonic clock, so a verify that died stops them.
+        self.served: dict[str, float] = {}
+        # What the worker says of itself, for verify's ops: its lease, and whether its app
+        # registers verify's workload (the built-in jobs).
+        self.lease_s = 0.0
+        self.runs_verify = False
         # What a `recycle` op does here (a worker: its graceful stop); None: not recyclable.
         self.on_recycle: Callable[[], None] | None = None
         self._handlers = handlers
@@ -57,6 +65,13 @@ class Member:
         self._writing_turn = asyncio.Lock()
         self._host, self._pid = socket.gethostname(), os.getpid()
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
+
+    def serving(self) -> list[str]:
+        """The queues served for verify sessions now (those past their deadline dropped)."""
+        now = time.monotonic()
+        for queue in [q for q, until in self.served.items() if until <= now]:
+            del self.served[queue]
+        return sorted(self.served)
 
     @property
     def name(self) -> str | None:

@@ -606,6 +606,9 @@ class RunReclaimParams:
     # inside the statement (script) by the store's clock (the database's), so that a
     # worker whose clock is off reclaims nothing early and keeps nothing late.
     max_age_s: float | None = None
+    # Only these runs (those of them ended before `ended_before`): a caller removing what
+    # it made (`runwright verify --fleet`) leaves everyone else's runs alone. None: any.
+    run_ids: Sequence[int] | None = None
 
 
 @dataclass(slots=True)

@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ..jobs.verify import LEDGER_EVENT
 from ..journal import Event, StepRecord
 from ..runs import TERMINAL_STATES, Run, RunState
 
 __all__ = ["Findings", "Ledger", "RunData", "check", "children_of", "percentile", "throughput"]
 
 CLOCK_TOLERANCE_S = 0.05  # Redis times are this machine's clock corrected to Redis's
-CHILD_STEP = "submit:verify_child"
+CHILD_STEP = "submit:runwright.verify_child"
 
 
 @dataclass
@@ -43,14 +44,29 @@ class Ledger:
 
     steps: dict[tuple[int, str], list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))
     once: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    _seen: set[str] = field(default_factory=set)
 
     def add(self, line: str) -> None:
+        """One line; the same line again (an append retried after its reply was lost
+        carries the same token) counts once."""
         parts = line.split()
+        if line in self._seen and len(parts) in (4, 5):
+            return
+        self._seen.add(line)
         if len(parts) == 5 and parts[0] == "step":
             self.steps[(int(parts[1]), parts[2])].append((int(parts[3]), parts[4]))
-        elif len(parts) == 3 and parts[0] == "once":
+        elif len(parts) in (3, 4) and parts[0] == "once":
             self.once[int(parts[1])].append(int(parts[2]))
         # anything else is a line a SIGKILL cut short: its effect may not have happened
+
+    @classmethod
+    def of_events(cls, events: Sequence[Event]) -> Ledger:
+        """The ledger that verify --fleet's workers appended to the ledger run's log."""
+        ledger = cls()
+        for item in events:
+            if item.kind == LEDGER_EVENT and isinstance(item.data.get("line"), str):
+                ledger.add(item.data["line"])
+        return ledger
 
     @classmethod
     def read(cls, directory: Path) -> Ledger:

@@ -9,8 +9,8 @@ hits, so the same seed makes the same schedule. The injectors:
   refused). On SQLite the stop lands outside a write transaction, or every worker would
   wait on the stopped one's lock, which no lease can help;
 - blip: the workers' database connections dropped: PostgreSQL `pg_terminate_backend` of
-  the sessions named `runwright:<schema>`, Redis `CLIENT KILL` of the clients named
-  `runwright:<namespace>`; SQLite has no connections to cut, so its blip is a writer
+  the sessions named `runwright:<schema>:<pid>`, Redis `CLIENT KILL` of the clients named
+  `runwright:<namespace>:<pid>`; SQLite has no connections to cut, so its blip is a writer
   killed inside its write transaction (the file must roll it back).
 """
 
@@ -181,8 +181,8 @@ class Injector:
         try:
             cut = await conn.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name = $1 AND pid <> pg_backend_pid()",
-                f"runwright:{self.place.name}"[:63])
+                "WHERE starts_with(application_name, $1) AND pid <> pg_backend_pid()",
+                f"runwright:{self.place.name}:")
         finally:
             await conn.close()
         return int(cut or 0)
@@ -192,10 +192,10 @@ class Injector:
 
         client = aioredis.Redis.from_url(self.place.admin_url, decode_responses=True)
         try:
-            name = f"runwright:{self.place.name}"
+            name = f"runwright:{self.place.name}:"  # then each process's pid
             cut = 0
             for entry in await client.client_list():
-                if entry.get("name") == name:
+                if entry.get("name", "").startswith(name):
                     cut += int(await client.client_kill_filter(_id=entry["id"]) or 0)
         finally:
             await client.aclose()

@@ -1,4 +1,6 @@
-"""What `runwright verify` prints: a table for people, or the same report as JSON."""
+"""What `runwright verify` prints: a table for people, or the same report as JSON. With
+--fleet, the report also says how many of the fleet's workers served the session and
+obeyed faults, the faults skipped (and why), and kills no supervisor restarted."""
 
 from __future__ import annotations
 
@@ -38,6 +40,10 @@ def print_report(report: dict[str, Any], console: Console, as_json: bool) -> Non
                   show_header=False)
     table.add_column(justify="left")
     table.add_column(justify="right")
+    fleet = report.get("fleet")
+    if fleet:
+        table.add_row("fleet workers that served the session",
+                      f"{fleet['workers_serving']} ({fleet['workers_obeying_faults']} obey faults)")
     table.add_row("runs submitted", str(runs["submitted"]))
     table.add_row("runs checked (with child runs)", str(runs["checked"]))
     table.add_row("finished", f"{runs['finished']} ({runs['succeeded']} succeeded, "
@@ -47,6 +53,12 @@ def print_report(report: dict[str, Any], console: Console, as_json: bool) -> Non
         table.add_row(label, f"[bold red]{count}[/]" if count else "[green]0[/]")
     table.add_row("faults injected", f"{faults['kills']} kills, {faults['stalls']} stalls, "
                                      f"{faults['blips']} blips")
+    if faults.get("not_restarted"):  # a kill whose worker no supervisor started again
+        table.add_row("killed workers not restarted (no supervisor?)",
+                      f"[bold yellow]{faults['not_restarted']}[/]")
+    if faults.get("skipped"):
+        why = "; ".join(f"{n}: {reason}" for reason, n in faults["skipped_why"].items())
+        table.add_row("faults skipped", f"[yellow]{faults['skipped']}[/] ({why})")
     if faults["connections_cut"]:
         table.add_row("connections cut", str(faults["connections_cut"]))
     if faults["writers_killed"]:

@@ -26,7 +26,7 @@ from .checks import Findings, Ledger, RunData, check, children_of, percentile, t
 from .faults import Fault, Injector, schedule
 from .place import Place, place_for
 from .workers import Pool
-from .workload import verify_app
+from .workload import RUN_TASK, verify_app
 
 __all__ = ["Options", "Outcome", "VerifyAborted", "run_verify"]
 
@@ -59,6 +59,8 @@ class Options:
     seed: int = 0
     lease_s: float = 2.0
     timeout_s: float = 600.0  # the fault phase gives up draining after this
+    fleet: bool = False  # the running fleet's workers, on a queue of this session's
+    app_version: str = "0.0.0"  # --fleet: the fleet's app version (its major names the fleet)
 
 
 @dataclass
@@ -169,19 +171,22 @@ async def _pids(app: App) -> set[int]:
 
 
 async def _submit(app: App, options: Options, shapes: random.Random, count: int, rate: float,
-                  cancels: list[int]) -> list[int]:
+                  cancels: list[int], queue: str | None = None,
+                  extra: dict[str, Any] | None = None) -> list[int]:
     """Submit `count` runs of the workload at `rate` runs per second, in chunks; the seeded
-    `shapes` decides which sleep, start a child, or are to be cancelled (into `cancels`)."""
+    `shapes` decides which sleep, start a child, or are to be cancelled (into `cancels`).
+    `queue` and `extra` (arguments): those of a fleet session."""
     items = [{"n": n, "steps": options.steps,
               "sleep_s": SLEEP_S if shapes.random() < SLEEP_SHARE else 0.0,
-              "child": shapes.random() < CHILD_SHARE} for n in range(count)]
+              "child": shapes.random() < CHILD_SHARE, **(extra or {})} for n in range(count)]
     to_cancel = [shapes.random() < CANCEL_SHARE for _ in range(count)]
-    size = max(1, min(CHUNK, math.ceil(rate * SPREAD_TICK_S)))
+    # Every kind of fault off: no spread to keep, so the whole chunk at once.
+    size = CHUNK if math.isinf(rate) else max(1, min(CHUNK, math.ceil(rate * SPREAD_TICK_S)))
     ids: list[int] = []
     started = time.monotonic()
     for start in range(0, count, size):
         chunk = items[start:start + size]
-        handles = await _patient(lambda: app.submit_many("verify_run", chunk))
+        handles = await _patient(lambda: app.submit_many(RUN_TASK, chunk, queue=queue))
         ids += [h.id for h in handles]
         cancels += [h.id for h, cancel in zip(handles, to_cancel[start:start + size]) if cancel]
         delay = started + (start + size) / rate - time.monotonic()

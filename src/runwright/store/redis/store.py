@@ -64,6 +64,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from typing import Any, AsyncIterator, Callable, Sequence
 
@@ -206,9 +207,30 @@ class RedisStore:
             decode_responses=True, socket_connect_timeout=5, socket_timeout=30,
             socket_keepalive=True, health_check_interval=10,
             # As PostgreSQL's application_name: an operator (or `runwright verify`) can
-            # find this deployment's connections in CLIENT LIST, and cut only those.
-            client_name=f"runwright:{self.namespace}")
+            # find this deployment's connections in CLIENT LIST, or one process's, and
+            # cut only those.
+            client_name=self.session_name)
         return aioredis.Redis.from_pool(pool)
+
+    @property
+    def session_name(self) -> str:
+        """The name of this process's connections: `runwright:<namespace>:<pid>`."""
+        return f"runwright:{self.namespace}:{os.getpid()}"
+
+    async def sessions_cut(self) -> int:
+        """CLIENT KILL this process's connections, its fleet bus's too, as a cut network
+        would (the blip `runwright verify --fleet` asks a member for): how many."""
+        admin = aioredis.Redis.from_url(self._client_url, decode_responses=True,
+                                        socket_connect_timeout=5)
+        try:
+            names = {self.session_name, f"runwright-fleet:{os.getpid()}"}
+            cut = 0
+            for entry in await admin.client_list():
+                if entry.get("name") in names:
+                    cut += int(await admin.client_kill_filter(_id=entry["id"]) or 0)
+            return cut
+        finally:
+            await admin.aclose()
 
     @property
     def redis(self) -> aioredis.Redis:
@@ -776,13 +798,19 @@ class RedisStore:
         """Scan `runs` from the cursor (a window a few times the limit): the ended runs
         older than the cut-off, and the cursor to keep, the lowest id left behind."""
         start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
-        ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
-                               4 * params.limit)
+        if params.run_ids is not None:  # only these: the cursor stays where retention left it
+            ids = sorted({int(i) for i in params.run_ids})
+        else:
+            ids = await self._call(self.redis.zrangebyscore, self.key("runs"), start, "+inf", 0,
+                                   4 * params.limit)
         if not ids:
             return None
         found = [(h, run_from_hash(h)) for h in await self._hashes(ids) if h]
         picked = [(h, r) for h, r in found if r.done and r.finished_at is not None
                   and ended_before is not None and r.finished_at < ended_before][:params.limit]
+        if params.run_ids is not None:
+            hashes = [h for h, _ in picked]
+            return start, hashes, await self._reclaim_sizes(hashes)
         chosen = [r for _, r in picked]
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]

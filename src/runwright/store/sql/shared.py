@@ -610,8 +610,14 @@ class SqlStore(ABC):
         age_s = None if params.max_age_s is None else float(params.max_age_s)
         ended_before = None if params.ended_before is None else float(params.ended_before)
         async with self._reading() if params.dry_run else self._transaction() as conn:
-            ids = [row[0] for row in await conn.fetch(q.RECLAIMABLE, ended_before, params.limit,
-                                                       self._judged_here(params.now), age_s)]
+            if params.run_ids is None:
+                rows = await conn.fetch(q.RECLAIMABLE, ended_before, params.limit,
+                                        self._judged_here(params.now), age_s)
+            else:
+                rows = await conn.fetch(q.RECLAIMABLE_OF, ended_before, params.limit,
+                                        self._judged_here(params.now), age_s,
+                                        self.dialect.array(list(params.run_ids)))
+            ids = [row[0] for row in rows]
             return await self._reclaim(conn, ids, params.dry_run)
 
     async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:

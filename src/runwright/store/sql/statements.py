@@ -45,6 +45,7 @@ __all__ = [
     "QUESTION_GET",
     "QUESTION_INSERT",
     "RECLAIMABLE",
+    "RECLAIMABLE_OF",
     "RECLAIMED_HAS",
     "RECLAIM_LOCK",
     "REQUEST_CANCEL",
@@ -423,6 +424,13 @@ WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 # age is judged against the end times the rows carry by one clock, not a worker's.
 RECLAIMABLE = """
 SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+AND finished_at < coalesce(CAST($1 AS double precision), NOW($3) - CAST($4 AS double precision))
+ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
+"""
+# The same, of named runs only ($5): a caller removing what it made.
+RECLAIMABLE_OF = """
+SELECT id FROM runs WHERE id IN_ARRAY($5)
+AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
 AND finished_at < coalesce(CAST($1 AS double precision), NOW($3) - CAST($4 AS double precision))
 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """

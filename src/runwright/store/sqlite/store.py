@@ -221,6 +221,14 @@ class SqliteStore(SqlStore):
             await thread.stop()
 
     @asynccontextmanager
+    async def between_transactions(self) -> AsyncIterator[None]:
+        """Within it, no transaction of this process is open on the shared connection (the
+        hot path's each commit within one call on its thread): a stall of the loop here
+        (`runwright verify --fleet`'s) holds no write lock every other writer would wait on."""
+        async with self._shared_turn:
+            yield
+
+    @asynccontextmanager
     async def _reading(self) -> AsyncIterator[_Connection]:
         yield _Connection(self._hot)  # WAL: a read sees committed data, never a half-done write
 
