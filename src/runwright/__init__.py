@@ -44,9 +44,8 @@ from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
-from .store.params import ThreadCursor, ThreadInfo
 from .tasks import TaskSpec
-from .threads import ThreadHandle
+from .threads import ThreadCursor, ThreadHandle, ThreadInfo
 
 __version__ = "0.1.0"
 

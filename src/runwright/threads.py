@@ -27,13 +27,14 @@ from .store.interface import Store
 from .store.params import (
     RunCancelParams,
     RunListParams,
+    ThreadCursor,
     ThreadDeleteParams,
     ThreadGetParams,
     ThreadInfo,
     ThreadMessagesParams,
 )
 
-__all__ = ["ThreadHandle", "ThreadInfo", "ThreadReads", "Threads"]
+__all__ = ["ThreadCursor", "ThreadHandle", "ThreadInfo", "ThreadReads", "Threads"]
 
 
 

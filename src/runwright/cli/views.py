@@ -16,7 +16,7 @@ from ..attempts import Attempt
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
-from ..store.params import ThreadInfo
+from ..threads import ThreadInfo
 
 __all__ = ["attempts_table", "event_line", "messages_lines", "run_panel", "runs_table", "schedules_table",
            "summary_table", "threads_table", "traceback_text", "workers_table"]
