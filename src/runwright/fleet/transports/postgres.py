@@ -26,7 +26,7 @@ __all__ = ["PostgresTransport"]
 
 log = logging.getLogger("runwright.fleet")
 DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, ConnectionError,
-        asyncpg.InternalClientError, TimeoutError)
+        asyncpg.InternalClientError, TimeoutError, asyncpg.TooManyConnectionsError)
 
 
 class PostgresTransport(SqlTransport):

@@ -62,9 +62,11 @@ MIGRATIONS = load_migrations("runwright.store.postgres")
 # Errors that mean "the connection or server went away": transient, worth a retry.
 # InternalClientError is how asyncpg sometimes reports a session killed mid-operation
 # (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
+# TooManyConnectionsError: the server (or the role) is at its connection limit, which
+# passes as other clients leave.
 TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
              asyncpg.CannotConnectNowError, ConnectionError, asyncpg.InternalClientError,
-             asyncpg.AdminShutdownError)
+             asyncpg.AdminShutdownError, asyncpg.TooManyConnectionsError)
 
 
 class _Connection:
