@@ -50,7 +50,17 @@ from ..store.params import (
 from ..versions import major_of
 from .checks import Findings, Ledger, check, percentile, throughput
 from .faults import Fault, schedule
-from .runner import SPREAD, Options, Outcome, VerifyAborted, _patient, _read_all, _read_one, _submit
+from .runner import (
+    SPREAD,
+    Options,
+    Outcome,
+    VerifyAborted,
+    _cancel_next,
+    _patient,
+    _read_all,
+    _read_one,
+    _submit,
+)
 from .workload import LEDGER_TASK
 
 __all__ = ["NoFleet", "Session", "run_fleet_verify"]
@@ -285,12 +295,7 @@ async def _drain(app: App, session: Session, progress: Progress, bar: Any, befor
         total = sum(counts.values())
         ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES)
         progress.update(bar, total=total - before, completed=ended - before)
-        for run_id in cancels[issued:issued + 5]:
-            try:
-                await _patient(lambda: app.cancel(run_id))
-            except InvalidTransition:
-                pass  # it ended first
-            issued += 1
+        issued = await _cancel_next(app, cancels, issued)
         fed = feeding is None or feeding.done()
         if (fed and ended == total and issued == len(cancels)) or time.monotonic() > deadline:
             return total

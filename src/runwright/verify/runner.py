@@ -85,6 +85,18 @@ async def _patient(call: Callable[[], Awaitable[T]], tries: int = 50) -> T:
     raise AssertionError("unreachable")
 
 
+async def _cancel_next(app: App, cancels: Sequence[int], issued: int) -> int:
+    """Cancel the next few of `cancels` (a few per look, spread over the drain); the
+    count issued so far. A run that ended first is no longer cancellable: it counts."""
+    for run_id in cancels[issued:issued + 5]:
+        try:
+            await _patient(lambda: app.cancel(run_id))
+        except InvalidTransition:
+            pass  # it ended first
+        issued += 1
+    return issued
+
+
 def run_verify(options: Options, console: Console) -> Outcome:
     place = place_for(options.url)
     work = Path(tempfile.mkdtemp(prefix="runwright-verify-"))
@@ -209,12 +221,7 @@ async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, before: int
         total = sum(counts.values())
         ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES)
         progress.update(bar, total=total - before, completed=ended - before)
-        for run_id in cancels[issued:issued + 5]:
-            try:
-                await _patient(lambda: app.cancel(run_id))
-            except InvalidTransition:
-                pass  # it ended first
-            issued += 1
+        issued = await _cancel_next(app, cancels, issued)
         for slot, proc in enumerate(pool.procs):
             if proc.poll() is not None:  # exited on its own: say why, and restart it
                 crashes += 1
