@@ -48,7 +48,7 @@ from ..store.params import (
     WorkerRegisterParams,
 )
 from ..versions import major_of
-from .checks import Findings, Ledger, check, percentile, throughput
+from .checks import Findings, Ledger, check, throughput
 from .faults import Fault, schedule
 from .runner import (
     SPREAD,
@@ -60,6 +60,7 @@ from .runner import (
     _read_all,
     _read_one,
     _submit,
+    findings_summary,
 )
 from .workload import LEDGER_TASK
 
@@ -504,14 +505,5 @@ def _report(app: App, options: Options, session: Session, roster: Roster, found:
                    "stalls": counts["stalls"], "blips": counts["blips"], "connections_cut": 0,
                    "writers_killed": 0, "worker_exits": 0,
                    "skipped": sum(injector.skipped.values()), "skipped_why": dict(injector.skipped)},
-        "takeover_s": {"count": len(found.takeovers_s), "p50": percentile(found.takeovers_s, 50),
-                       "p99": percentile(found.takeovers_s, 99)},
-        "throughput_runs_per_s": {"baseline": base, "during_faults": faulted,
-                                  "ratio": faulted / base if base and faulted else None},
-        "steps": {"executed": found.steps_executed, "journaled": found.steps_journaled},
-        "applied": injector.applied,
-        "examples": {name: items[:5] for name, items in (
-            ("lost", found.lost), ("failed", found.failed), ("steps_reexecuted", found.steps_reexecuted),
-            ("at_most_once_violations", found.at_most_once), ("zombie_writes_durable", found.zombie_writes),
-            ("stream_gaps_or_repeats", found.stream_faults)) if items},
+        **findings_summary(found, base, faulted, injector.applied),
     }

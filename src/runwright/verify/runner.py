@@ -85,6 +85,26 @@ async def _patient(call: Callable[[], Awaitable[T]], tries: int = 50) -> T:
     raise AssertionError("unreachable")
 
 
+def findings_summary(found: Findings, base: float | None, faulted: float | None, applied: Any,
+                     more_examples: Sequence[tuple[str, Sequence[Any]]] = ()) -> dict[str, Any]:
+    """The report's parts that the local and the fleet mode share: takeovers, throughput
+    with and without faults, steps, the faults applied, and up to five examples of each
+    violation found (and of `more_examples`)."""
+    examples: list[tuple[str, Sequence[Any]]] = [
+        ("lost", found.lost), ("failed", found.failed), ("steps_reexecuted", found.steps_reexecuted),
+        ("at_most_once_violations", found.at_most_once), ("zombie_writes_durable", found.zombie_writes),
+        ("stream_gaps_or_repeats", found.stream_faults), *more_examples]
+    return {
+        "takeover_s": {"count": len(found.takeovers_s), "p50": percentile(found.takeovers_s, 50),
+                       "p99": percentile(found.takeovers_s, 99)},
+        "throughput_runs_per_s": {"baseline": base, "during_faults": faulted,
+                                  "ratio": faulted / base if base and faulted else None},
+        "steps": {"executed": found.steps_executed, "journaled": found.steps_journaled},
+        "applied": applied,
+        "examples": {name: list(items[:5]) for name, items in examples if items},
+    }
+
+
 async def _cancel_next(app: App, cancels: Sequence[int], issued: int) -> int:
     """Cancel the next few of `cancels` (a few per look, spread over the drain); the
     count issued so far. A run that ended first is no longer cancellable: it counts."""
@@ -312,15 +332,5 @@ def _report(options: Options, place: Place, pool: Pool, found: Findings, injecto
         "faults": {"scheduled": scheduled, "kills": counts["kills"], "stalls": counts["stalls"],
                    "blips": counts["blips"], "connections_cut": counts["connections_cut"],
                    "writers_killed": counts["writers_killed"], "worker_exits": crashes},
-        "takeover_s": {"count": len(found.takeovers_s), "p50": percentile(found.takeovers_s, 50),
-                       "p99": percentile(found.takeovers_s, 99)},
-        "throughput_runs_per_s": {"baseline": base, "during_faults": faulted,
-                                  "ratio": faulted / base if base and faulted else None},
-        "steps": {"executed": found.steps_executed, "journaled": found.steps_journaled},
-        "applied": injector.applied,
-        "examples": {name: items[:5] for name, items in (
-            ("lost", found.lost), ("failed", found.failed), ("steps_reexecuted", found.steps_reexecuted),
-            ("at_most_once_violations", found.at_most_once), ("zombie_writes_durable", found.zombie_writes),
-            ("stream_gaps_or_repeats", found.stream_faults), ("worker_exits", pool.exits))
-            if items},
+        **findings_summary(found, base, faulted, injector.applied, [("worker_exits", pool.exits)]),
     }
