@@ -22,19 +22,29 @@ from runwright.store.params import (
 from ..conftest import PG_BASE
 
 
-@pytest.mark.parametrize("backend", ["postgres"])
-async def test_a_deadlocked_renewal_is_a_store_error_and_the_retry_renews(store_url: str) -> None:
+def _app(store_url: str) -> rw.App:
     app = rw.App(store_url)
 
     @app.task
     async def job(ctx: rw.Context) -> None: ...
 
+    return app
+
+
+async def _two_claimed(app: rw.App) -> tuple[int, list[rw.Run]]:
+    """A worker's id and two runs it has claimed, in id order."""
+    for n in range(2):
+        await app.submit("job", key=f"k{n}")
+    wid = await app.store.worker_register(WorkerRegisterParams("h", 1, ["default"], ["job"]))
+    runs = await app.store.run_claim(RunClaimParams(wid, ["default"], ["job"], 2, 60))
+    return wid, sorted(runs, key=lambda r: r.id)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_deadlocked_renewal_is_a_store_error_and_the_retry_renews(store_url: str) -> None:
+    app = _app(store_url)
     async with app:
-        for n in range(2):
-            await app.submit(job, key=f"k{n}")
-        wid = await app.store.worker_register(WorkerRegisterParams("h", 1, ["default"], ["job"]))
-        runs = sorted(await app.store.run_claim(RunClaimParams(wid, ["default"], ["job"], 2, 60)),
-                      key=lambda r: r.id)
+        wid, runs = await _two_claimed(app)
         schema = store_url.split("schema=", 1)[1]
         other = await asyncpg.connect(PG_BASE)
         try:
@@ -62,17 +72,9 @@ async def test_a_finish_batch_locks_in_id_order_as_renewals_do(store_url: str) -
     """A renewal (another session of the same worker) locks its runs in id order; a finish
     batch of the same runs, given in any order, must lock them in that order too, or the
     two deadlock (seen under load: the finish retried, the drain stalled a second)."""
-    app = rw.App(store_url)
-
-    @app.task
-    async def job(ctx: rw.Context) -> None: ...
-
+    app = _app(store_url)
     async with app:
-        for n in range(2):
-            await app.submit(job, key=f"k{n}")
-        wid = await app.store.worker_register(WorkerRegisterParams("h", 1, ["default"], ["job"]))
-        runs = sorted(await app.store.run_claim(RunClaimParams(wid, ["default"], ["job"], 2, 60)),
-                      key=lambda r: r.id)
+        wid, runs = await _two_claimed(app)
         schema = store_url.split("schema=", 1)[1]
         renewal = await asyncpg.connect(PG_BASE)
         try:
