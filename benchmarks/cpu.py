@@ -4,8 +4,9 @@ the time goes, not from a guess. A CPU figure holds on a loaded machine, where a
 not: other processes slow a run down, but do not add to its own CPU seconds.
 
 The database's share is the CPU of the server processes that serve the measured clients:
-on PostgreSQL the backends whose application_name ends with the benchmark's schema (the
-store's sessions and the fleet's, and the raw baseline's), on Redis the server process
+on PostgreSQL the backends whose application_name names the benchmark's schema, at its end
+or before a pid (the store's sessions `runwright:<schema>:<pid>`, the fleet's, and the raw
+baseline's), on Redis the server process
 (INFO's process_id: every client of that server counts, so use a quiet one). SQLite runs in
 the workers' own processes: its share is inside theirs.
 """
@@ -41,8 +42,8 @@ def pg_backends(dsn: str, schema: str) -> Callable[[], Coroutine[Any, Any, list[
     async def pids() -> list[int]:
         conn = await asyncpg.connect(dsn)
         try:
-            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1",
-                                    f"%{schema}")
+            rows = await conn.fetch("SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1"
+                                    " OR application_name LIKE $2", f"%:{schema}", f"%:{schema}:%")
         finally:
             await conn.close()
         return [row["pid"] for row in rows]
