@@ -20,6 +20,7 @@ results, messages or error messages, which may hold a user's data.
 from __future__ import annotations
 
 import contextvars
+import os
 import sys
 import time
 from contextlib import contextmanager
@@ -39,6 +40,9 @@ TRACER_NAME = "runwright"
 DERIVED_IDS: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "runwright_derived_ids", default=None)
 _tracer_cache: dict[int, Tracer] = {}
+_UNKNOWN = object()  # an API without the `_TRACER_PROVIDER` global: ask it the public way
+# Read once: OpenTelemetry loads a provider named there at the first get_tracer_provider().
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 Attributes = Mapping[str, str | int | float | bool]
 FAILED_OUTCOMES = frozenset({"failed", "dead", "retrying", "worker_lost"})
 
@@ -47,6 +51,12 @@ def _tracer() -> Tracer | None:
     """The tracer of the global provider, or None while no provider has been set."""
     trace = sys.modules.get("opentelemetry.trace")
     if trace is None:  # nobody imported OpenTelemetry, so nobody set a provider up
+        return None
+    # Libraries import the API without setting a provider (redis-py 8 does), and then
+    # get_tracer_provider() looks an environment variable up at every call: a few spans a
+    # run made that a twentieth of a busy worker's time. The API's own global says "none
+    # set"; a provider named by that variable is still loaded by the public call.
+    if getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENV:
         return None
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -67,3 +69,14 @@ def test_the_environment_says_which_exporters() -> None:
 def test_a_setting_this_build_cannot_honour_names_itself(env: dict[str, str], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         setup_tracing(env)
+
+
+def test_spans_start_once_a_provider_is_set_after_the_api_was_imported_without_one() -> None:
+    # Libraries import the OpenTelemetry API without setting a provider (redis-py does):
+    # runwright then traces nothing, cheaply, and starts tracing when a provider is set.
+    probe = ("import opentelemetry.trace as api, runwright.telemetry as t; "
+             "from opentelemetry.sdk.trace import TracerProvider; "
+             "before = t.active(); api.set_tracer_provider(TracerProvider()); "
+             "print(before, t.active())")
+    seen = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert seen.stdout.split() == ["False", "True"]

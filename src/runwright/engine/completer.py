@@ -36,7 +36,10 @@ class Completer:
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((params, future))
         self._wake.set()
-        if not await asyncio.shield(future):
+        # Not shielded (a shield is a future and a callback more per run): a cancel here
+        # cancels only this future; the finish stays in its batch and is written anyway,
+        # and _flush skips answering a future that is done.
+        if not await future:
             raise LeaseLost(params.run_id, params.fence)
 
     async def run(self) -> None:

@@ -217,7 +217,7 @@ class RunFinishParams:
             return self.event_kind
         if self.state is RunState.QUEUED:
             return "released" if self.release else "retrying"
-        return self.state.value
+        return self.state  # a StrEnum is its own value (Enum.value is a slow property)
 
 
 @dataclass(slots=True)
