@@ -12,11 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-import zoneinfo
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    import zoneinfo
 
 __all__ = [
     "MISFIRE_POLICIES", "SKIP_GRACE_S", "Schedule", "check_cron", "clock_from_env", "fire_key",
@@ -74,6 +76,8 @@ def clock_from_env(value: str | None) -> Callable[[], float] | None:
 
 
 def parse_zone(name: str) -> zoneinfo.ZoneInfo:
+    import zoneinfo  # a zone is read only by a schedule that names one: not at every start
+
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:

@@ -4,6 +4,7 @@ pays for FastAPI, uvicorn or sse-starlette (the server package imports them when
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -56,3 +57,32 @@ def test_a_tool_and_a_cron_load_theirs_when_used():
              f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == ["croniter", "pydantic"]  # the probes above can see them
+
+
+# Rich lays out tables and errors: a worker that starts and runs without printing one
+# never loads it (nor a time zone, which only a schedule naming one reads).
+WORKER_NEVER = (*ON_USE, "rich", "zoneinfo")
+PROBE_APP = f"""
+import json, os, sys
+import runwright as rw
+
+app = rw.App()
+
+
+@app.task()
+async def probe() -> None:
+    print(json.dumps(sorted(m for m in {WORKER_NEVER!r} if m in sys.modules)), flush=True)
+    os._exit(0)
+"""
+
+
+def test_a_worker_starts_and_runs_without_rich_or_what_features_load(tmp_path):
+    (tmp_path / "probe_app.py").write_text(PROBE_APP)
+    env = {**os.environ, "RUNWRIGHT_URL": f"sqlite:///{tmp_path / 'probe.db'}", "PYTHONPATH": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", "import asyncio, probe_app\n"
+                    "async def go():\n    async with probe_app.app:\n        await probe_app.app.submit('probe')\n"
+                    "asyncio.run(go())"], cwd=tmp_path, env=env, check=True, timeout=60)
+    ran = subprocess.run([sys.executable, "-m", "runwright", "worker", "probe_app:app"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.splitlines()[-1]) == []

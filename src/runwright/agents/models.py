@@ -13,7 +13,6 @@ bad request does not get better by repeating it).
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import time
 from dataclasses import dataclass, field
@@ -234,6 +233,8 @@ def _retry_after_s(exc: Exception) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
+        import email.utils  # an HTTP date is rare here: not loaded at every start
+
         when = email.utils.parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time()) if when else None
 

@@ -7,11 +7,9 @@ code alone; the table is printed at the end of `runwright --help` and in the REA
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ..errors import (
     ConfigError,
@@ -26,6 +24,10 @@ from ..errors import (
     ThreadDeleted,
     ThreadNotFound,
 )
+from .output import escape, lazy_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_FLEET", "NO_SCHEMA", "OK",
            "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "code_for", "err", "fail"]
@@ -63,7 +65,13 @@ EXIT_FOR: list[tuple[type[Exception], int]] = [
     (ThreadBusy, BAD_INPUT),
 ]
 
-err = Console(stderr=True, soft_wrap=True)  # one error, one line, even in a pipe
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)  # one error, one line, even in a pipe
+
+
+err = lazy_console(_stderr)
 
 
 def fail(message: str, code: int) -> typer.Exit:

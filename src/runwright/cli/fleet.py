@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ..app import App
 from ..errors import InvalidInput
@@ -55,6 +54,8 @@ def workers(json_out: bool = JSON, app_spec: str | None = APP, major: int | None
     if json_out:
         out.print_json(json.dumps(rows))
         return
+    from rich.table import Table
+
     table = Table(title=f"fleet ({len(rows)})")
     for column in ("name", "generation", "state", "host", "pid", "heartbeat age", "drain"):
         table.add_column(column)
@@ -84,6 +85,8 @@ def broadcast(op: str = typer.Argument(..., help="The op, e.g. ping, evict-cache
     if json_out:
         out.print_json(json.dumps([row.to_dict() for row in rows]))
     else:
+        from rich.table import Table
+
         table = Table(title=f"{op}: {len(rows)} processes")
         for column in ("name", "generation", "outcome", "host", "pid", "error / detail"):
             table.add_column(column)

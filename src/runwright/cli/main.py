@@ -14,7 +14,6 @@ import signal
 from typing import Any, Awaitable, Callable, Coroutine, TypeVar
 
 import typer
-from rich.markup import escape
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..app import App
@@ -26,7 +25,7 @@ from ..scope import RETRY_REFUSALS
 from . import views
 from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, code_for, err, fail
 from .output import as_json as as_json_value
-from .output import out, print_json
+from .output import escape, out, print_json
 from .output import show as show_out
 
 __all__ = ["cli", "command", "main"]

@@ -10,15 +10,50 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, cast
 
-from rich.console import Console, RenderableType
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
-__all__ = ["as_json", "out", "print_json", "show"]
+__all__ = ["as_json", "escape", "lazy_console", "out", "print_json", "show"]
 
-out = Console()
-if not out.is_terminal:
-    out = Console(width=1_000_000, soft_wrap=True)  # no row is cut or wrapped in a pipe
+
+class _LazyConsole:
+    """A Rich console made at its first use. Importing Rich costs every CLI process a
+    tenth of its start, and `runwright worker` never prints through it."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            self._console = self._make()
+        return getattr(self._console, name)
+
+
+def lazy_console(make: Callable[[], Console]) -> Console:
+    """`make()`'s console, made when first used (typed as the console itself)."""
+    return cast("Console", _LazyConsole(make))
+
+
+def _stdout() -> Console:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1_000_000, soft_wrap=True)  # no row is cut or wrapped in a pipe
+    return console
+
+
+out = lazy_console(_stdout)
+
+
+def escape(text: str) -> str:
+    """Rich's markup escape, imported when a message is printed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 # Fields that the store keeps as JSON text: a script gets them as JSON values.
 JSON_TEXT_FIELDS = ("args", "result", "error", "budget")

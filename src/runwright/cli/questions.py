@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from ..errors import InvalidInput
 from ..questions import Question
 from .main import URL, clear_errors, cli, out, with_app
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 __all__ = ["answer", "questions"]
 
@@ -72,6 +74,8 @@ def _answer_of(value: str | None, approve: bool, deny: str | None) -> Any:
 
 
 def _table(found: list[Question]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"questions ({len(found)})")
     for column in ("run", "id", "kind", "question", "asked", "answer"):
         table.add_column(column)

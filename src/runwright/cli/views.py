@@ -5,18 +5,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from typing import Any, Sequence
-
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..attempts import Attempt
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
 from ..threads import ThreadInfo
+from .output import escape
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["attempts_table", "event_line", "messages_lines", "run_panel", "runs_table", "schedules_table",
            "summary_table", "threads_table", "traceback_text", "workers_table"]
@@ -31,6 +32,8 @@ def _when(epoch: float | None) -> str:
 
 def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> Table:
     """A row per run; `full` keeps whole error messages (a pipe), else they are cut to fit."""
+    from rich.table import Table
+
     cut = None if full else 60
     table = Table(title=f"{title} ({len(runs)})")
     for column in ("id", "task", "queue", "state", "prio", "attempt", "created", "error"):
@@ -46,6 +49,8 @@ def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> 
 
 def threads_table(threads: Sequence[ThreadInfo], full: bool = False) -> Table:
     """A row per thread, newest first; `full` keeps whole names (a pipe), else long ones are cut."""
+    from rich.table import Table
+
     cut = None if full else 40
     table = Table(title=f"threads ({len(threads)})")
     for column in ("thread", "tenant", "created", "runs", "open", "last run", "state", ""):
@@ -60,6 +65,8 @@ def threads_table(threads: Sequence[ThreadInfo], full: bool = False) -> Table:
 
 
 def run_panel(run: Run) -> Panel:
+    from rich.panel import Panel
+
     lines = [
         f"[bold]run {run.id}[/]  task {run.task}  queue {run.queue}  priority {run.priority}",
         f"state [{STATE_STYLE[run.state.value]}]{run.state.value}[/]"
@@ -87,6 +94,8 @@ def event_line(event: Event) -> str:
 
 
 def schedules_table(schedules: Sequence[Schedule]) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"schedules ({len(schedules)})")
     for column in ("name", "cron", "tz", "task", "misfire", "state", "next fire (local)", "next fire (UTC)"):
         table.add_column(column)
@@ -101,11 +110,15 @@ def schedules_table(schedules: Sequence[Schedule]) -> Table:
 def traceback_text(run: Run) -> Text | None:
     """The traceback of the run's last error, as its worker recorded it (trimmed to the
     store's limit, the innermost frames kept)."""
+    from rich.text import Text
+
     trace = (run.error_info() or {}).get("traceback")
     return Text(trace.rstrip("\n"), style="red") if trace else None
 
 
 def workers_table(workers: Sequence[Any], now: float) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"workers ({len(workers)})")
     for column in ("id", "host", "pid", "version", "queues", "tasks", "started", "heartbeat"):
         table.add_column(column)
@@ -129,6 +142,8 @@ def messages_lines(messages: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def attempts_table(attempts: Sequence[Attempt], full: bool = False) -> Table:
+    from rich.table import Table
+
     cut = None if full else 80
     table = Table(title="attempts")
     for column in ("attempt", "fence", "worker", "started", "ended", "outcome", "error"):
@@ -140,6 +155,8 @@ def attempts_table(attempts: Sequence[Attempt], full: bool = False) -> Table:
 
 
 def summary_table(summary: dict[str, object]) -> Table:
+    from rich.table import Table
+
     table = Table(title="runwright status", show_header=False)
     for name, value in summary.items():
         if isinstance(value, dict):

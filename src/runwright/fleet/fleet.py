@@ -10,8 +10,8 @@ holds the handlers: the user's (`@app.on_fleet("reload-config")`) and the built-
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import InvalidInput, StoreError
@@ -207,7 +207,7 @@ class Fleet:
             raise InvalidInput(f'evict-cache takes {{"prefix": "<text>"}}, got {payload!r}')
         if targets is not None and any(parse_name(name) is None for name in targets):
             raise InvalidInput(f"targets are slot names such as 'worker-2', got {list(targets)!r}")
-        message = {"type": "op", "id": uuid.uuid4().hex, "op": op, "payload": payload,
+        message = {"type": "op", "id": os.urandom(16).hex(), "op": op, "payload": payload,
                    "targets": None if targets is None else list(targets)}
         encode(message)  # too large or not JSON: refused here, before anything is sent
         return message

@@ -31,7 +31,6 @@ import asyncio
 import json
 import os
 import random
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from ..context import Context
@@ -73,14 +72,14 @@ async def _note(ctx: Context, ledger: list[int] | None, line: str) -> None:
 async def _effect(ctx: Context, name: str, ledger: list[int] | None) -> dict[str, Any]:
     """A step's side effect: the ledger line comes first, then the work, so a kill during
     the work leaves an execution that the journal never saw (allowed: it was not done)."""
-    token = uuid.uuid4().hex
+    token = os.urandom(16).hex()
     await _note(ctx, ledger, f"step {ctx.run_id} {name} {ctx.fence} {token}")
     await asyncio.sleep(random.uniform(*WORK_S))
     return {"token": token, "fence": ctx.fence}
 
 
 async def _once(ctx: Context, ledger: list[int] | None) -> int:
-    await _note(ctx, ledger, f"once {ctx.run_id} {ctx.fence} {uuid.uuid4().hex}")
+    await _note(ctx, ledger, f"once {ctx.run_id} {ctx.fence} {os.urandom(16).hex()}")
     await asyncio.sleep(random.uniform(*WORK_S))
     return ctx.fence
 
