@@ -194,7 +194,6 @@ class Worker:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
         if self._join_fleet is not None:
             self.member = await self._join_fleet()  # the boot rules refuse a bad shape here
-            await self.member.join()
             self.member.on_recycle = self.stop
             self.member.lease_s = self.config.lease_s
             self.member.runs_verify = set(VERIFY_TASKS) <= set(self._tasks)
@@ -206,8 +205,7 @@ class Worker:
             raise
 
     async def _boot_and_work(self, ready: Callable[[Worker], Any] | None) -> None:
-        await self._register()
-        await self.store.listen()
+        await self._boot()
         completer = asyncio.create_task(self._completer.run(), name="completer")
         await save_schedules(self.store, self.runtime.registry.schedules.values(),
                              self.schedule_clock())
@@ -246,6 +244,19 @@ class Worker:
             first = crashed[0]
             reason = "cancelled" if first.cancelled() else repr(first.exception())
             raise WorkerCrashed(f"side task {first.get_name()} died: {reason}")
+
+    async def _boot(self) -> None:
+        """The worker's row, its notification session and its fleet slot: independent
+        round trips, made at once, so a start waits for the slowest, not for their sum.
+        All of them end (done or failed) before a failure is raised, so the caller's
+        clean-up sees what was made (a slot it must free)."""
+        steps: list[Awaitable[object]] = [self._register(), self.store.listen()]
+        if self.member is not None:
+            steps.append(self.member.join())
+        outcomes = await asyncio.gather(*steps, return_exceptions=True)
+        failed = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        if failed:
+            raise failed[0]
 
     async def check_ready(self, timeout_s: float = 5.0) -> None:
         """Raise NotReady unless this worker has started, is not stopping, its side tasks
