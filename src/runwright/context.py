@@ -136,7 +136,7 @@ class Context:
 
     async def _record(self, position: int, name: str, status: str, result: str | None = None,
                       error: str | None = None) -> None:
-        recorded = await through_blinks(self.runtime.store.step_record, StepRecordParams(
+        recorded = await self.runtime.journal.record(StepRecordParams(
             self.run.id, self.run.fence, position, name, status, result, error))
         if not recorded:
             raise LeaseLost(self.run.id, self.run.fence)

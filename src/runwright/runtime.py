@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .clock import Clock
+from .journal_writer import JournalWriter
 from .limits import Limits
 from .registry import Registry
 from .store.interface import Store
@@ -22,3 +23,8 @@ class Runtime:
     store: Store
     clock: Clock
     limits: Limits = field(default_factory=Limits)
+    # The steps of the runs in flight, written together (see journal_writer).
+    journal: JournalWriter = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "journal", JournalWriter(self.store))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from runwright.runs import RunState
 from runwright.store.params import (
     EventAppendParams,
@@ -184,6 +186,38 @@ async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
     assert await store.step_record(write)  # the same write again: ours, so a success
     assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
     assert [e.kind for e in await store.event_list(EventListParams(run.id))].count("step") == 1
+
+
+async def test_the_steps_of_several_runs_are_journaled_in_one_write_each_judged_alone(store):
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert(), insert(), insert()])
+    a, b, c = sorted(await store.run_claim(claim(wid)), key=lambda r: r.id)
+    assert await store.step_record(StepRecordParams(b.id, b.fence, 0, "fetch", "done", '"first"', now=T0))
+    answers = await store.step_record_many([
+        StepRecordParams(c.id, c.fence, 0, "fetch", "done", '"c"', now=T0),
+        StepRecordParams(a.id, a.fence + 1, 0, "fetch", "done", '"zombie"', now=T0),  # not its claim
+        StepRecordParams(b.id, b.fence, 0, "fetch", "done", '"again"', now=T0),  # position taken
+    ])
+    assert answers == [True, False, False]
+    # c's write sent again (its reply lost) is ours: a success, logged once.
+    assert await store.step_record_many([StepRecordParams(c.id, c.fence, 0, "fetch", "done", '"c"',
+                                                          now=T0)]) == [True]
+    assert [s.value() for s in await store.step_list(c.id)] == ["c"]
+    assert await store.step_list(a.id) == []
+    assert [s.value() for s in await store.step_list(b.id)] == ["first"]
+    logs = {run.id: await store.event_list(EventListParams(run.id)) for run in (a, b, c)}
+    assert {run_id: [e.seq for e in events] for run_id, events in logs.items()} == {
+        a.id: [1, 2], b.id: [1, 2, 3], c.id: [1, 2, 3]}, "gapless, a step logged once, nothing refused"
+    assert _kinds(logs[c.id])[-1] == "step" and _kinds(logs[a.id]) == ["submitted", "started"]
+    assert await store.step_record_many([]) == []
+
+
+async def test_a_journal_batch_holds_one_step_per_run(store):
+    _, run = await _claimed(store)
+    with pytest.raises(ValueError, match="one step per run"):
+        await store.step_record_many([StepRecordParams(run.id, run.fence, 0, "a", "done", "1"),
+                                      StepRecordParams(run.id, run.fence, 1, "b", "done", "2")])
+    assert await store.step_list(run.id) == []
 
 
 async def test_a_run_past_its_deadline_is_never_claimed(store):

@@ -182,6 +182,11 @@ class JournalStore(Protocol):
         """Journal a step; False when the fence was refused (nothing written). A position
         marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""
 
+    async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
+        """`step_record` of each, in one write (one statement, transaction or script): the
+        steps of many runs in flight share a round trip. One entry per run at most; each
+        is judged alone, as `step_record` would (the list answers each, in order)."""
+
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         """Append to the run's log; the new seqs, or None when the fence was refused."""
 

@@ -31,6 +31,7 @@ from .params import (
     QuestionAnswerParams,
     QuestionOpenParams,
     RunListParams,
+    StepRecordParams,
     ThreadInfo,
     UnrunnableKind,
     WorkerInfo,
@@ -46,6 +47,7 @@ __all__ = [
     "StopRequest",
     "answered_event",
     "can_run",
+    "check_one_step_per_run",
     "claim_keys",
     "asked_event",
     "cancelled_error",
@@ -97,6 +99,13 @@ def cancelled_error(reason: str = "cancelled on request") -> str:
 
 def interrupted_error() -> str:
     return json.dumps({"type": "Interrupted", "message": "interrupted by a newer run on its thread"})
+
+
+def check_one_step_per_run(params: Sequence[StepRecordParams]) -> None:
+    """A batch of journal writes holds one per run: each bumps its run's last seq once,
+    and two of one run would race for the same seq."""
+    if len({p.run_id for p in params}) != len(params):
+        raise ValueError("step_record_many: one step per run in a batch")
 
 
 def step_event(position: int, name: str, status: str, error: str | None) -> str:

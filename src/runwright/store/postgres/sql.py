@@ -207,30 +207,39 @@ SELECT seq, (SELECT count(*) FROM notified) FROM appended ORDER BY seq
 # The fence check is the UPDATE of the run's row (bumping last_seq for the `step` event):
 # it takes the row lock, so a takeover's UPDATE of that row is ordered strictly before
 # (and this writes nothing) or after (and then the new owner reads this entry).
-RECORD_STEP = """
-WITH bumped AS (
-    UPDATE runs SET last_seq = last_seq + 1
-    WHERE id = $1 AND fence = $2 AND state = 'running'
-      -- Not when the position already holds an outcome: that write is refused, and must
-      -- not leave a `step` event behind (nor take a seq).
-      AND NOT EXISTS (SELECT 1 FROM steps WHERE run_id = $1 AND position = $3
-                      AND (status <> 'started' OR $5 = 'started'))
-    RETURNING last_seq
+# The steps of several runs, one entry per run, as one JSON array of arrays ($1: run id,
+# fence, position, name, status, result, error, the `step` event's data): a step is
+# judged alone, as one write would be. Not when the position already holds an outcome:
+# that write is refused, and must not leave a `step` event behind (nor take a seq).
+RECORD_STEPS = f"""
+WITH v AS MATERIALIZED (
+    SELECT (e->>0)::bigint AS run_id, (e->>1)::bigint AS fence, (e->>2)::int AS position,
+           e->>3 AS name, e->>4 AS status, e->>5 AS result, e->>6 AS error, e->>7 AS logged
+    FROM jsonb_array_elements($1::jsonb) AS j(e)
+), bumped AS (
+    UPDATE runs r SET last_seq = r.last_seq + 1
+    FROM v
+    WHERE r.id = v.run_id AND r.fence = v.fence AND r.state = 'running'
+      AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = v.run_id AND s.position = v.position
+                      AND (s.status <> 'started' OR v.status = 'started'))
+    RETURNING r.id, r.last_seq
 ), stepped AS (
     INSERT INTO steps AS s (run_id, position, name, status, result, error, fence, created_at)
-    SELECT $1, $3, $4, $5, $6, $7, $2, $8 FROM bumped
+    SELECT v.run_id, v.position, v.name, v.status, v.result, v.error, v.fence, $2::float8
+    FROM v JOIN bumped b ON b.id = v.run_id
     -- Only a "started" mark (an at-most-once call) may be completed in place, once.
     ON CONFLICT (run_id, position) DO UPDATE SET
         status = excluded.status, result = excluded.result, error = excluded.error,
         fence = excluded.fence
     WHERE s.status = 'started' AND s.name = excluded.name AND excluded.status <> 'started'
-    RETURNING position
+    RETURNING run_id
 ), logged AS (
-    INSERT INTO events (run_id, seq, kind, data, at) SELECT $1, last_seq, 'step', $9, $8 FROM bumped
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT b.id, b.last_seq, 'step', v.logged, $2::float8 FROM bumped b JOIN v ON v.run_id = b.id
 ), notified AS (
-    SELECT pg_notify($10, $1::text) FROM bumped
+    {notify_ids("$3", "bumped")}
 )
-SELECT position, (SELECT count(*) FROM notified) FROM stepped
+SELECT run_id, (SELECT count(*) FROM notified) FROM stepped
 """
 
 # A refused journal write whose very entry is already there (same fence, name and

@@ -418,18 +418,27 @@ class PostgresStore(SqlStore):
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
 
     async def step_record(self, params: StepRecordParams) -> bool:
-        now = self.clock.now(params.now)
-        logged = rules.step_event(params.position, params.name, params.status, params.error)
-        rows = await self._fetch_raw(sql.RECORD_STEP, params.run_id, params.fence, params.position,
-                                     params.name, params.status, params.result, params.error, now,
-                                     logged, self.channels["events"])
-        self.hub.fire(events_topic(params.run_id))
-        if rows:
-            return True
+        return (await self.step_record_many([params]))[0]
+
+    async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
+        if not params:
+            return []
+        rules.check_one_step_per_run(params)
+        now = self.clock.now(params[0].now)
+        # In run id order, as the finish batch and the renewals lock their runs.
+        batch = json.dumps([[p.run_id, p.fence, p.position, p.name, p.status, p.result, p.error,
+                             rules.step_event(p.position, p.name, p.status, p.error)]
+                            for p in sorted(params, key=lambda p: p.run_id)])
+        rows = await self._fetch_raw(sql.RECORD_STEPS, batch, now, self.channels["events"])
+        recorded = {row[0] for row in rows}
+        for p in params:
+            self.hub.fire(events_topic(p.run_id))
+        return [p.run_id in recorded or await self._step_confirmed(p) for p in params]
+
+    async def _step_confirmed(self, p: StepRecordParams) -> bool:
         async with self._conn() as conn:
-            return await conn.fetchval(self._sql(sql.STEP_CONFIRM), params.run_id, params.position,
-                                       params.fence, params.name, params.status, params.result,
-                                       params.error) is not None
+            return await conn.fetchval(self._sql(sql.STEP_CONFIRM), p.run_id, p.position, p.fence,
+                                       p.name, p.status, p.result, p.error) is not None
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         now = self.clock.now(params.now)

@@ -591,14 +591,21 @@ class RedisStore:
         return refused
 
     async def step_record(self, params: StepRecordParams) -> bool:
-        logged = rules.step_event(params.position, params.name, params.status, params.error)
-        recorded = await self._script(
-            "step", self._now_arg(params.now), params.run_id, params.fence, params.position,
-            params.name, params.status,
-            step_identity(params.fence, params.name, params.status, params.result, params.error),
-            logged)
-        self.hub.fire(events_topic(params.run_id))
-        return bool(recorded)
+        return (await self.step_record_many([params]))[0]
+
+    async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
+        if not params:
+            return []
+        rules.check_one_step_per_run(params)
+        args: list[Any] = [self._now_arg(params[0].now)]
+        for p in params:
+            args += [p.run_id, p.fence, p.position, p.name, p.status,
+                     step_identity(p.fence, p.name, p.status, p.result, p.error),
+                     rules.step_event(p.position, p.name, p.status, p.error)]
+        recorded = await self._script("step", *args)
+        for p in params:
+            self.hub.fire(events_topic(p.run_id))
+        return [bool(int(flag)) for flag in recorded]
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         pairs = [value for kind, data in params.events for value in (kind, data)]

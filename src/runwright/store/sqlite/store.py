@@ -379,9 +379,16 @@ class SqliteStore(SqlStore):
         return refused
 
     async def step_record(self, params: StepRecordParams) -> bool:
-        now = self.clock.now(params.now)
-        recorded = await self._hot.write(lambda conn: hot_path.record_step(conn, params, now))
-        self.hub.fire(events_topic(params.run_id))
+        return (await self.step_record_many([params]))[0]
+
+    async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
+        if not params:
+            return []
+        rules.check_one_step_per_run(params)
+        now = self.clock.now(params[0].now)
+        recorded = await self._hot.write(lambda conn: [hot_path.record_step(conn, p, now) for p in params])
+        for p in params:
+            self.hub.fire(events_topic(p.run_id))
         return recorded
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
