@@ -79,9 +79,12 @@ async def probe() -> None:
 def test_a_worker_starts_and_runs_without_rich_or_what_features_load(tmp_path):
     (tmp_path / "probe_app.py").write_text(PROBE_APP)
     env = {**os.environ, "RUNWRIGHT_URL": f"sqlite:///{tmp_path / 'probe.db'}", "PYTHONPATH": str(tmp_path)}
-    subprocess.run([sys.executable, "-c", "import asyncio, probe_app\n"
-                    "async def go():\n    async with probe_app.app:\n        await probe_app.app.submit('probe')\n"
-                    "asyncio.run(go())"], cwd=tmp_path, env=env, check=True, timeout=60)
+    submit = ("import asyncio, probe_app\n"
+              "async def go():\n"
+              "    async with probe_app.app:\n"
+              "        await probe_app.app.submit('probe')\n"
+              "asyncio.run(go())")
+    subprocess.run([sys.executable, "-c", submit], cwd=tmp_path, env=env, check=True, timeout=60)
     ran = subprocess.run([sys.executable, "-m", "runwright", "worker", "probe_app:app"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
