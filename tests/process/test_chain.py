@@ -26,6 +26,9 @@ async def test_a_chain_survives_a_sigkill_each_step_one_child_run(app: rw.App, f
     first, second = fleet.start(concurrency=4), fleet.start(concurrency=4)
     chain = await app.submit("chain", steps=STEPS, input=None)
     held = await wait_until(lambda: _running_hold(app), "step b is running")
+    # Running in the store is claimed, not yet begun: killed before its first start is
+    # marked, step b's takeover would be a first start that waits for a release never sent.
+    await wait_until(lambda: (fleet.ledger / f"started-{held.id}").exists(), "step b has begun")
     pid = await owner_pid(app, held)
     victim = first if first.pid == pid else second
     victim.signal(signal.SIGKILL)
