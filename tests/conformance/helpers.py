@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from runwright.store.params import RunClaimParams, RunInsertParams, WorkerRegisterParams
+from runwright.store.params import RunClaimParams, RunInsertParams, StepRecordParams, WorkerRegisterParams
 
 _keys = itertools.count()
 T0 = 1_800_000_000.0  # an injected "now": scenarios drive the clock themselves
@@ -26,6 +26,12 @@ def worker(pid: int = 0, now: float = T0) -> WorkerRegisterParams:
 
     return WorkerRegisterParams(host="test-host", pid=pid or os.getpid(), queues=["default"],
                                 tasks=["t"], now=now)
+
+
+async def step_record(store, params: StepRecordParams) -> bool:
+    """One step journaled alone: whether the store wrote it."""
+    (recorded,) = await store.step_record_many([params])
+    return recorded
 
 
 async def stamp_schema(store, version: int) -> None:

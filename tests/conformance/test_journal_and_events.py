@@ -19,7 +19,7 @@ from runwright.store.params import (
     StepRecordParams,
 )
 
-from .helpers import T0, claim, insert, worker
+from .helpers import T0, claim, insert, step_record, worker
 
 
 async def _claimed(store, **kw):
@@ -54,21 +54,21 @@ async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
     await store.run_rescue_many(RunRescueParams(now=T0 + 3600, worker_stale_s=1e9))
     (retaken,) = await store.run_claim(claim(new_worker, now=T0 + 3600))
     assert await store.event_append(EventAppendParams(run.id, run.fence, [("zombie", "{}")])) is None
-    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "charge", "done", "1"))
+    assert not await step_record(store, StepRecordParams(run.id, run.fence, 0, "charge", "done", "1"))
     assert await store.step_list(run.id) == []
     assert _kinds(await store.event_list(EventListParams(run.id))) == [
         "submitted", "started", "recovered", "started"]
-    assert await store.step_record(StepRecordParams(run.id, retaken.fence, 0, "charge", "done", "1"))
+    assert await step_record(store, StepRecordParams(run.id, retaken.fence, 0, "charge", "done", "1"))
     logged = (await store.event_list(EventListParams(run.id)))[-1]
     assert (logged.kind, logged.data) == ("step", {"position": 0, "name": "charge", "status": "done"})
 
 
 async def test_steps_are_journaled_once_per_position(store):
     _, run = await _claimed(store)
-    assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0))
-    assert await store.step_record(StepRecordParams(run.id, run.fence, 1, "parse", "failed",
+    assert await step_record(store, StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0))
+    assert await step_record(store, StepRecordParams(run.id, run.fence, 1, "parse", "failed",
                                                     error='{"type":"X"}', now=T0))
-    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"again"'))
+    assert not await step_record(store, StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"again"'))
     steps = await store.step_list(run.id)
     assert [(s.position, s.name, s.status) for s in steps] == [(0, "fetch", "done"), (1, "parse", "failed")]
     assert steps[0].value() == "page" and steps[0].fence == run.fence
@@ -137,9 +137,9 @@ async def test_cancel_reaches_open_descendants(store):
 
 async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(store):
     _, run = await _claimed(store)
-    await store.step_record(StepRecordParams(run.id, run.fence, 0, "a", "done", "1", now=T0))
-    await store.step_record(StepRecordParams(run.id, run.fence, 1, "b", "failed", error='{"type":"X"}'))
-    await store.step_record(StepRecordParams(run.id, run.fence, 2, "c", "failed",
+    await step_record(store, StepRecordParams(run.id, run.fence, 0, "a", "done", "1", now=T0))
+    await step_record(store, StepRecordParams(run.id, run.fence, 1, "b", "failed", error='{"type":"X"}'))
+    await step_record(store, StepRecordParams(run.id, run.fence, 2, "c", "failed",
                                              error='{"type": "OutcomeUnknown", "message": "?"}'))
     await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.FAILED, error="{}", now=T0)])
     await store.run_retry(RunRetryParams(run.id, now=T0))
@@ -150,11 +150,11 @@ async def test_a_manual_retry_keeps_completed_steps_and_forgets_failed_ones(stor
 async def test_a_started_mark_is_completed_once_and_never_restarted(store):
     _, run = await _claimed(store)
     started = StepRecordParams(run.id, run.fence, 0, "tool:pay", "started", now=T0)
-    assert await store.step_record(started)
-    assert await store.step_record(started)  # the same mark re-sent (a lost reply): idempotent
-    assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"ok"'))
-    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"x"'))
-    assert not await store.step_record(started)  # an outcome is never reopened
+    assert await step_record(store, started)
+    assert await step_record(store, started)  # the same mark re-sent (a lost reply): idempotent
+    assert await step_record(store, StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"ok"'))
+    assert not await step_record(store, StepRecordParams(run.id, run.fence, 0, "tool:pay", "done", '"x"'))
+    assert not await step_record(store, started)  # an outcome is never reopened
     (step,) = await store.step_list(run.id)
     assert (step.status, step.value()) == ("done", "ok")
 
@@ -182,9 +182,9 @@ async def test_a_journal_write_seen_again_is_a_success_and_logs_once(store):
     """A retry after a lost reply re-sends a write that already committed."""
     _, run = await _claimed(store)
     write = StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0)
-    assert await store.step_record(write)
-    assert await store.step_record(write)  # the same write again: ours, so a success
-    assert not await store.step_record(StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
+    assert await step_record(store, write)
+    assert await step_record(store, write)  # the same write again: ours, so a success
+    assert not await step_record(store, StepRecordParams(run.id, run.fence, 0, "other", "done", "1"))
     assert [e.kind for e in await store.event_list(EventListParams(run.id))].count("step") == 1
 
 
@@ -192,7 +192,7 @@ async def test_the_steps_of_several_runs_are_journaled_in_one_write_each_judged_
     wid = await store.worker_register(worker())
     await store.run_insert_many([insert(), insert(), insert()])
     a, b, c = sorted(await store.run_claim(claim(wid)), key=lambda r: r.id)
-    assert await store.step_record(StepRecordParams(b.id, b.fence, 0, "fetch", "done", '"first"', now=T0))
+    assert await step_record(store, StepRecordParams(b.id, b.fence, 0, "fetch", "done", '"first"', now=T0))
     answers = await store.step_record_many([
         StepRecordParams(c.id, c.fence, 0, "fetch", "done", '"c"', now=T0),
         StepRecordParams(a.id, a.fence + 1, 0, "fetch", "done", '"zombie"', now=T0),  # not its claim

@@ -18,14 +18,14 @@ from runwright.store.params import (
     StepRecordParams,
 )
 
-from .helpers import T0, claim, insert, worker
+from .helpers import T0, claim, insert, step_record, worker
 
 
 async def _ended(store, wid: int, count: int, at: float, state: RunState = RunState.SUCCEEDED) -> list[int]:
     await store.run_insert_many([insert() for _ in range(count)])
     runs = await store.run_claim(claim(wid, limit=count, now=at))
     for run in runs:
-        assert await store.step_record(StepRecordParams(run.id, run.fence, 0, "s", "done", "1", now=at))
+        assert await step_record(store, StepRecordParams(run.id, run.fence, 0, "s", "done", "1", now=at))
         await store.question_open(QuestionOpenParams(run.id, run.fence, 1, "question",
                                                      json.dumps({"text": "?"}), now=at))
     assert await store.run_finish_many([RunFinishParams(r.id, r.fence, state, result="1", now=at)

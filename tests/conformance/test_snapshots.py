@@ -7,7 +7,7 @@ import json
 from runwright.runs import RunState
 from runwright.store.params import RunFinishParams, RunRetryParams, StepRecordParams
 
-from .helpers import T0, claim, insert, worker
+from .helpers import T0, claim, insert, step_record, worker
 
 
 async def _claimed(store):
@@ -24,7 +24,7 @@ async def _journal(store, run, names: list[str], start: int = 0) -> None:
             status, result, error = "failed", None, json.dumps({"type": "Boom", "message": "x"})
         elif name == "snapshot":
             result = json.dumps({"state": {"at": start + offset}})
-        assert await store.step_record(StepRecordParams(run.id, run.fence, start + offset, name,
+        assert await step_record(store, StepRecordParams(run.id, run.fence, start + offset, name,
                                                         status, result, error, now=T0))
 
 
@@ -46,7 +46,7 @@ async def test_a_journaled_position_before_a_snapshot_is_never_written_again(sto
     _, run = await _claimed(store)
     await _journal(store, run, ["a", "snapshot", "b"])
     again = StepRecordParams(run.id, run.fence, 0, "a", "done", '"other"', None, now=T0)
-    assert not await store.step_record(again)
+    assert not await step_record(store, again)
     assert (await store.step_list(run.id))[0].value() == 0
 
 

@@ -178,14 +178,12 @@ class JournalStore(Protocol):
         first), or all of it when it has none. Its cost is bounded by the steps since the
         snapshot, however long the run."""
 
-    async def step_record(self, params: StepRecordParams) -> bool:
-        """Journal a step; False when the fence was refused (nothing written). A position
-        marked "started" may be completed once ("done"/"failed"); nothing else rewrites it."""
-
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
-        """`step_record` of each, in one write (one statement, transaction or script): the
-        steps of many runs in flight share a round trip. One entry per run at most; each
-        is judged alone, as `step_record` would (the list answers each, in order)."""
+        """Journal steps, at most one per run, in one write (one statement, transaction or
+        script): the steps of many runs in flight share a round trip. Each answer says
+        whether its step was written, judged alone: False when the fence was refused
+        (nothing written). A position marked "started" may be completed once
+        ("done"/"failed"); nothing else rewrites it."""
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         """Append to the run's log; the new seqs, or None when the fence was refused."""

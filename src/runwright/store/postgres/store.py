@@ -417,9 +417,6 @@ class PostgresStore(SqlStore):
         if parents or any(row[3] is not None for row in ended):
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
 
-    async def step_record(self, params: StepRecordParams) -> bool:
-        return (await self.step_record_many([params]))[0]
-
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
         if not params:
             return []

@@ -378,9 +378,6 @@ class SqliteStore(SqlStore):
         self.hub.fire_finished(params)
         return refused
 
-    async def step_record(self, params: StepRecordParams) -> bool:
-        return (await self.step_record_many([params]))[0]
-
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
         if not params:
             return []
