@@ -41,10 +41,11 @@ def _free_port() -> int:
 class PrivateRedis:
     """A redis-server on a free port, with `appendonly yes` + `appendfsync everysec`."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *options: str) -> None:
         self.directory = directory
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.options = options  # more of redis-server's, e.g. ("--busy-reply-threshold", "50")
 
     @property
     def url(self) -> str:
@@ -53,7 +54,8 @@ class PrivateRedis:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no"],
+             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--daemonize", "no",
+             *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -119,6 +121,50 @@ async def test_a_redis_whose_clients_are_killed_and_scripts_flushed_mid_run_fail
         await admin.aclose()
         await app.close()
     assert values == list(range(300))
+
+
+# Spins on the server's clock for ARGV[1] microseconds: past busy-reply-threshold, every
+# other client's command is answered BUSY until it ends.
+HOG = """
+local t0 = redis.call('TIME')
+while true do
+  local t = redis.call('TIME')
+  if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > tonumber(ARGV[1]) then return 1 end
+end
+"""
+
+
+async def test_a_script_past_its_time_limit_is_an_outage_waited_out_not_a_failure(
+        tmp_path: Path) -> None:
+    server = PrivateRedis(tmp_path, "--busy-reply-threshold", "50")
+    server.start()
+    app = await _step_app(server.url)
+    hog_client = redis.asyncio.Redis(port=server.port)
+    try:
+        async with running_worker(app, concurrency=20):
+            before = await app.submit_many("step", [{"n": n} for n in range(100)])
+            hog = asyncio.create_task(hog_client.eval(HOG, 0, 1_500_000))
+            seen: Exception | None = None
+            while not hog.done() and seen is None:  # until a call meets the busy server
+                try:
+                    await app.store.schema_version()
+                except rw.StoreError as exc:
+                    seen = exc
+                await asyncio.sleep(0.01)
+            await hog
+            assert isinstance(seen, rw.StoreUnreachable), seen  # retried, not the request's fault
+            after = await app.submit_many("step", [{"n": n} for n in range(100, 200)])
+            values = [await h.result(timeout_s=60) for h in before + after]
+            # The notification listener reconnected rather than ended: not left polling.
+            deadline = time.monotonic() + 30
+            while app.store.hub.degraded and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert not app.store.hub.degraded
+    finally:
+        await hog_client.aclose()
+        await app.close()
+        server.stop()
+    assert values == list(range(200))
 
 
 async def test_clients_cut_every_1_5_s_cost_a_long_run_no_takeover(private_redis: PrivateRedis) -> None:

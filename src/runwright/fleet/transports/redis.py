@@ -17,9 +17,9 @@ from importlib import resources
 from typing import Any, Mapping
 
 import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
 
 from ...errors import StoreUnreachable
+from ...store.redis.errors import FAILURES, is_down
 from ...store.redis.tasks import halt
 from ...waiting import bounded
 from ..presence import Census, Life, Presence, State
@@ -28,7 +28,6 @@ from ..transport import Deliver, Hearing, Writing, decode, encode
 __all__ = ["RedisTransport"]
 
 log = logging.getLogger("runwright.fleet")
-DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, ConnectionError, OSError)
 SCRIPTS = ("claim", "refresh", "delete", "census", "pause")
 
 
@@ -72,8 +71,10 @@ class RedisTransport:
     async def _run(self, script: str, keys: list[str], args: list[Any]) -> Any:
         try:
             return await self._scripts[script](keys=keys, args=args)
-        except DOWN as exc:
-            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+        except FAILURES as exc:
+            if is_down(exc):
+                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+            raise
 
     async def census(self) -> Census:
         reply = await self._run("census", [self._key("names")], [self.prefix])
@@ -100,8 +101,10 @@ class RedisTransport:
         assert self._redis is not None, "fleet transport is not open"
         try:
             await self._redis.publish(self._key("bus"), encode(message))
-        except DOWN as exc:
-            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+        except FAILURES as exc:
+            if is_down(exc):
+                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+            raise
 
     async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
         if self._listener is None:
@@ -131,7 +134,7 @@ class RedisTransport:
                         decoded = decode(message["data"])
                         if decoded is not None:
                             deliver(decoded)
-            except DOWN as exc:
+            except FAILURES as exc:  # any of them: subscribe again, never end deaf
                 log.warning("fleet pub/sub lost (%s); subscribing again", exc)
                 if not deaf and not self._stopping:
                     deaf = True
@@ -155,8 +158,10 @@ class RedisTransport:
         try:
             members = await self._redis.smembers(self._key("paused"))
             return {str(member) for member in members}
-        except DOWN as exc:
-            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+        except FAILURES as exc:
+            if is_down(exc):
+                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+            raise
 
 
 def _pairs(flat: list[str]) -> dict[str, str]:

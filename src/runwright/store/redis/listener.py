@@ -13,16 +13,15 @@ import time
 from typing import Callable
 
 import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
 
 from ...waiting import bounded
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
+from .errors import FAILURES
 from .tasks import halt
 
 __all__ = ["Listener"]
 
 log = logging.getLogger("runwright.store.redis")
-DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, ConnectionError, OSError)
 BACKOFF_MAX_S = 2.0
 IDLE_PING_S = 2.0
 
@@ -62,7 +61,7 @@ class Listener:
                     ready.set_result(None)
                 self._hub.fire_all()  # anything missed while down: everyone re-reads
                 await self._deliver(pubsub)
-            except DOWN as exc:
+            except FAILURES as exc:  # any of them: reconnect, never end deaf
                 log.warning("pub/sub connection lost (%s); polling until it is back", exc)
             finally:
                 self._hub.degraded = True

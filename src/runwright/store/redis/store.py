@@ -69,7 +69,6 @@ import time
 from typing import Any, AsyncIterator, Callable, Sequence
 
 import redis.asyncio as aioredis
-from redis import exceptions as redis_errors
 
 from ...clock import Clock, StoreClock
 from ...errors import RunNotFound, StoreError, StoreUnreachable, ThreadDeleted
@@ -144,6 +143,7 @@ from .codec import (
     step_from_entry,
     step_identity,
 )
+from .errors import FAILURES, is_down
 from .listener import Listener
 from .scripts import Scripts
 from .tasks import halt
@@ -163,8 +163,6 @@ DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
 # threads and runs layout 2 wrote, a chunk a script (see `_backfill_thread_lists`).
 SCHEMA_VERSION = 3
 LISTED_THREADS = 3  # the layout that lists threads
-TRANSIENT = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
-             ConnectionError, OSError, TimeoutError)
 LIST_CHUNK = 200
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
@@ -248,7 +246,7 @@ class RedisStore:
             await self._redis.ping()
             await self._now(None)  # measures this machine's clock against Redis's
             await self._scripts.load_all(self._redis)
-        except (*TRANSIENT, redis_errors.RedisError) as exc:
+        except FAILURES as exc:
             await self.close()
             raise StoreUnreachable(f"redis: cannot connect to {_safe(self._client_url)}: {exc}") from exc
         try:
@@ -274,10 +272,9 @@ class RedisStore:
         gone is StoreUnreachable (the engine retries it), anything else StoreError."""
         try:
             return await fn(*args)
-        except TRANSIENT as exc:
-            raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
-        except redis_errors.RedisError as exc:
-            raise StoreError(f"redis: {type(exc).__name__}: {exc}") from exc
+        except FAILURES as exc:
+            kind = StoreUnreachable if is_down(exc) else StoreError
+            raise kind(f"redis: {type(exc).__name__}: {exc}") from exc
 
     async def _script(self, name: str, *args: Any) -> Any:
         assert self._scripts is not None, "store is not open"

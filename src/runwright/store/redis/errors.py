@@ -1,0 +1,35 @@
+"""Which Redis failures are an outage, in one place for the store, its listener and the
+fleet's transport.
+
+An outage is what the loops wait out and retry (the store raises StoreUnreachable): the
+connection is gone or timed out, or the server answers but cannot serve for now: a script
+running past its time limit (BUSY; any client's long script makes every other client's
+command fail so, until it ends or is killed), a server still loading its data (LOADING), a
+replica cut off from its primary (MASTERDOWN), a former primary demoted by a failover
+(READONLY), a cluster slot moving (TRYAGAIN, CLUSTERDOWN). Any other error is the
+request's own fault and is not retried.
+"""
+
+from __future__ import annotations
+
+from redis import exceptions as redis_errors
+
+__all__ = ["FAILURES", "is_down"]
+
+# Everything a Redis call may raise: redis-py's errors and the socket's. The built-in
+# ConnectionError and TimeoutError are OSErrors.
+FAILURES = (redis_errors.RedisError, OSError)
+
+_DOWN = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
+         redis_errors.ReadOnlyError, redis_errors.MasterDownError, redis_errors.TryAgainError,
+         redis_errors.ClusterDownError, OSError)
+# Error replies redis-py has no class for arrive as a ResponseError whose text starts
+# with the reply's code.
+_DOWN_REPLIES = ("BUSY ",)
+
+
+def is_down(exc: BaseException) -> bool:
+    """Whether `exc` says Redis cannot serve now (retry later), not that the call was wrong."""
+    if isinstance(exc, _DOWN):
+        return True
+    return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith(_DOWN_REPLIES)
