@@ -21,6 +21,15 @@ T = TypeVar("T")
 BLINK_LIMIT_S = 60.0
 
 
+def _unless_cancelled(exc: StoreError) -> None:
+    """Re-raise a cancellation that reached us as a store error: redis-py may turn a read
+    cancelled mid-reply into a connection error, and a loop that took it for an outage
+    and retried would never stop (seen as "side task did not stop")."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from exc
+
+
 def jittered(seconds: float, spread: float = 0.2) -> float:
     """Every poll, heartbeat and renewal is jittered so that a fleet does not beat in step."""
     return seconds * random.uniform(1 - spread, 1 + spread)
@@ -33,6 +42,7 @@ async def store_call(fn: Callable[..., Awaitable[Any]], *args: Any, worker: int 
     try:
         return await fn(*args)
     except StoreError as exc:
+        _unless_cancelled(exc)
         event(logging.WARNING, "store unavailable; will retry", worker=worker,
               operation=getattr(fn, "__name__", "?"), error=str(exc))
         await asyncio.sleep(jittered(0.5))
@@ -47,6 +57,7 @@ async def through_blinks(fn: Callable[..., Awaitable[T]], *args: Any, limit_s: f
         try:
             return await fn(*args)
         except StoreError as exc:
+            _unless_cancelled(exc)
             if time.monotonic() + delay_s > deadline:
                 raise
             event(logging.WARNING, "store unavailable; retrying", error=str(exc),
