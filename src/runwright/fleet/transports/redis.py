@@ -18,8 +18,7 @@ from typing import Any, Mapping
 
 import redis.asyncio as aioredis
 
-from ...errors import StoreUnreachable
-from ...store.redis.errors import FAILURES, is_down
+from ...store.redis.errors import FAILURES, is_down, store_error
 from ...store.redis.tasks import halt
 from ...waiting import bounded
 from ..presence import Census, Life, Presence, State
@@ -73,7 +72,7 @@ class RedisTransport:
             return await self._scripts[script](keys=keys, args=args)
         except FAILURES as exc:
             if is_down(exc):
-                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+                raise store_error(exc) from exc
             raise
 
     async def census(self) -> Census:
@@ -103,7 +102,7 @@ class RedisTransport:
             await self._redis.publish(self._key("bus"), encode(message))
         except FAILURES as exc:
             if is_down(exc):
-                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+                raise store_error(exc) from exc
             raise
 
     async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
@@ -160,7 +159,7 @@ class RedisTransport:
             return {str(member) for member in members}
         except FAILURES as exc:
             if is_down(exc):
-                raise StoreUnreachable(f"redis: {type(exc).__name__}: {exc}") from exc
+                raise store_error(exc) from exc
             raise
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from redis import exceptions as redis_errors
 
-__all__ = ["FAILURES", "is_down"]
+from ...errors import StoreError, StoreUnreachable
+
+__all__ = ["FAILURES", "is_down", "store_error"]
 
 # Everything a Redis call may raise: redis-py's errors and the socket's. The built-in
 # ConnectionError and TimeoutError are OSErrors.
@@ -33,3 +35,10 @@ def is_down(exc: BaseException) -> bool:
     if isinstance(exc, _DOWN):
         return True
     return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith(_DOWN_REPLIES)
+
+
+def store_error(exc: BaseException) -> StoreError:
+    """The store's error for a Redis failure: StoreUnreachable for an outage (retried),
+    StoreError for anything else."""
+    kind = StoreUnreachable if is_down(exc) else StoreError
+    return kind(f"redis: {type(exc).__name__}: {exc}")

@@ -143,7 +143,7 @@ from .codec import (
     step_from_entry,
     step_identity,
 )
-from .errors import FAILURES, is_down
+from .errors import FAILURES, store_error
 from .listener import Listener
 from .scripts import Scripts
 from .tasks import halt
@@ -273,8 +273,7 @@ class RedisStore:
         try:
             return await fn(*args)
         except FAILURES as exc:
-            kind = StoreUnreachable if is_down(exc) else StoreError
-            raise kind(f"redis: {type(exc).__name__}: {exc}") from exc
+            raise store_error(exc) from exc
 
     async def _script(self, name: str, *args: Any) -> Any:
         assert self._scripts is not None, "store is not open"
