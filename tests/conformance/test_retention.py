@@ -33,6 +33,19 @@ async def _ended(store, wid: int, count: int, at: float, state: RunState = RunSt
     return [r.id for r in runs]
 
 
+async def test_a_removed_runs_key_is_free_and_a_kept_runs_key_still_dedupes(store):
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert("old-key", now=T0), insert("kept-key", now=T0)])
+    old, kept = await store.run_claim(claim(wid, limit=2, now=T0))
+    assert await store.run_finish_many([RunFinishParams(old.id, old.fence, RunState.SUCCEEDED, now=T0)]) == []
+    assert (await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))).run_ids == [old.id]
+
+    again, still = await store.run_insert_many([insert("old-key", now=T0 + 200),
+                                                insert("kept-key", now=T0 + 200)])
+    assert not again.existed and again.id > kept.id, "a removed run's key names a new run"
+    assert still.existed and still.id == kept.id
+
+
 async def test_old_ended_runs_go_with_their_journal_and_log_and_nothing_else(store):
     wid = await store.worker_register(worker())
     old = await _ended(store, wid, 3, T0)

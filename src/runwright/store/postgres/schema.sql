@@ -78,8 +78,15 @@ CREATE TABLE events (
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
--- A key names one run within its tenant ('' for runs of no tenant).
-CREATE UNIQUE INDEX runs_key ON runs ((coalesce(tenant, '')), key);
+-- A key names one run within its tenant ('' for runs of no tenant). Indexed beside runs,
+-- not on it: a key is written once, while every claim and finish of a run (never HOT)
+-- would add an entry to an index on runs (migration 16).
+CREATE TABLE run_keys (
+    tenant text   NOT NULL,
+    key    text   NOT NULL,
+    run_id bigint NOT NULL,
+    PRIMARY KEY (tenant, key)
+);
 
 CREATE TABLE threads (
     id         text NOT NULL,

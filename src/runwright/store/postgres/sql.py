@@ -38,16 +38,25 @@ WITH input AS (
            (e->>10)::float8 AS deadline_at, e->>11 AS thread, e->>12 AS tenant,
            e->>13 AS traceparent, e->>14 AS version, (e->>15)::integer AS major, ord
     FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS v(e, ord)
+), numbered AS (
+    -- Ids drawn in the caller's order, which is claim order's last tie-breaker (one
+    -- evaluation: a CTE with a volatile function is computed once).
+    SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i
+), keyed AS (
+    -- DO NOTHING: an existing key is the idempotent case, read below; a concurrent
+    -- submission of the same key waits here for the other's commit.
+    INSERT INTO run_keys (tenant, key, run_id)
+    SELECT coalesce(tenant, ''), key, id FROM numbered
+    ON CONFLICT DO NOTHING
+    RETURNING run_id
 ), inserted AS (
-    -- ORDER BY ord: identity values follow the caller's order, which is claim order's
-    -- last tie-breaker. DO NOTHING: an existing key is the idempotent case, read below.
-    INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                      created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,
-                      version, major, last_seq)
-    SELECT key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $2,
+    INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,
+                      run_at, created_at, parent_id, budget, deadline_at, thread, tenant,
+                      traceparent, version, major, last_seq)
+    OVERRIDING SYSTEM VALUE
+    SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $2,
            parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
-    FROM input ORDER BY ord
-    ON CONFLICT ((coalesce(tenant, '')), key) DO NOTHING
+    FROM numbered n JOIN keyed k ON k.run_id = n.id
     RETURNING {RUN_COLUMNS}
 ), submitted AS (
     -- Event 1 of every new run's log.
@@ -62,8 +71,14 @@ WITH input AS (
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM notified) FROM inserted
 """
 
-# A key names one run within its tenant ('' for none), as the unique index says.
-GET_BY_KEYS = f"SELECT {RUN_COLUMNS} FROM runs WHERE coalesce(tenant, '') = $1 AND key = ANY($2::text[])"
+# A key names one run within its tenant ('' for none), as run_keys says.
+GET_BY_KEYS = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN"
+               f" (SELECT run_id FROM run_keys WHERE tenant = $1 AND key = ANY($2::text[]))")
+GET_BY_KEY = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id ="
+              f" (SELECT run_id FROM run_keys WHERE tenant = $1 AND key = $2)")
+# The keys of runs about to be removed ($1: their ids), freed with them.
+FORGET_KEYS = ("DELETE FROM run_keys WHERE (tenant, key) IN"
+               " (SELECT coalesce(tenant, ''), key FROM runs WHERE id IN_ARRAY($1))")
 
 # Two planner traps. (1) `queue = ANY(...)` cannot walk runs_due in (priority, run_at, id)
 # order, so the planner would read and sort every queued run of those queues (a full
@@ -275,11 +290,14 @@ WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
 # qualified without anyone remembering to list it), and the migrations' own table.
 TABLES = (*re.findall(r"^CREATE TABLE (\w+)", resources.files(__package__).joinpath(
     "schema.sql").read_text(), flags=re.M), "schema_versions")
+_SEQUENCE_REFERENCE = re.compile(r"nextval\('(\w+)'\)")
 _TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN|INTO|UPDATE)(\s+)({'|'.join(TABLES)})\b")
 
 
 @functools.lru_cache(maxsize=1024)
 def qualify(statement: str, schema: str) -> str:
-    """`statement` (in this dialect) with its tables named in `schema`. The statements
-    write keywords in capitals; a table is what follows FROM, JOIN, INTO or UPDATE."""
+    """`statement` (in this dialect) with its tables and sequences named in `schema`. The
+    statements write keywords in capitals; a table is what follows FROM, JOIN, INTO or
+    UPDATE, a sequence what nextval names."""
+    statement = _SEQUENCE_REFERENCE.sub(rf"""nextval('"{schema}".\1')""", statement)
     return _TABLE_REFERENCE.sub(rf'\1\2"{schema}".\3', statement)

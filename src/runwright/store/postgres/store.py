@@ -108,6 +108,8 @@ class PostgresStore(SqlStore):
     dialect = POSTGRES
     migrations = MIGRATIONS
     schema_version_known = MIGRATIONS[-1].version
+    get_by_key = sql.GET_BY_KEY
+    forget_keys = sql.FORGET_KEYS
 
     def __init__(self, url: str, dsn: str, schema: str = DEFAULT_SCHEMA, *,
                  pool_size: int = 10, direct_dsn: str | None = None,

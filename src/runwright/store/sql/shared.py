@@ -87,6 +87,11 @@ class SqlStore(ABC):
     migrations: list[Migration]
     schema_version_known: int
     where: str  # names the database in messages ("schema 'x'", "file.db")
+    # Where a run is found by its key, and what frees the keys of runs about to be removed:
+    # an index on runs by default (its entries go with the rows); PostgreSQL keeps keys in
+    # a table of their own (see its migration 16).
+    get_by_key: str = q.GET_BY_KEY
+    forget_keys: str | None = None
 
     # -- the dialect's half -------------------------------------------------------------
 
@@ -420,7 +425,7 @@ class SqlStore(ABC):
             made = await conn.execute(q.THREAD_ENSURE, tenant, params.thread, now) == 1
             if await conn.fetchval(q.THREAD_LOCK, tenant, params.thread) is not None:
                 raise ThreadDeleted(f"thread {params.thread!r} was deleted")
-            existing = await conn.fetchrow(q.GET_BY_KEY, tenant, params.key)
+            existing = await conn.fetchrow(self.get_by_key, tenant, params.key)
             if existing is not None:
                 if made:
                     await conn.execute(q.THREAD_DROP_UNBORN, tenant, params.thread)
@@ -638,6 +643,8 @@ class SqlStore(ABC):
         if not dry_run:
             for table in ("steps", "events", "questions", "thread_events"):
                 await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
+            if self.forget_keys is not None:
+                await conn.execute(self.forget_keys, array)
             await conn.execute("DELETE FROM runs WHERE id IN_ARRAY($1)", array)
             ranges = [(row[0], row[1]) for row in await conn.fetch("SELECT lo, hi FROM reclaimed")]
             await conn.execute("DELETE FROM reclaimed")
