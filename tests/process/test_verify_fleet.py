@@ -271,3 +271,47 @@ async def test_a_verify_killed_outright_stops_being_served_when_its_session_laps
 
     await wait_until(lapsed, "the workers stop serving the dead session's queue", timeout_s=120,
                      interval_s=0.5)
+
+
+async def ledger_state(store_url: str) -> rw.RunState | None:
+    """The state of the running verify session's ledger run (None before it exists)."""
+    app = rw.App(store_url, auto_migrate=False)
+    try:
+        queues = {queue for queue, _, _, _ in await app.queue_stats()
+                  if queue.startswith(QUEUE_PREFIX) and queue.endswith(".ledger")}
+        runs = [run for queue in queues for run in await app.list_runs(queue=queue, limit=5)]
+        return runs[0].state if runs else None
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_a_verify_the_fleet_declared_dead_aborts_instead_of_reporting(backend, store_url,
+                                                                            fleet_of):
+    """Stopped past its liveness (on Redis a key that lapses while the process is stopped),
+    verify is taken for dead: a worker's rescuer takes its ledger run back, so the workers'
+    ledger lines are refused from then on. Woken, verify must not print figures it cannot
+    know: one line, exit 1, and its runs still removed."""
+    await fleet_of(faults=False)
+    proc = verify(store_url, "--runs", "3000", "--kill-every", "0", "--stall-every", "0",
+                  "--blip-every", "0", "--seed", "11")
+
+    async def some_runs() -> bool:
+        return (await verify_left(store_url))["runs"] > 100 and \
+            await ledger_state(store_url) is rw.RunState.RUNNING
+
+    await wait_until(some_runs, "verify's runs are in the store", timeout_s=120, interval_s=0.3)
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        async def taken_back() -> bool:
+            return await ledger_state(store_url) is not rw.RunState.RUNNING
+
+        await wait_until(taken_back, "the fleet takes verify's ledger run back", timeout_s=60,
+                         interval_s=0.3)
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    out, err = finish(proc)
+    assert proc.returncode == 1, err[-3000:]
+    assert "declared this verify session dead" in err and "Traceback" not in err, err[-3000:]
+    assert not out.strip(), "no report of figures"
+    assert (await verify_left(store_url))["runs"] == 0

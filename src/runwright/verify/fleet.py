@@ -7,7 +7,10 @@ workload, on a queue of this session's, while faults reach its workers over the 
   took it: one line, exit 8. The report says how many took it, and which obey faults;
 - the ledger: a run of verify's (`runwright.verify_ledger`, on `<queue>.ledger`, served by
   no worker) that verify claims and holds; the workers append their ledger lines to its log
-  (see runwright.jobs.verify). Verify registers as a worker for it while it runs;
+  (see runwright.jobs.verify). Verify registers as a worker for it while it runs. If the
+  fleet takes that run back (verify taken for dead: stopped past its liveness), the
+  workers' lines are refused from then on: verify aborts, one line and exit 1, and prints
+  no figure. Its renewals are tried one by one, so a failing bus stops no heartbeat;
 - faults, on the seeded schedule, sent to one worker at a time that obeys them
   (`--allow-verify-faults`): die (counted a kill once a new worker process came up on its
   host: its supervisor's restart; else `not restarted`), stall (its event loop blocked
@@ -71,7 +74,6 @@ RENEW_S = 3.0
 BUS_WINDOW_S = 5.0
 REPLACE_WAIT_S = 90.0  # a killed worker's supervisor has this long to start another
 LEDGER_LEASE_S = 3600.0
-LEDGER_RENEW_S = 60.0
 CLEANUP_WAIT_S = 60.0
 RELEASE_RETRY_S = 0.5
 POLL_S = 0.5
@@ -161,7 +163,8 @@ async def _verify(options: Options, session: Session, console: Console) -> Outco
     app = _app(session)
     await app.open()
     roster = Roster()
-    keeper: asyncio.Task[None] | None = None
+    keeper: asyncio.Future[None] | None = None
+    phases: asyncio.Future[Outcome] | None = None
     try:
         await _serve(app, session, roster)
         if not roster.members:
@@ -171,11 +174,13 @@ async def _verify(options: Options, session: Session, console: Console) -> Outco
                       f"{app.fleet.root} serve it, {obeying} obey faults", highlight=False, soft_wrap=True)
         await _hold_ledger(app, session)
         keeper = asyncio.ensure_future(_keep(app, session, roster))
-        return await _phases(app, options, session, roster, console)
+        phases = asyncio.ensure_future(_phases(app, options, session, roster, console))
+        return await _supervised(phases, keeper)
     finally:
-        if keeper is not None:
-            keeper.cancel()
-            await asyncio.gather(keeper, return_exceptions=True)
+        for task in (phases, keeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await app.close()
 
 
@@ -213,20 +218,52 @@ async def _hold_ledger(app: App, session: Session) -> None:
 
 
 async def _keep(app: App, session: Session, roster: Roster) -> None:
-    """Renew the session (new and restarted workers join it), verify's registration and
-    its ledger run's lease."""
-    renewed = time.monotonic()
+    """Renew the session (new and restarted workers join it) and verify's registration,
+    each on its own (a bus that fails must not stop the heartbeat), and check that the
+    ledger run is still verify's (`_hold_check`)."""
     while True:
         await asyncio.sleep(RENEW_S)
-        try:
-            await _serve(app, session, roster)
-            await app.store.worker_heartbeat(WorkerHeartbeatParams(session.worker_id))
-            if session.ledger is not None and time.monotonic() - renewed > LEDGER_RENEW_S:
-                await app.store.run_extend(RunExtendParams(session.worker_id, [session.ledger],
-                                                           LEDGER_LEASE_S))
-                renewed = time.monotonic()
-        except StoreError:
-            continue  # the next renewal; the workers' serving outlasts a few
+        renewals = (lambda: _serve(app, session, roster),
+                    lambda: app.store.worker_heartbeat(WorkerHeartbeatParams(session.worker_id)))
+        for renewal in renewals:
+            try:
+                await renewal()
+            except StoreError:
+                pass  # the next renewal; the workers' serving outlasts a few
+        await _hold_check(app, session)
+
+
+async def _hold_check(app: App, session: Session) -> None:
+    """Renew the ledger run's lease; raise VerifyAborted once it is no longer verify's.
+    Then the fleet took verify for dead (its liveness lapsed: verify was stopped, or its
+    store lost its mark) and took the run back: from then on every ledger line a worker
+    writes is refused, so no figure verify could print would be true."""
+    assert session.ledger is not None
+    try:
+        extended = await app.store.run_extend(RunExtendParams(session.worker_id, [session.ledger],
+                                                              LEDGER_LEASE_S))
+    except StoreError:
+        return  # asked again at the next renewal
+    if extended.lost:
+        raise VerifyAborted(f"the fleet declared this verify session dead and took back its ledger "
+                            f"run {session.ledger[0]} (was verify stopped, or its store unreachable, "
+                            f"past its liveness?): its workers' ledger lines are refused from then "
+                            f"on, so nothing can be checked; run verify again")
+
+
+async def _supervised(phases: asyncio.Future[Outcome], keeper: asyncio.Future[None]) -> Outcome:
+    """The phases' outcome, unless the keeper ended first: the session is not held any
+    more, so the phases stop and verify aborts."""
+    both: list[asyncio.Future[Any]] = [phases, keeper]
+    await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+    if phases.done():
+        return phases.result()
+    phases.cancel()
+    await asyncio.gather(phases, return_exceptions=True)
+    failure = keeper.exception()
+    if isinstance(failure, VerifyAborted):
+        raise failure
+    raise VerifyAborted(f"verify stopped renewing its session ({failure!r}): nothing can be checked")
 
 
 async def _phases(app: App, options: Options, session: Session, roster: Roster,
@@ -261,6 +298,7 @@ async def _phases(app: App, options: Options, session: Session, roster: Roster,
             await asyncio.gather(faults, feeding, return_exceptions=True)
             await injector.settle()
         store, expected = await _read_all(app, base_ids + fault_ids, progress)
+        await _hold_check(app, session)  # held to the end, or the ledger may lack lines
         ledger = await _read_ledger(app, session)
     findings = check(expected, store, ledger)
     base_runs = [store[i].run for i in base_ids if i in store]
