@@ -253,13 +253,11 @@ async def _hold_check(app: App, session: Session) -> None:
 
 async def _supervised(phases: asyncio.Future[Outcome], keeper: asyncio.Future[None]) -> Outcome:
     """The phases' outcome, unless the keeper ended first: the session is not held any
-    more, so the phases stop and verify aborts."""
+    more, so verify aborts (the caller's cleanup stops the phases)."""
     both: list[asyncio.Future[Any]] = [phases, keeper]
     await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
     if phases.done():
         return phases.result()
-    phases.cancel()
-    await asyncio.gather(phases, return_exceptions=True)
     failure = keeper.exception()
     if isinstance(failure, VerifyAborted):
         raise failure
