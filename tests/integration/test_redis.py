@@ -275,3 +275,38 @@ async def test_threads_written_by_layout_2_are_listed_after_migrating(store) -> 
         (None, "b", 1, runs[2].id), ("alice", "a", 2, runs[1].id)]
     assert [t.thread for t in await store.thread_list(ThreadListParams(tenant="alice"))] == ["a"]
     assert await store.migrate() == []  # and the next process finds nothing to do
+
+
+async def _pings(port: int) -> int:
+    client = redis.asyncio.Redis(port=port)
+    try:
+        stats = await client.info("commandstats")
+        return int(stats.get("cmdstat_ping", {}).get("calls", 0))
+    finally:
+        await client.aclose()
+
+
+async def test_quiet_subscriptions_are_pinged_every_few_seconds_not_at_every_read(
+        private_redis: PrivateRedis) -> None:
+    """The store's pub/sub and the fleet's each PING a quiet connection to prove it is
+    still there. The fleet's once sent a PING whenever a read came back empty, and a
+    PING's own reply makes the next read come back empty: a PING per round trip,
+    thousands a second in every process, on a server of its own here so that every
+    PING counted is theirs."""
+    from runwright.fleet.transports import transport_for
+
+    store = store_from_url(private_redis.url)
+    await store.open()
+    transport = transport_for(store, "pings")
+    await transport.open()
+    heard: list[bool] = []
+    try:
+        await transport.subscribe(lambda message: None, heard.append)
+        before = await _pings(private_redis.port)
+        await asyncio.sleep(5)
+        pinged = await _pings(private_redis.port) - before
+    finally:
+        await transport.close()
+        await store.close()
+    assert 1 <= pinged <= 8, f"{pinged} PINGs in 5 s from two quiet subscriptions"
+    assert heard == [], "the bus never dropped"

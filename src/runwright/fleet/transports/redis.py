@@ -10,8 +10,6 @@ published meanwhile; it is taken again with a backoff, and a broadcast in the ga
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 from importlib import resources
 from typing import Any, Mapping
@@ -19,14 +17,12 @@ from typing import Any, Mapping
 import redis.asyncio as aioredis
 
 from ...store.redis.errors import FAILURES, is_down, store_error
-from ...store.redis.tasks import halt
-from ...waiting import bounded
+from ...store.redis.listener import Subscription
 from ..presence import Census, Life, Presence, State
 from ..transport import Deliver, Hearing, Writing, decode, encode
 
 __all__ = ["RedisTransport"]
 
-log = logging.getLogger("runwright.fleet")
 SCRIPTS = ("claim", "refresh", "delete", "census", "pause")
 
 
@@ -37,8 +33,7 @@ class RedisTransport:
         self._client_url = client_url
         self._redis: aioredis.Redis | None = None
         self._scripts: dict[str, Any] = {}
-        self._listener: asyncio.Task[None] | None = None
-        self._stopping = False
+        self._listener: Subscription | None = None
 
     def _client(self) -> aioredis.Redis:
         # The pid names the process to an operator reading CLIENT LIST.
@@ -55,10 +50,7 @@ class RedisTransport:
 
     async def close(self) -> None:
         if self._listener is not None:
-            # redis-py may turn a cancelled read into a connection error, which the loop
-            # would take for an outage: the flag says that this one is a stop.
-            self._stopping = True
-            await halt(self._listener)
+            await self._listener.stop()
             self._listener = None
         if self._redis is not None:
             await self._redis.aclose()
@@ -107,47 +99,28 @@ class RedisTransport:
 
     async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
         if self._listener is None:
-            ready = asyncio.get_running_loop().create_future()
-            self._listener = asyncio.get_running_loop().create_task(self._listen(deliver, hearing, ready))
-            await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
+            deaf = False
 
-    async def _listen(self, deliver: Deliver, hearing: Hearing, ready: asyncio.Future[None]) -> None:
-        backoff_s = 0.05
-        deaf = False
-        while not self._stopping:
-            client = self._client()
-            pubsub = client.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self._key("bus"))
-                backoff_s = 0.05
-                if not ready.done():
-                    ready.set_result(None)
+            def up() -> None:
+                nonlocal deaf
                 if deaf:
                     deaf = False
                     hearing(True)
-                while not self._stopping:
-                    message = await pubsub.get_message(timeout=1.0)
-                    if message is None:
-                        await pubsub.ping()  # a dead socket would otherwise look quiet
-                    elif message.get("type") == "message":
-                        decoded = decode(message["data"])
-                        if decoded is not None:
-                            deliver(decoded)
-            except FAILURES as exc:  # any of them: subscribe again, never end deaf
-                log.warning("fleet pub/sub lost (%s); subscribing again", exc)
-                if not deaf and not self._stopping:
+
+            def down() -> None:
+                nonlocal deaf
+                if not deaf and not subscription.stopping:
                     deaf = True
                     hearing(False)
-            finally:
-                if not ready.done():
-                    ready.set_result(None)
-                try:
-                    await bounded(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
-                    await bounded(client.aclose(), 2)
-                except Exception:  # closing a connection that is already gone
-                    pass
-            await asyncio.sleep(backoff_s)
-            backoff_s = min(2.0, backoff_s * 2)
+
+            def message(_channel: str, data: str) -> None:
+                decoded = decode(data)
+                if decoded is not None:
+                    deliver(decoded)
+
+            subscription = Subscription(self._client, [self._key("bus")], message, up, down, "fleet")
+            self._listener = subscription
+            await subscription.start()
 
     async def queue_set_paused(self, queue: str, paused: bool) -> None:
         await self._run("pause", [self._key("paused")], [queue, "1" if paused else "0"])

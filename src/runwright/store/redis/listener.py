@@ -1,8 +1,10 @@
-"""Redis pub/sub into the store's hub.
+"""Redis pub/sub kept up: the store's hub and the fleet's bus each hold one.
 
-One subscribed connection per store. While it is down the hub is `degraded`, so pollers
-poll fast instead of trusting silence; when it comes back everyone re-reads once
-(whatever was published meanwhile was lost, as pub/sub does not replay).
+A `Subscription` is one subscribed connection, taken again with a backoff whenever it
+drops; while it is down its owner is told (`down`), so that it polls instead of
+trusting silence, and told again once it is back (`up`): whatever was published
+meanwhile was lost, as pub/sub does not replay. An idle connection is PINGed every
+IDLE_PING_S, since a dead socket would otherwise look like a quiet one.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import redis.asyncio as aioredis
 
@@ -19,23 +21,31 @@ from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from .errors import FAILURES
 from .tasks import halt
 
-__all__ = ["Listener"]
+__all__ = ["Listener", "Subscription"]
 
 log = logging.getLogger("runwright.store.redis")
 BACKOFF_MAX_S = 2.0
 IDLE_PING_S = 2.0
 
 
-class Listener:
-    def __init__(self, connect: Callable[[], aioredis.Redis], hub: Hub, prefix: str) -> None:
+class Subscription:
+    """`channels` delivered to `deliver(channel, data)` until `stop()`; `up()` after
+    each subscription taken, `down()` after each one ended (a stop included)."""
+
+    def __init__(self, connect: Callable[[], aioredis.Redis], channels: Sequence[str],
+                 deliver: Callable[[str, str], None], up: Callable[[], None],
+                 down: Callable[[], None], what: str) -> None:
         self._connect = connect
-        self._hub = hub
-        self._channels = {prefix + name: name for name in ("queued", "done", "cancel", "events")}
+        self._channels = list(channels)
+        self._deliver = deliver
+        self._up = up
+        self._down = down
+        self._what = what
         self._task: asyncio.Task[None] | None = None
-        self._stopping = False
+        self.stopping = False
 
     async def start(self) -> None:
-        """Return once the first subscription is in place (or has failed: degraded)."""
+        """Return once the first subscription is in place (or has failed: `down`)."""
         ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.get_running_loop().create_task(self._run(ready))
         await asyncio.wait([ready, self._task], return_when=asyncio.FIRST_COMPLETED)
@@ -44,50 +54,76 @@ class Listener:
         if self._task is not None:
             # redis-py may turn a cancelled read into a connection error, which the loop
             # would take for an outage: the flag says that this one is a stop.
-            self._stopping = True
+            self.stopping = True
             await halt(self._task)
             self._task = None
 
     async def _run(self, ready: asyncio.Future[None]) -> None:
         backoff_s = 0.05
-        while not self._stopping:
+        while not self.stopping:
             client = self._connect()
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(*self._channels)
-                self._hub.degraded = False
                 backoff_s = 0.05
                 if not ready.done():
                     ready.set_result(None)
-                self._hub.fire_all()  # anything missed while down: everyone re-reads
-                await self._deliver(pubsub)
-            except FAILURES as exc:  # any of them: reconnect, never end deaf
-                log.warning("pub/sub connection lost (%s); polling until it is back", exc)
+                self._up()
+                await self._read(pubsub)
+            except FAILURES as exc:  # any of them: subscribe again, never end deaf
+                log.warning("%s: pub/sub connection lost (%s); subscribing again", self._what, exc)
             finally:
-                self._hub.degraded = True
-                self._hub.fire_all()
+                self._down()
                 if not ready.done():
                     ready.set_result(None)
                 await _close_quietly(pubsub, client)
             await asyncio.sleep(backoff_s)
             backoff_s = min(BACKOFF_MAX_S, backoff_s * 2)
 
-    async def _deliver(self, pubsub: aioredis.client.PubSub) -> None:
+    async def _read(self, pubsub: aioredis.client.PubSub) -> None:
         quiet_since = time.monotonic()
-        while not self._stopping:
+        while not self.stopping:
+            # With ignore_subscribe_messages, a PING's reply makes this return None at
+            # once: only a quiet spell of IDLE_PING_S sends the next PING (a PING at
+            # every None would be a PING per round trip, thousands a second).
             message = await pubsub.get_message(timeout=1.0)
             if message is None:
                 if time.monotonic() - quiet_since > IDLE_PING_S:
-                    # Idle: a PING proves the connection is still there (a dead socket
-                    # would otherwise look like a quiet one).
                     quiet_since = time.monotonic()
                     await pubsub.ping()
                 continue
             quiet_since = time.monotonic()
             if message.get("type") == "message":
-                self._fire(self._channels.get(message["channel"], ""), message["data"])
+                self._deliver(message["channel"], message["data"])
 
-    def _fire(self, name: str, payload: str) -> None:
+
+class Listener:
+    """The store's subscription: queued, done, cancel and events into its hub, which is
+    `degraded` while the subscription is down (pollers poll fast then), and re-read by
+    everyone whenever it comes or goes."""
+
+    def __init__(self, connect: Callable[[], aioredis.Redis], hub: Hub, prefix: str) -> None:
+        self._hub = hub
+        self._names = {prefix + name: name for name in ("queued", "done", "cancel", "events")}
+        self._subscription = Subscription(connect, list(self._names), self._fire, self._up,
+                                          self._down, "store")
+
+    async def start(self) -> None:
+        await self._subscription.start()
+
+    async def stop(self) -> None:
+        await self._subscription.stop()
+
+    def _up(self) -> None:
+        self._hub.degraded = False
+        self._hub.fire_all()  # anything missed while down: everyone re-reads
+
+    def _down(self) -> None:
+        self._hub.degraded = True
+        self._hub.fire_all()
+
+    def _fire(self, channel: str, payload: str) -> None:
+        name = self._names.get(channel, "")
         if name == "queued":
             self._hub.fire(QUEUED)
         elif name == "cancel":
