@@ -33,3 +33,40 @@ async def test_a_cancel_seen_as_an_outage_still_cancels(helper) -> None:
     task.cancel()
     done, _ = await asyncio.wait([task], timeout=30)
     assert task in done and task.cancelled()
+
+
+async def test_a_loop_that_waits_out_redis_outages_itself_still_stops_when_cancelled() -> None:
+    """Loops that catch StoreError themselves (verify's session keeper, the fleet's
+    member) are safe only if the Redis store gives a task being cancelled its
+    cancellation, not an outage: the keeper once ran on, and verify's cleanup awaited it
+    forever."""
+    import redis.exceptions
+
+    from runwright.errors import StoreError
+    from runwright.store import store_from_url
+
+    store = store_from_url("redis://127.0.0.1:6379/0?namespace=rw_cancel_probe")  # not opened
+
+    async def read() -> None:  # as redis-py may do: a cancelled read ends in a ConnectionError
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise redis.exceptions.ConnectionError("Connection closed by server.") from None
+
+    started = asyncio.Event()
+    outages: list[StoreError] = []
+
+    async def keeper() -> None:
+        while True:
+            started.set()
+            try:
+                await store._call(read)  # type: ignore[attr-defined]
+            except StoreError as exc:
+                outages.append(exc)
+
+    task = asyncio.create_task(keeper())
+    await started.wait()
+    await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=30)
+    assert task in done and task.cancelled() and outages == []

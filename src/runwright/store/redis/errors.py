@@ -12,6 +12,8 @@ request's own fault and is not retried.
 
 from __future__ import annotations
 
+import asyncio
+
 from redis import exceptions as redis_errors
 
 from ...errors import StoreError, StoreUnreachable
@@ -37,8 +39,14 @@ def is_down(exc: BaseException) -> bool:
     return isinstance(exc, redis_errors.ResponseError) and str(exc).startswith(_DOWN_REPLIES)
 
 
-def store_error(exc: BaseException) -> StoreError:
+def store_error(exc: BaseException) -> StoreError | asyncio.CancelledError:
     """The store's error for a Redis failure: StoreUnreachable for an outage (retried),
-    StoreError for anything else."""
+    StoreError for anything else; in a task being cancelled, the cancellation. redis-py
+    turns a read cancelled mid-reply into a connection error, and every loop that waits
+    out an outage would swallow it and never stop (seen: verify's session keeper, which
+    its cleanup then awaited forever)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        return asyncio.CancelledError()
     kind = StoreUnreachable if is_down(exc) else StoreError
     return kind(f"redis: {type(exc).__name__}: {exc}")
