@@ -63,11 +63,13 @@ class Injector:
     """Applies faults to the pool's workers; `counts` says what was done."""
 
     def __init__(self, place: Place, pool: Pool, stall_s: float,
-                 registered: Callable[[], Awaitable[set[int]]]) -> None:
+                 registered: Callable[[], Awaitable[set[int]]],
+                 busy: Callable[[], Awaitable[set[int]]]) -> None:
         self.place = place
         self.pool = pool
         self.stall_s = stall_s
         self.registered = registered  # the pids of the workers registered in the store
+        self.busy = busy  # the pids of the workers that hold a running run
         self.counts: Counter[str] = Counter()
         self.applied: list[dict[str, object]] = []
         self._started = asyncio.get_running_loop().time()
@@ -122,7 +124,7 @@ class Injector:
         while True:
             up = await self.registered()
             if self.pool.pid(slot) in up:
-                return slot
+                return await self._holding(slot)
             if loop.time() > soon:
                 for other in (slot + step for step in range(1, size)):
                     if self.pool.pid(other % size) in up:
@@ -130,6 +132,15 @@ class Injector:
             if loop.time() > deadline:
                 return slot
             await asyncio.sleep(0.1)
+
+    async def _holding(self, slot: int) -> int:
+        """The slot, if its worker holds a run; else the next slot whose worker does: a
+        kill or a stall of a worker that holds nothing takes nothing over, and a short
+        run whose faults all landed so would measure no takeover at all."""
+        busy = await self.busy()
+        size = len(self.pool.procs)
+        return next((other % size for other in range(slot, slot + size)
+                     if self.pool.pid(other % size) in busy), slot)
 
     async def _stall(self, slot: int) -> None:
         if slot in self.pool.stopped:

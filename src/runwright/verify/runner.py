@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..app import App
 from ..errors import InvalidTransition, StoreError
 from ..journal import Event
-from ..runs import TERMINAL_STATES, Run
+from ..runs import TERMINAL_STATES, Run, RunState
 from .checks import Findings, Ledger, RunData, check, children_of, percentile, throughput
 from .faults import Fault, Injector, schedule
 from .place import Place, place_for
@@ -160,7 +160,8 @@ async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
             base_ids = await _submit(app, options, shapes, baseline_n, rate, [])
             bar = progress.add_task("baseline (no faults)", total=len(base_ids), note="")
             _, before = await _drain(app, pool, progress, bar, 0, [], options.timeout_s)
-            injector = Injector(place, pool, options.lease_s * 1.5 + 0.5, lambda: _pids(app))
+            injector = Injector(place, pool, options.lease_s * 1.5 + 0.5, lambda: _pids(app),
+                                lambda: _busy(app))
             plan = schedule(options.seed, options.workers, periods, options.timeout_s)
             cancels: list[int] = []
             feeding = asyncio.ensure_future(_submit(app, options, shapes, fault_n, rate, cancels))
@@ -200,6 +201,13 @@ async def _wait_ready(app: App, pool: Pool, workers: int) -> None:
 
 async def _pids(app: App) -> set[int]:
     return {w.pid for w in await _patient(app.list_workers)}
+
+
+async def _busy(app: App) -> set[int]:
+    """The pids of the workers that own a running run now."""
+    pids = {w.id: w.pid for w in await _patient(app.list_workers)}
+    running = await _patient(lambda: app.list_runs(states=[RunState.RUNNING], limit=1000))
+    return {pids[run.owner] for run in running if run.owner in pids}
 
 
 async def _submit(app: App, options: Options, shapes: random.Random, count: int, rate: float,
