@@ -43,6 +43,22 @@ async def wait_until(predicate: Callable[[], Any | Awaitable[Any]], what: str,
         await asyncio.sleep(interval_s)
 
 
+def outputs(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[str, str]:
+    """A command's stdout and stderr once it exits; past `timeout_s` it is killed and the
+    test fails with its stderr's tail (under pytest's own limit, which would leave the
+    pipes open for a later test to trip on). The pipes are closed either way."""
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            command = " ".join(map(str, proc.args))[:160]
+            raise AssertionError(f"{command} did not end within {timeout_s:.0f} s; its "
+                                 f"stderr ended: {err.decode(errors='replace')[-4000:]}") from None
+    return out.decode(errors="replace"), err.decode(errors="replace")
+
+
 def client(url: str) -> rw.App:
     """An App on `url` that knows the workers' tasks (by name), for submitting and reading."""
     app = rw.App(url)

@@ -27,13 +27,14 @@ import runwright as rw
 from runwright.fleet.verify_ops import QUEUE_PREFIX
 
 from . import verify_fleet_app
-from .harness import ROOT, wait_until
+from .harness import ROOT, outputs, wait_until
 
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.25", "RUNWRIGHT_FLEET_STALE_S": "3", "RUNWRIGHT_FLEET_TTL_S": "8"}
 APP_SPEC = "tests.process.verify_fleet_app:app"
 SHORT = ["--runs", "200", "--kill-every", "2s", "--stall-every", "4s", "--blip-every", "3s",
          "--seed", "7", "--timeout-s", "240"]
 WORKERS = 3
+VERIFY_WITHIN_S = 420  # a run takes under a minute; this is under pytest's 600 s with the fleet's start
 
 
 def env_of(store_url: str, **extra: str) -> dict[str, str]:
@@ -129,11 +130,12 @@ def verify(store_url: str, *args: str) -> subprocess.Popen[bytes]:
 
 
 def finish(proc: subprocess.Popen[bytes], supervisor: Supervisor | None = None) -> tuple[str, str]:
+    logs = "" if supervisor is None else supervisor.logs_text
     try:
-        out, err = proc.communicate(timeout=600)
-    finally:
-        proc.kill()
-    return out.decode(), err.decode() + ("" if supervisor is None else supervisor.logs_text())
+        out, err = outputs(proc, VERIFY_WITHIN_S)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}\n{logs() if logs else ''}"[-10000:]) from None
+    return out, err + (logs() if logs else "")
 
 
 async def verify_left(store_url: str) -> dict[str, Any]:

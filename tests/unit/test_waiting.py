@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import sys
 
 import pytest
 
-from runwright.waiting import bounded, wait_set
+from runwright.waiting import bounded, halt, wait_set
 
 SRC = pathlib.Path(__file__).parents[2] / "src" / "runwright"
 
@@ -48,3 +49,29 @@ def test_no_module_waits_through_asyncio_wait_for() -> None:
     users = [str(path.relative_to(SRC)) for path in SRC.rglob("*.py")
              if "asyncio.wait_for(" in path.read_text()]
     assert users == [], "use runwright.waiting: asyncio.wait_for loses cancellations on 3.11"
+
+
+async def test_halt_stops_a_loop_that_lost_its_first_cancellation() -> None:
+    """redis-py sends each command through `asyncio.wait_for` (a socket timeout is set):
+    a cancel that lands as a send completes is lost, and a renewal loop (verify's session
+    keeper) looped on while its stopper awaited it forever. `halt` cancels again."""
+    inner: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    turns = 0
+
+    async def renewing() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.wait_for(inner, 10)  # what the library does: the race is inside it
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(renewing())
+    for _ in range(3):
+        await asyncio.sleep(0)  # parked in wait_for
+    inner.set_result(None)
+    task.cancel()  # the same loop turn as the send's completion
+    await asyncio.wait([task], timeout=0.2)
+    if sys.version_info < (3, 12):
+        assert not task.done() and turns > 1, "3.11's wait_for swallowed the cancellation"
+    await asyncio.wait_for(halt(task), 5)
+    assert task.cancelled()

@@ -38,7 +38,7 @@ from ..store.params import (
     WorkerHeartbeatParams,
     WorkerRegisterParams,
 )
-from ..waiting import wait_set
+from ..waiting import halt, wait_set
 from .completer import Completer
 from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
@@ -283,8 +283,7 @@ class Worker:
                         grace_s: float) -> None:
         # Claim nothing more, but keep renewing leases and watching cancels while draining.
         claimer, others = sides[0], sides[1:]
-        claimer.cancel()
-        await asyncio.gather(claimer, return_exceptions=True)
+        await halt(claimer)
         running = [a.task for a in self._active.values()]
         if running and grace_s > 0:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Mapping
 from ..errors import InvalidInput, StoreError
 from ..logs import event
 from ..resilience import jittered
-from ..waiting import bounded
+from ..waiting import bounded, halt
 from .presence import Life, State, choose_ordinal
 from .settings import FleetSettings
 from .transport import Transport, Writing
@@ -125,8 +125,7 @@ class Member:
     async def leave(self) -> None:
         """Stop heartbeating and delete the row (the slot is free for the next life)."""
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            await asyncio.wait([self._heartbeat], timeout=STOP_WRITE_S)
+            await halt(self._heartbeat)
             self._heartbeat = None
         for task in list(self._applying):
             task.cancel()

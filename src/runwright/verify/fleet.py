@@ -51,6 +51,7 @@ from ..store.params import (
     WorkerRegisterParams,
 )
 from ..versions import major_of
+from ..waiting import halt
 from .checks import Findings, Ledger, check, throughput
 from .faults import Fault, schedule
 from .runner import (
@@ -177,10 +178,7 @@ async def _verify(options: Options, session: Session, console: Console) -> Outco
         phases = asyncio.ensure_future(_phases(app, options, session, roster, console))
         return await _supervised(phases, keeper)
     finally:
-        for task in (phases, keeper):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await halt(*(task for task in (phases, keeper) if task is not None))
         await app.close()
 
 
@@ -291,9 +289,7 @@ async def _phases(app: App, options: Options, session: Session, roster: Roster,
             await _drain(app, session, progress, bar, before, cancels, options.timeout_s, feeding)
             fault_ids = await feeding
         finally:
-            for task in (faults, feeding):
-                task.cancel()
-            await asyncio.gather(faults, feeding, return_exceptions=True)
+            await halt(faults, feeding)
             await injector.settle()
         store, expected = await _read_all(app, base_ids + fault_ids, progress)
         await _hold_check(app, session)  # held to the end, or the ledger may lack lines
@@ -433,9 +429,7 @@ class FleetInjector:
 
     async def settle(self) -> None:
         """Stop landing faults; wait for the kills' replacements (bounded by their wait)."""
-        for task in list(self._landing):
-            task.cancel()
-        await asyncio.gather(*self._landing, return_exceptions=True)
+        await halt(*self._landing)
         await asyncio.gather(*self._waits, return_exceptions=True)
 
 

@@ -22,6 +22,7 @@ from ..app import App
 from ..errors import InvalidTransition, StoreError
 from ..journal import Event
 from ..runs import TERMINAL_STATES, Run, RunState
+from ..waiting import halt
 from .checks import Findings, Ledger, RunData, check, children_of, percentile, throughput
 from .faults import Fault, Injector, schedule
 from .place import Place, place_for
@@ -172,9 +173,7 @@ async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
                                           options.timeout_s, feeding)
                 fault_ids = await feeding
             finally:
-                for task in (faults, feeding):
-                    task.cancel()
-                await asyncio.gather(faults, feeding, return_exceptions=True)
+                await halt(faults, feeding)
                 injector.close()
             store, expected = await _read_all(app, base_ids + fault_ids, progress)
         findings = check(expected, store, Ledger.read(work / "ledger"))
@@ -281,9 +280,7 @@ async def _inject(plan: Sequence[Fault], injector: Injector, progress: Progress,
             landing.add(task)
             task.add_done_callback(landing.discard)
     finally:
-        for task in list(landing):
-            task.cancel()
-        await asyncio.gather(*landing, return_exceptions=True)
+        await halt(*landing)
 
 
 async def _read_all(app: App, parents: list[int], progress: Progress) -> tuple[dict[int, RunData], list[int]]:

@@ -16,10 +16,9 @@ from typing import Callable, Sequence
 
 import redis.asyncio as aioredis
 
-from ...waiting import bounded
+from ...waiting import bounded, halt
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from .errors import FAILURES
-from .tasks import halt
 
 __all__ = ["Listener", "Subscription"]
 

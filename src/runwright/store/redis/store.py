@@ -76,6 +76,7 @@ from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
 from ...schedules import Schedule
+from ...waiting import halt
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
@@ -146,7 +147,6 @@ from .codec import (
 from .errors import FAILURES, store_error
 from .listener import Listener
 from .scripts import Scripts
-from .tasks import halt
 
 __all__ = ["DEFAULT_LIVENESS_S", "DEFAULT_NAMESPACE", "RedisStore"]
 
