@@ -19,6 +19,7 @@ import asyncpg
 from ...errors import StoreUnreachable
 from ...store.postgres.sql import qualify
 from ...store.sql.dialect import POSTGRES
+from ...waiting import halt
 from ..transport import Deliver, Hearing, decode, encode
 from .sql import SqlTransport
 
@@ -55,8 +56,7 @@ class PostgresTransport(SqlTransport):
 
     async def close(self) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
+            await halt(self._listener)
             self._listener = None
         if self._pool is not None:
             await self._pool.close()

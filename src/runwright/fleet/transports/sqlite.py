@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from ...errors import StoreUnreachable
 from ...resilience import jittered
 from ...store.sql.dialect import SQLITE
+from ...waiting import halt
 from ..transport import Deliver, Hearing, decode, encode
 from .sql import SqlTransport
 
@@ -54,8 +55,7 @@ class SqliteTransport(SqlTransport):
 
     async def close(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await halt(self._poller)
             self._poller = None
         if self._conn is not None:
             conn, self._conn = self._conn, None

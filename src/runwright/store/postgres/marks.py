@@ -18,7 +18,7 @@ from typing import Awaitable, Callable
 import asyncpg
 
 from ...errors import StoreUnreachable
-from ...waiting import bounded
+from ...waiting import bounded, halt
 
 __all__ = ["Marks", "close_quietly"]
 
@@ -123,8 +123,7 @@ class Marks:
         self._lost.discard(worker_id)
         task = self._retaking.pop(worker_id, None)
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await halt(task)
         if conn is not None:
             await close_quietly(conn)
 

@@ -28,6 +28,7 @@ import asyncpg
 from ...clock import Clock, StoreClock
 from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
+from ...waiting import halt
 from .. import rules
 from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
 from ..liveness import Unmarked
@@ -199,8 +200,7 @@ class PostgresStore(SqlStore):
 
     async def close(self) -> None:
         if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.gather(self._listener, return_exceptions=True)
+            await halt(self._listener)
             self._listener = None
         await self._marks.close()
         if self._pool is not None:

@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
+from ...waiting import halt
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
 from ..migrations import Migration, load_migrations
@@ -214,8 +215,7 @@ class SqliteStore(SqlStore):
 
     async def close(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await halt(self._poller)
             self._poller = None
         for thread in (self._hot, self._shared):
             await thread.stop()
