@@ -180,7 +180,7 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
 
     async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
         run = (await http.post("/runs", json={"task": "record", "args": {"n": 1}})).json()
-        before = metrics.FINISHED.labels("record", "succeeded")._value.get()
+        before = metrics.FINISHED.value(("record", "succeeded"))
         async with running_worker(worker_app):
             await (await worker_app.get(run["id"])).result(timeout_s=30)
         await http.post("/runs", json={"task": "record", "args": {"n": 2}})
@@ -195,7 +195,7 @@ async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
         theirs = (await http.get("/summary")).json()
     assert theirs["succeeded"] == 0 and theirs["queued"] == 0 and theirs["queues"] == []
     # The in-process worker counted its attempt (label values from fixed sets only).
-    assert metrics.FINISHED.labels("record", "succeeded")._value.get() == before + 1
+    assert metrics.FINISHED.value(("record", "succeeded")) == before + 1
 
 
 async def test_threads_schedules_and_workers(server: str, worker_app: rw.App) -> None:

@@ -19,6 +19,7 @@ from .. import telemetry
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.params import RunFinishParams
 from ..tracing import RunTrace
+from .tallies import HotCounter, HotHistogram
 
 __all__ = ["ATTEMPTS", "CLAIM_BATCH", "DEFERRALS", "FINISH_BATCH_SECONDS", "FINISHED", "LEASE_LOSSES",
            "LEASE_RENEWALS", "OUTCOMES", "RUN_SECONDS", "SHUTDOWN_RUNS", "START_DELAY", "TAKEOVERS",
@@ -27,15 +28,16 @@ __all__ = ["ATTEMPTS", "CLAIM_BATCH", "DEFERRALS", "FINISH_BATCH_SECONDS", "FINI
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
                    300, 900, 3600)
 
-ATTEMPTS = Counter("runwright_attempts_total", "Attempts started (claims).", ["task"])
-FINISHED = Counter("runwright_attempts_finished_total", "Attempts ended, by how.", ["task", "outcome"])
+# Counted once per run: the hot path's own counter and histogram (tallies.py).
+ATTEMPTS = HotCounter("runwright_attempts_total", "Attempts started (claims).", ["task"])
+FINISHED = HotCounter("runwright_attempts_finished_total", "Attempts ended, by how.", ["task", "outcome"])
 LEASE_LOSSES = Counter("runwright_lease_losses_total", "Writes refused because a newer claim owns the run.")
 TAKEOVERS = Counter("runwright_takeovers_total", "Runs taken back from lost workers (by this process).")
-START_DELAY = Histogram("runwright_submit_to_start_seconds",
-                        "Queue wait: from due (submitted, or its delay or backoff over) to started.",
-                        ["queue"], buckets=LATENCY_BUCKETS)
-RUN_SECONDS = Histogram("runwright_attempt_seconds", "Attempt duration, by outcome.",
-                        ["task", "outcome"], buckets=LATENCY_BUCKETS)
+START_DELAY = HotHistogram("runwright_submit_to_start_seconds",
+                           "Queue wait: from due (submitted, or its delay or backoff over) to started.",
+                           ["queue"], buckets=LATENCY_BUCKETS)
+RUN_SECONDS = HotHistogram("runwright_attempt_seconds", "Attempt duration, by outcome.",
+                           ["task", "outcome"], buckets=LATENCY_BUCKETS)
 LEASE_RENEWALS = Counter("runwright_lease_renewals_total",
                          "Lease renewals of running runs: renewed; lost (a newer claim owns the run, "
                          "found at a renewal or a re-read: it is abandoned); failed (the store did not "
@@ -107,9 +109,9 @@ class Instruments:
 
     def claimed(self, run: Run) -> None:
         self.stats.claimed += 1
-        self._child(ATTEMPTS, run.task).inc()
+        ATTEMPTS.inc((run.task,))
         if run.started_at is not None:
-            self._child(START_DELAY, run.queue).observe(max(0.0, run.started_at - run.run_at))
+            START_DELAY.observe((run.queue,), max(0.0, run.started_at - run.run_at))
 
     def attempt_span(self, run: Run, worker_id: int) -> AbstractContextManager[Any]:
         """The span of this claim's execution, under the run's own span (see tracing)."""
@@ -129,8 +131,8 @@ class Instruments:
         An end of the run also closes the run's own span."""
         outcome = outcome_of_finish(finish)
         setattr(self.stats, outcome, getattr(self.stats, outcome) + 1)
-        self._child(FINISHED, run.task, outcome).inc()
-        self._child(RUN_SECONDS, run.task, outcome).observe(duration_s)
+        FINISHED.inc((run.task, outcome))
+        RUN_SECONDS.observe((run.task, outcome), duration_s)
         if outcome == "parked":
             reason = json.loads(finish.event_data).get("reason")
             self._child(DEFERRALS, reason if reason in DEFERRAL_REASONS else "other").inc()
