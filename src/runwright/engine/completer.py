@@ -29,6 +29,7 @@ class Completer:
         self._on_batch = on_batch  # the seconds one batch took to be durable
         self._pending: list[tuple[RunFinishParams, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
+        self._closed = False
 
     async def finish(self, params: RunFinishParams) -> None:
         """Write this finish and return once it is durable; raise LeaseLost if its fence
@@ -43,9 +44,12 @@ class Completer:
             raise LeaseLost(params.run_id, params.fence)
 
     async def run(self) -> None:
-        """The side task: flush batches until cancelled (pending finishes are flushed first)."""
+        """The side task: flush batches until `close()`, then what is pending, and return.
+        A flag, not a cancel, ends it: a cancel that a store's client loses (redis-py's
+        sends go through 3.11's wait_for) would leave it waiting, and the worker's stop
+        with it. Cancelled all the same (the worker torn down), it flushes first."""
         try:
-            while True:
+            while not self._closed:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._pending:
@@ -54,6 +58,11 @@ class Completer:
             while self._pending:
                 await self._flush()
             raise
+
+    def close(self) -> None:
+        """Stop `run` once every finish handed in so far is written."""
+        self._closed = True
+        self._wake.set()
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]

@@ -302,7 +302,7 @@ class Worker:
         for task in deaf:
             event(ERROR, f"side task {task.get_name()} did not stop; the worker stops without it",
                   worker=self.id)
-        completer.cancel()  # flushes what is pending, then stops
+        self._completer.close()  # flushes what is pending, then returns
         await asyncio.gather(completer, return_exceptions=True)
         try:
             await self.store.worker_deregister(self.id)
