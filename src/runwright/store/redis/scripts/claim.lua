@@ -45,8 +45,8 @@ for i, name in ipairs(RUN_FIELDS) do AT[name] = i end
 -- Due now and ours to start: a task this worker has, not past its deadline (then it is
 -- the deadline expiry's to end), and not waiting behind an earlier open run of its
 -- thread. What was read of an eligible run is kept for its claim.
-local read = {}
-local function eligible(id)
+local read, thread_of = {}, {}  -- thread_of: a threaded run's thread number
+local function eligible(id)  -- id: its text (ids stay text, see int() in lib.lua)
   local v = redis.call('HMGET', run_key(id), unpack(RUN_FIELDS))
   if not v[AT.id] or not tasks[v[AT.task]] then return false end
   if v[AT.deadline_at] and tonumber(v[AT.deadline_at]) < now then return false end
@@ -54,6 +54,7 @@ local function eligible(id)
     local thread_no = redis.call('HGET', run_key(id), 'thread_no')
     local first = redis.call('ZRANGE', P .. 'topen:' .. thread_no, 0, 0)[1]
     if first and tonumber(first) < tonumber(id) then return false end
+    thread_of[id] = thread_no
   end
   read[id] = v
   return true
@@ -70,8 +71,10 @@ local function collect(key, want, into, with_scores)
       page = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', offset, chunk)
     end
     for i = 1, #page, step do
-      if found < want and eligible(tonumber(page[i])) then
-        into[#into + 1] = {with_scores and tonumber(page[i + 1]) or 0, page[i]}
+      -- A merge sorts {score, member} pairs; a single set is in order already, so its
+      -- members go in as they are (no table per candidate).
+      if found < want and eligible(int(page[i])) then
+        into[#into + 1] = with_scores and {tonumber(page[i + 1]), page[i]} or page[i]
         found = found + 1
       end
     end
@@ -115,7 +118,9 @@ for _, priority in ipairs(priorities) do
       return a[2] < b[2]
     end)
   end
-  for i = 1, math.min(want, #candidates) do picked[#picked + 1] = tonumber(candidates[i][2]) end
+  for i = 1, math.min(want, #candidates) do
+    picked[#picked + 1] = merge and candidates[i][2] or candidates[i]  -- padded ids
+  end
 end
 
 local out = {}
@@ -124,28 +129,29 @@ local started_at = num(now)
 local lease = num(now + lease_s)
 -- Written after the loop, one command per set: ZREM per due set, one ZADD, one SADD.
 local leaving_due, leases, owned = {}, {}, {}
-for _, id in ipairs(picked) do
+for _, padded in ipairs(picked) do
+  local id = int(padded)
   local v = read[id]
   local run = {state = v[AT.state], queue = v[AT.queue], tenant = v[AT.tenant] or nil}
   local key = run_key(id)
   local due = due_key(v[AT.priority], v[AT.queue], v[AT.task], v[AT.major])
   if not leaving_due[due] then leaving_due[due] = {} end
-  table.insert(leaving_due[due], pad(id))
+  table.insert(leaving_due[due], padded)
   shift(run, 'running')
-  local fence = tonumber(v[AT.fence]) + 1
-  local attempt = tonumber(v[AT.attempt]) + 1
-  local seq = tonumber(v[AT.last_seq]) + 1
+  local fence = int(v[AT.fence] + 1)
+  local attempt = int(v[AT.attempt] + 1)
+  local seq = int(v[AT.last_seq] + 1)
   redis.call('HSET', key, 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
-             'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', 0,
-             'wake_requested', 0, 'last_seq', seq)
-  v[AT.state], v[AT.fence], v[AT.attempt], v[AT.owner] = 'running', tostring(fence), tostring(attempt), worker
+             'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', '0',
+             'wake_requested', '0', 'last_seq', seq)
+  v[AT.state], v[AT.fence], v[AT.attempt], v[AT.owner] = 'running', fence, attempt, worker
   v[AT.lease_expires_at], v[AT.started_at], v[AT.cancel_requested] = lease, started_at, '0'
-  v[AT.last_seq] = tostring(seq)
+  v[AT.last_seq] = seq
   leases[#leases + 1] = lease
   leases[#leases + 1] = id
   owned[#owned + 1] = id
   append(id, seq, 'started', string.format('{"attempt": %d, "worker": %d, "fence": %d}',
-                                           attempt, tonumber(worker), fence), now)
+                                           attempt, tonumber(worker), fence), now, thread_of[id] or false)
   out[#out + 1] = v
 end
 for due, members in pairs(leaving_due) do call_many('ZREM', due, members) end

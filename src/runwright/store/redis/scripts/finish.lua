@@ -59,7 +59,7 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
     local state, final_error = outcome(run, target, err)
     local key = run_key(id)
     -- One HSET and one HDEL per run: every field this end changes, written together.
-    local sets, drops = {'state', state, 'wake_requested', 0}, {'owner', 'lease_expires_at'}
+    local sets, drops = {'state', state, 'wake_requested', '0'}, {'owner', 'lease_expires_at'}
     local function put(field, value)
       if value then sets[#sets + 1] = field; sets[#sets + 1] = value else drops[#drops + 1] = field end
     end
@@ -67,7 +67,7 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
     shift(run, state)
     put('result', result)
     put('error', final_error)
-    if release then put('attempt', tonumber(run.attempt) - 1) end
+    if release then put('attempt', int(run.attempt - 1)) end
     if state == 'queued' then
       run_at = run_at or num(now)  -- a requeue without a time is due now
       if set(run.wake_requested) then run_at = num(math.min(tonumber(run_at), now)) end
@@ -80,9 +80,11 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
       if state == 'interrupted' and run.interrupt == 'rollback' then forget_messages(id, run) end
       ended(id, run, now)
     end
-    local seq = tonumber(run.last_seq) + 1
+    local seq = int(run.last_seq + 1)
     put('last_seq', seq)
-    if state == target then append(id, seq, kind, data, now) else append(id, seq, state, '{}', now) end
+    local thread_no = run.thread_no or false
+    if state == target then append(id, seq, kind, data, now, thread_no)
+    else append(id, seq, state, '{}', now, thread_no) end
     redis.call('HSET', key, unpack(sets))
     redis.call('HDEL', key, unpack(drops))
   end

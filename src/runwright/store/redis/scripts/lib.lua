@@ -37,7 +37,12 @@ end
 
 -- Due-set members are zero-padded ids: equal scores (run_at) then order by member,
 -- which is submission order, as on the SQL backends.
-local function pad(id) return string.format('%020d', tonumber(id)) end
+local function pad(id) return string.format('%020d', id) end
+-- An integer as the text Redis stores. Redis 7.0 formats every number handed to
+-- redis.call with printf's %.17g (and Lua's own tostring with %.14g): the C library's
+-- multi-precision path, a few percent of all of Redis's time on the hot path. So the hot
+-- scripts hand Redis text: %d formats an integer without it.
+local function int(n) return string.format('%d', n) end
 local function run_key(id) return P .. 'run:' .. id end
 -- Queued runs wait in one due set per (priority, major, queue, task), so a worker only
 -- ever looks at runs it can run: runs of other tasks or majors ahead of them cannot hide
@@ -129,10 +134,12 @@ end
 -- An event of a threaded run is also named ("<id>:<seq>") in its thread's log tev:<n>,
 -- whose index + 1 is the event's tseq: numbered as it is appended, in the one script
 -- that appends it, so the thread's numbers are gapless and in append order.
-local function append(id, seq, kind, data, now)
+-- `thread_no`: the run's, or false when it has none; a caller that has not read the run
+-- leaves it out, and it is read here.
+local function append(id, seq, kind, data, now, thread_no)
   redis.call('RPUSH', P .. 'ev:' .. id, cjson.encode({kind, data, num(now)}))
   event_ids[#event_ids + 1] = id
-  local thread_no = redis.call('HGET', run_key(id), 'thread_no')
+  if thread_no == nil then thread_no = redis.call('HGET', run_key(id), 'thread_no') end
   if thread_no then redis.call('RPUSH', P .. 'tev:' .. thread_no, id .. ':' .. seq) end
 end
 
@@ -225,7 +232,7 @@ local function ended(id, run, now)
   if run.parent_id then wake_parent(run.parent_id, now) end
   done_ids[#done_ids + 1] = id
   -- The summary's latency sample: ended runs by end time, trimmed in publish().
-  redis.call('ZADD', P .. 'ended', now, id)
+  redis.call('ZADD', P .. 'ended', num(now), id)
   last_ended_at = now
 end
 
@@ -272,7 +279,7 @@ local function insert_one(i, now)
   local ident = ARGV[i]
   local existing = redis.call('HGET', P .. 'keys', ident)
   if existing then return existing, true end
-  local id = redis.call('INCR', KEYS[1])
+  local id = int(redis.call('INCR', KEYS[1]))
   local run = {key = ARGV[i + 1], task = ARGV[i + 2], queue = ARGV[i + 3], priority = ARGV[i + 4],
                args = ARGV[i + 5], max_attempts = ARGV[i + 6], timeout_s = opt(ARGV[i + 7]),
                run_at = opt(ARGV[i + 8]) or num(now), parent_id = opt(ARGV[i + 9]),
@@ -280,8 +287,8 @@ local function insert_one(i, now)
                thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13]),
                traceparent = opt(ARGV[i + 16]), version = opt(ARGV[i + 17]),
                major = opt(ARGV[i + 18])}
-  local fields = {'id', id, 'state', 'queued', 'attempt', 0, 'fence', 0, 'recoveries', 0,
-                  'cancel_requested', 0, 'wake_requested', 0, 'last_seq', 0, 'created_at', num(now)}
+  local fields = {'id', id, 'state', 'queued', 'attempt', '0', 'fence', '0', 'recoveries', '0',
+                  'cancel_requested', '0', 'wake_requested', '0', 'last_seq', '0', 'created_at', num(now)}
   for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
                          'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant',
                          'traceparent', 'version', 'major'}) do
