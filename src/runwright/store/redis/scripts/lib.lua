@@ -17,7 +17,7 @@ local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
 -- `ended` keeps the runs that ended in the last hour: the summary looks back 15 minutes.
-local ENDED_KEEP_S, last_ended_at = 3600, nil
+local ENDED_KEEP_S, last_ended_at, ended_now = 3600, nil, {}
 
 -- Formatting a double exactly is dear (glibc's multi-precision path), and most calls of a
 -- script format the same `now`: the last one is kept.
@@ -231,8 +231,9 @@ local function ended(id, run, now)
   if run.deadline_at then redis.call('ZREM', P .. 'deadlines', id) end
   if run.parent_id then wake_parent(run.parent_id, now) end
   done_ids[#done_ids + 1] = id
-  -- The summary's latency sample: ended runs by end time, trimmed in publish().
-  redis.call('ZADD', P .. 'ended', num(now), id)
+  -- The summary's latency sample: ended runs by end time, added and trimmed in publish().
+  ended_now[#ended_now + 1] = num(now)
+  ended_now[#ended_now + 1] = id
   last_ended_at = now
 end
 
@@ -338,6 +339,8 @@ end
 local function publish()
   flush_counts()
   if last_ended_at then
+    call_many('ZADD', P .. 'ended', ended_now)  -- (score, id) pairs: chunks of 1000 keep them whole
+    ended_now = {}
     redis.call('ZREMRANGEBYSCORE', P .. 'ended', '-inf', '(' .. num(last_ended_at - ENDED_KEEP_S))
   end
   settle_owners()
