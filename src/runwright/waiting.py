@@ -41,10 +41,12 @@ async def wait_set(event: asyncio.Event, timeout_s: float) -> bool:
 
 
 async def halt(*tasks: asyncio.Future[Any]) -> None:
-    """Cancel each of `tasks` again and again until it is done, then reap it (its
-    result or error is dropped: the caller is stopping it)."""
-    for task in tasks:
-        while not task.done():
+    """Cancel every one of `tasks` at once, again and again until all are done, then reap
+    them (their results or errors are dropped: the caller is stopping them)."""
+    running = [task for task in tasks if not task.done()]
+    while running:
+        for task in running:
             task.cancel()
-            await asyncio.wait([task], timeout=CANCEL_EVERY_S)
+        await asyncio.wait(running, timeout=CANCEL_EVERY_S)
+        running = [task for task in running if not task.done()]
     await asyncio.gather(*tasks, return_exceptions=True)
