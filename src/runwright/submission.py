@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -71,8 +72,8 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         spec.check(arguments)
     budget = submission.budget
     return RunInsertParams(
-        # 128 random bits as 32 hex digits, as uuid4().hex but at a third of its cost.
-        key=submission.key or os.urandom(16).hex(),
+        key=submission.key or fresh_key(),
+        key_is_fresh=submission.key is None,
         task=spec.name,
         args=encode(arguments, f"arguments of task {spec.name!r}", limits.max_payload_bytes),
         queue=submission.queue or spec.queue,
@@ -90,6 +91,14 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
         version=version,
         now=now_s,
     )
+
+
+def fresh_key() -> str:
+    """The key of a run submitted without one: 32 hex digits, the time in nanoseconds then
+    64 random bits. It still dedupes a retried insert (the retry carries it), and keys in
+    time order land at the right end of the key index, where a random key would land on a
+    random page of it: a fifth of a PostgreSQL insert's cost once the index is large."""
+    return f"{time.time_ns():016x}{os.urandom(8).hex()}"
 
 
 def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None:

@@ -101,6 +101,10 @@ class RunInsertParams:
     # worker that registers the task may run it.
     version: str | None = None
     now: float | None = None
+    # The key was made for this submission (submission.fresh_key), not named by its
+    # submitter: it can meet only a retry of this same insert, so a store may insert
+    # without checking for it first and read the existing run only if the insert collides.
+    key_is_fresh: bool = False
 
     @property
     def major(self) -> int | None:

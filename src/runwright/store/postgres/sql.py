@@ -30,7 +30,18 @@ def notify_ids(channel: str, source: str) -> str:
 # asyncpg sends one text parameter, where sixteen arrays cost the submitter ~10 µs a run
 # of per-element type checks (measured; the server's cost is the same either way). jsonb,
 # not json: json would re-parse a row's text for each of its sixteen fields.
-INSERT_MANY = f"""
+def _insert_many(check_keys: bool) -> str:
+    """The insert of a batch of runs. Checking keys, a key that exists already is skipped
+    (its run is read after). Not checking (keys made for this submission, see
+    RunInsertParams.key_is_fresh), run_keys takes a plain insert: ON CONFLICT's
+    speculative insertion and the join on its result were an eighth of the statement's
+    cost, and a collision, which only a retry of the same insert meets, fails it whole
+    (unique_violation), and the caller retries it checking keys."""
+    keyed = ("    -- DO NOTHING: an existing key is the idempotent case, read below; a concurrent\n"
+             "    -- submission of the same key waits here for the other's commit.\n"
+             "    ON CONFLICT DO NOTHING\n    RETURNING run_id\n") if check_keys else ""
+    join = "JOIN keyed k ON k.run_id = n.id" if check_keys else ""
+    return f"""
 WITH input AS (
     SELECT e->>0 AS key, e->>1 AS task, e->>2 AS queue, (e->>3)::smallint AS priority,
            e->>4 AS args, (e->>5)::integer AS max_attempts, (e->>6)::float8 AS timeout_s,
@@ -43,20 +54,16 @@ WITH input AS (
     -- evaluation: a CTE with a volatile function is computed once).
     SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i
 ), keyed AS (
-    -- DO NOTHING: an existing key is the idempotent case, read below; a concurrent
-    -- submission of the same key waits here for the other's commit.
     INSERT INTO run_keys (tenant, key, run_id)
     SELECT coalesce(tenant, ''), key, id FROM numbered
-    ON CONFLICT DO NOTHING
-    RETURNING run_id
-), inserted AS (
+{keyed}), inserted AS (
     INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,
                       run_at, created_at, parent_id, budget, deadline_at, thread, tenant,
                       traceparent, version, major, last_seq)
     OVERRIDING SYSTEM VALUE
     SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $2,
            parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
-    FROM numbered n JOIN keyed k ON k.run_id = n.id
+    FROM numbered n {join}
     RETURNING {RUN_COLUMNS}
 ), submitted AS (
     -- Event 1 of every new run's log.
@@ -70,6 +77,10 @@ WITH input AS (
 )
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM notified) FROM inserted
 """
+
+
+INSERT_MANY = _insert_many(check_keys=True)
+INSERT_FRESH = _insert_many(check_keys=False)
 
 # A key names one run within its tenant ('' for none), as run_keys says.
 GET_BY_KEYS = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN"

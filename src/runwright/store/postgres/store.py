@@ -340,17 +340,26 @@ class PostgresStore(SqlStore):
         # statement, atomic by itself, and the read of keys that already existed would see
         # a snapshot of its own under READ COMMITTED inside a transaction too.
         async with self._conn() as conn:
-            runs = await self._insert(conn, params, now)
+            runs = await self._insert(conn, params, now, fresh=all(p.key_is_fresh for p in params))
         self.hub.fire(QUEUED)
         return runs
 
     async def _insert(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
-                      now: float) -> list[Run]:
+                      now: float, fresh: bool = False) -> list[Run]:
+        """`fresh`: every key was made for this submission (outside a transaction only: a
+        collision fails the statement, and it is retried checking keys)."""
         rows_json = json.dumps([(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
                                  p.timeout_s, p.run_at if p.run_at is not None else now,
                                  p.parent_id, p.budget, p.deadline_at, p.thread, p.tenant,
                                  p.traceparent, p.version, p.major) for p in params])
-        rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
+        rows = None
+        if fresh:
+            try:
+                rows = await conn.fetch(self._sql(sql.INSERT_FRESH), rows_json, now, self.channels["queued"])
+            except asyncpg.UniqueViolationError:
+                pass  # a retry of an insert that committed: its runs are read below
+        if rows is None:
+            rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
         found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}
         missing: dict[str, list[str]] = {}
         for p in params:
