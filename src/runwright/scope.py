@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .attempts import Attempt, attempts_of
 from .budget import Budget
@@ -34,6 +34,7 @@ from .store.params import (
     RunCancelParams,
     RunCountParams,
     RunEndedParams,
+    RunInsertParams,
     RunListParams,
     RunQueueStatsParams,
     RunRetryParams,
@@ -123,29 +124,31 @@ class RunScope:
                           /, *, priority: int | None = None, delay_s: float | None = None,
                           queue: str | None = None, tenant: str | None = None,
                           traceparent: str | None = None) -> list[RunHandle]:
-        """Submit many runs of one task in one round trip. Each item is the task's keyword
+        """Submit many runs of one task as one write (atomic). Each item is the task's keyword
         arguments, or a `Call` carrying its own key, priority, delay, run_at or
-        traceparent. Every item is checked before anything is written: one bad item
-        refuses the whole batch."""
+        traceparent. One bad item refuses the whole batch: nothing of it is written."""
         spec = self._runtime.registry.task_spec(task)
         await self._ready()  # first, as in submit
         now_s = self._runtime.clock()
         tenant = self._tenant_for(tenant)
-        params = []
-        for index, item in enumerate(items):
-            call = item if isinstance(item, Call) else Call(kwargs=item)
-            submission = Submission(
-                key=call.key, priority=call.priority if call.priority is not None else priority,
-                delay_s=call.delay_s if call.delay_s is not None else delay_s,
-                run_at=call.run_at, queue=queue, tenant=tenant,
-                traceparent=call.traceparent if call.traceparent is not None else traceparent)
-            try:
-                params.append(insert_params(spec, spec.bind((), dict(call.kwargs)), submission,
-                                            now_s=now_s, limits=self._runtime.limits,
-                                            version=self._runtime.registry.version))
-            except InvalidInput as exc:
-                raise type(exc)(f"item {index}: {exc}") from exc
-        runs = await self._runtime.store.run_insert_many(params)
+
+        def checked() -> Iterator[RunInsertParams]:
+            # Pulled by the store as it writes: a store may send the first items while it
+            # checks the next (PostgreSQL does), and one that fails writes nothing.
+            for index, item in enumerate(items):
+                call = item if isinstance(item, Call) else Call(kwargs=item)
+                submission = Submission(
+                    key=call.key, priority=call.priority if call.priority is not None else priority,
+                    delay_s=call.delay_s if call.delay_s is not None else delay_s,
+                    run_at=call.run_at, queue=queue, tenant=tenant,
+                    traceparent=call.traceparent if call.traceparent is not None else traceparent)
+                try:
+                    yield insert_params(spec, spec.bind((), dict(call.kwargs)), submission, now_s=now_s,
+                                        limits=self._runtime.limits, version=self._runtime.registry.version)
+                except InvalidInput as exc:
+                    raise type(exc)(f"item {index}: {exc}") from exc
+
+        runs = await self._runtime.store.run_insert_many(checked())
         return [RunHandle(self, run) for run in runs]
 
     # -- one run --------------------------------------------------------------------

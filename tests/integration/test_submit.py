@@ -84,6 +84,24 @@ async def test_submit_many_in_one_batch_with_per_item_options(app):
     assert again[0].id == handles[1].id and again[0].existed
 
 
+async def test_a_large_batch_is_one_batch_in_submission_order(app):
+    """Sent in chunks on PostgreSQL: keys repeated across chunks and keys taken before
+    still make one run each, and the handles keep the items' order."""
+    send = _tasks(app)
+    (old,) = await app.submit_many(send, [rw.Call({"to": "old"}, key="old")])
+    items = [rw.Call({"to": str(n)}, key="kb") if n in (5, 600) else
+             rw.Call({"to": "again"}, key="old") if n == 999 else {"to": str(n)} for n in range(1000)]
+    handles = await app.submit_many(send, (item for item in items))  # any iterable
+    assert [h.run.arguments()["to"] for h in handles[:5]] == ["0", "1", "2", "3", "4"]
+    assert handles[600].id == handles[5].id and handles[600].existed and not handles[5].existed
+    assert handles[999].id == old.id and handles[999].existed
+    assert handles[999].run.arguments() == {"to": "old"}
+    fresh = [h for n, h in enumerate(handles) if n not in (600, 999)]
+    assert not any(h.existed for h in fresh) and len({h.id for h in fresh}) == 998
+    assert [h.id for h in fresh] == sorted(h.id for h in fresh), "ids in submission order"
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 999}
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda app, t: app.submit("nope"), rw.UnknownTask, "unknown task 'nope'"),
     (lambda app, t: app.submit(t), rw.BadArguments, "missing a required argument"),
@@ -100,6 +118,11 @@ async def test_submit_many_in_one_batch_with_per_item_options(app):
     (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
     (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
     (lambda app, t: app.submit_many(t, [{"to": "a"}, {"too": "b"}]), rw.BadArguments, "item 1"),
+    # Far into a large batch, after PostgreSQL has sent the first chunks of it.
+    (lambda app, t: app.submit_many(t, [{"to": str(n)} for n in range(950)] + [{"too": "b"}]),
+     rw.BadArguments, "item 950"),
+    (lambda app, t: app.submit_many(t, (rw.Call({"to": "a"}, key=f"k{n}") if n < 999 else {"to": 1, "x": 2}
+                                        for n in range(1000))), rw.BadArguments, "item 999"),
 ])
 async def test_bad_input_is_refused_and_nothing_is_written(app, call, error, match):
     send = _tasks(app)

@@ -8,7 +8,7 @@ own dialect; the behaviour is specified by the conformance scenarios in
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from ..clock import Clock
 from ..journal import Event, StepRecord, ThreadEvent
@@ -118,9 +118,10 @@ class Notifications(Protocol):
 
 
 class RunStore(Protocol):
-    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+    async def run_insert_many(self, params: Iterable[RunInsertParams]) -> list[Run]:
         """Insert runs, each with its `submitted` event; an existing (tenant, key) returns
-        the existing run, marked `existed`."""
+        the existing run, marked `existed`. A store may pull `params` as it writes; an
+        error raised while pulling them writes none of them."""
 
     async def run_insert_threaded(self, params: RunInsertParams) -> Run:
         """Submit to `params.thread` of `params.tenant`, applying the busy policy

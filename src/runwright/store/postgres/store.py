@@ -15,13 +15,14 @@ which must hold a session, go to the direct URL (see `pooling`).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
 import time
 import zlib
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import asyncpg
 
@@ -60,6 +61,8 @@ DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 
 log = logging.getLogger("runwright.store.postgres")
 MIGRATIONS = load_migrations("runwright.store.postgres")
+# Runs per statement when a batch is sent in chunks (_insert_pipelined).
+INSERT_CHUNK = 200
 # Errors that mean "the connection or server went away": transient, worth a retry.
 # InternalClientError is how asyncpg sometimes reports a session killed mid-operation
 # (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
@@ -332,15 +335,22 @@ class PostgresStore(SqlStore):
 
     # -- the hot path ---------------------------------------------------------------
 
-    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
-        if not params:
+    async def run_insert_many(self, params: Iterable[RunInsertParams]) -> list[Run]:
+        chunks = _chunks(params, INSERT_CHUNK)  # pulling a chunk checks its items (see scope)
+        first = next(chunks, None)
+        if first is None:
             return []
-        now = self.clock.now(params[0].now)
-        # No BEGIN/COMMIT around it (two round trips of three): the insert is one
-        # statement, atomic by itself, and the read of keys that already existed would see
-        # a snapshot of its own under READ COMMITTED inside a transaction too.
+        now = self.clock.now(first[0].now)
+        second = next(chunks, None)
         async with self._conn() as conn:
-            runs = await self._insert(conn, params, now, fresh=all(p.key_is_fresh for p in params))
+            if second is None:
+                # No BEGIN/COMMIT around it (two round trips of three): the insert is one
+                # statement, atomic by itself, and the read of keys that already existed
+                # would see a snapshot of its own under READ COMMITTED inside a
+                # transaction too.
+                runs = await self._insert(conn, first, now, fresh=all(p.key_is_fresh for p in first))
+            else:
+                runs = await self._insert_pipelined(conn, itertools.chain((first, second), chunks), now)
         self.hub.fire(QUEUED)
         return runs
 
@@ -348,10 +358,7 @@ class PostgresStore(SqlStore):
                       now: float, fresh: bool = False) -> list[Run]:
         """`fresh`: every key was made for this submission (outside a transaction only: a
         collision fails the statement, and it is retried checking keys)."""
-        rows_json = json.dumps([(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts,
-                                 p.timeout_s, p.run_at if p.run_at is not None else now,
-                                 p.parent_id, p.budget, p.deadline_at, p.thread, p.tenant,
-                                 p.traceparent, p.version, p.major) for p in params])
+        rows_json = _insert_rows(params, now)
         rows = None
         if fresh:
             try:
@@ -360,6 +367,51 @@ class PostgresStore(SqlStore):
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
             rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
+        return await self._with_existing(conn, params, rows)
+
+    async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
+                                now: float) -> list[Run]:
+        """A large batch in one transaction, a statement per chunk, each sent before the
+        next chunk is pulled: the submitter checks and encodes chunk n+1 (about as long
+        as the server takes to insert one) while the server inserts chunk n. An error
+        pulling a chunk (a bad item) rolls back what was sent: nothing is written. A fresh
+        chunk that collides (a retried insert) aborts the transaction, and the whole batch
+        is then inserted again checking keys."""
+        taken: list[RunInsertParams] = []
+        try:
+            async with conn.transaction():
+                return await self._send_chunks(conn, chunks, now, taken)
+        except asyncpg.UniqueViolationError:
+            pass  # rolled back whole
+        taken += [p for chunk in chunks for p in chunk]
+        return await self._insert(conn, taken, now)
+
+    async def _send_chunks(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
+                           now: float, taken: list[RunInsertParams]) -> list[Run]:
+        """_insert_pipelined's loop; `taken` gathers the items pulled."""
+        rows: list[asyncpg.Record] = []
+        sending: asyncio.Future[list[asyncpg.Record]] | None = None
+        try:
+            for chunk in chunks:
+                taken += chunk
+                statement = sql.INSERT_FRESH if all(p.key_is_fresh for p in chunk) else sql.INSERT_MANY
+                args = (self._sql(statement), _insert_rows(chunk, now), now, self.channels["queued"])
+                if sending is not None:
+                    rows += await sending
+                sending = asyncio.ensure_future(conn.fetch(*args))
+                await asyncio.sleep(0)  # it is sent before the next chunk is pulled
+            if sending is not None:
+                rows += await sending
+            return await self._with_existing(conn, taken, rows)
+        finally:
+            if sending is not None and not sending.done():
+                # The transaction ends only once its session is idle again.
+                await asyncio.gather(sending, return_exceptions=True)
+
+    async def _with_existing(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
+                             rows: Sequence[asyncpg.Record]) -> list[Run]:
+        """The runs an insert made (`rows`) and, read here, those whose key already named
+        one, in the caller's order."""
         found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}
         missing: dict[str, list[str]] = {}
         for p in params:
@@ -510,6 +562,21 @@ def _id_payload(run_ids: Sequence[int]) -> str:
     """Run ids for a notification; '*' (everyone re-reads) past the 8000-byte payload limit."""
     ids = ",".join(str(i) for i in run_ids)
     return ids if len(ids) < sql.PAYLOAD_LIMIT else "*"
+
+
+def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
+    """The $1 of INSERT_MANY and INSERT_FRESH."""
+    return json.dumps([(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+                        p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
+                        p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
+                       for p in params])
+
+
+def _chunks(items: Iterable[RunInsertParams], size: int) -> Iterator[list[RunInsertParams]]:
+    """`items` in lists of `size`, pulled one list at a time."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
 
 
 def _in_order(params: Sequence[RunInsertParams], found: dict[tuple[str, str], Run]) -> list[Run]:

@@ -66,7 +66,7 @@ import json
 import logging
 import os
 import time
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 import redis.asyncio as aioredis
 
@@ -341,7 +341,8 @@ class RedisStore:
 
     # -- submitting -----------------------------------------------------------------------
 
-    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+    async def run_insert_many(self, items: Iterable[RunInsertParams]) -> list[Run]:
+        params = list(items)
         if not params:
             return []
         args: list[Any] = [self._now_arg(params[0].now), len(params)]

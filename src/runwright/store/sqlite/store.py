@@ -23,7 +23,7 @@ import socket
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import SchemaError, StoreError, StoreUnreachable
@@ -300,7 +300,8 @@ class SqliteStore(SqlStore):
 
     # -- the hot path ---------------------------------------------------------------
 
-    async def run_insert_many(self, params: Sequence[RunInsertParams]) -> list[Run]:
+    async def run_insert_many(self, items: Iterable[RunInsertParams]) -> list[Run]:
+        params = list(items)
         if not params:
             return []
         now = self.clock.now(params[0].now)
