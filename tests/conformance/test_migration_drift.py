@@ -1,4 +1,5 @@
-"""The numbered migrations build exactly the schema that `schema.sql` describes."""
+"""The numbered migrations build exactly the schema that `schema.sql` describes, and a
+database that holds nothing is given that schema whole (one script, not every step)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sqlite3
 from importlib import resources
 
 import asyncpg
+import pytest
 
 from runwright.store import store_from_url
 
@@ -33,14 +35,54 @@ def _normal(sql: str) -> str:
 
 
 async def test_sqlite_migrations_match_the_reference_schema(tmp_path):
-    store = store_from_url(f"sqlite:///{tmp_path / 'migrated.db'}")
-    await store.open()
-    await store.migrate()
-    await store.close()
+    await _migrated_step_by_step(f"sqlite:///{tmp_path / 'migrated.db'}")
     fresh = sqlite3.connect(tmp_path / "fresh.db")
     fresh.executescript(_reference("runwright.store.sqlite"))
     migrated = sqlite3.connect(tmp_path / "migrated.db")
     assert _sqlite_shape(migrated) == _sqlite_shape(fresh) != []
+
+
+async def _migrated_step_by_step(url: str) -> None:
+    """Every numbered migration applied in turn, as on a database an early release made
+    (from version 1: from nothing, `migrate` would apply schema.sql itself)."""
+    store = store_from_url(url)
+    await store.open()
+    try:
+        assert await store.migrate(upto=1) == [1]
+        assert await store.migrate() == list(range(2, store.schema_version_known + 1))
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_database_from_nothing_records_every_migration(backend, tmp_path):
+    """The schema whole stands for every step: each is recorded, by name, so a later
+    release finds the database at the last version and applies only what is newer."""
+    schema = "rw_drift_whole"
+    url = f"sqlite:///{tmp_path / 'whole.db'}" if backend == "sqlite" else f"{PG_BASE}?schema={schema}"
+    if backend == "postgres":
+        conn = await asyncpg.connect(PG_BASE)
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    try:
+        store = store_from_url(url)
+        await store.open()
+        try:
+            assert await store.migrate() == [m.version for m in store.migrations]
+            async with store._reading() as reading:
+                rows = await reading.fetch("SELECT version, name FROM schema_versions ORDER BY version")
+            assert [tuple(row) for row in rows] == [(m.version, m.name) for m in store.migrations]
+        finally:
+            await store.close()
+        again = store_from_url(url)
+        await again.open()
+        try:
+            assert await again.migrate() == []  # nothing left to apply
+        finally:
+            await again.close()
+    finally:
+        if backend == "postgres":
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            await conn.close()
 
 
 async def _pg_shape(conn: asyncpg.Connection, schema: str) -> dict[str, list]:
@@ -50,6 +92,13 @@ async def _pg_shape(conn: asyncpg.Connection, schema: str) -> dict[str, list]:
         " ORDER BY table_name, ordinal_position", schema)
     indexes = await conn.fetch("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1"
                                " AND tablename != 'schema_versions' ORDER BY indexname", schema)
+    relations = await conn.fetch(
+        "SELECT c.relname, c.relkind, c.relpersistence, c.reloptions FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1"
+        " AND c.relname NOT LIKE 'schema_versions%' ORDER BY c.relname", schema)
+    sequences = await conn.fetch(
+        "SELECT sequencename, data_type::text, start_value, increment_by, cycle FROM pg_sequences"
+        " WHERE schemaname = $1 ORDER BY sequencename", schema)
     checks = await conn.fetch(
         "SELECT conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
         " JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1 ORDER BY conname", schema)
@@ -57,6 +106,8 @@ async def _pg_shape(conn: asyncpg.Connection, schema: str) -> dict[str, list]:
         "columns": [tuple(r) for r in columns],
         "indexes": [(r[0], r[1].replace(f"{schema}.", "")) for r in indexes],
         "constraints": [(r[0], r[1]) for r in checks if not r[0].startswith("schema_versions")],
+        "relations": [tuple(r) for r in relations],
+        "sequences": [tuple(r) for r in sequences],
     }
 
 
@@ -66,10 +117,7 @@ async def test_postgres_migrations_match_the_reference_schema():
     try:
         for schema in (migrated, fresh):
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        store = store_from_url(f"{PG_BASE}?schema={migrated}")
-        await store.open()
-        await store.migrate()
-        await store.close()
+        await _migrated_step_by_step(f"{PG_BASE}?schema={migrated}")
         await conn.execute(f'CREATE SCHEMA "{fresh}"')
         await conn.execute(f'SET search_path TO "{fresh}"')
         await conn.execute(_reference("runwright.store.postgres"))

@@ -1,4 +1,5 @@
-"""Numbered migrations: `NNNN_name.sql` files in each backend's `migrations/` folder."""
+"""Numbered migrations: `NNNN_name.sql` files in each backend's `migrations/` folder, and
+beside them `schema.sql`, the schema they build, whole (the drift test holds the two equal)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations"]
+__all__ = ["Migration", "load_migrations", "load_schema"]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -30,3 +31,11 @@ def load_migrations(package: str) -> list[Migration]:
     if versions != list(range(1, len(found) + 1)):
         raise RuntimeError(f"{package}: migrations must be numbered 1..n without gaps, got {versions}")
     return found
+
+
+def load_schema(package: str, migrations: list[Migration]) -> Migration:
+    """`package`'s schema.sql as one step to the last of `migrations`: what a database that
+    holds nothing of ours is given, instead of every step since the first (which creates
+    tables only to alter or drop them)."""
+    text = resources.files(package).joinpath("schema.sql").read_text()
+    return Migration(migrations[-1].version, "schema", text)

@@ -12,6 +12,7 @@ refuses to start rather than mistake live workers for dead ones.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Awaitable, Callable
 
 import asyncpg
@@ -39,26 +40,33 @@ async def refuse_transaction_pooler(dsn: str, *, direct: bool = False) -> None:
     never raises a false alarm; a pooler that lends sessions round-robin may slip past
     one look, hence a few.
     """
-    first = await _connect(dsn)
+    first, second = await _connect_two(dsn)
     try:
-        second = await _connect(dsn)
-        try:
-            for _ in range(LOOKS):
-                pid = await first.fetchval(_PID)
-                async with second.transaction():
-                    shared = await second.fetchval(_PID) == pid
-                    moved = await first.fetchval(_PID) != pid
-                if shared or moved:
-                    fix = (f"{DIRECT_OPTION}= must be the URL of the PostgreSQL server itself" if direct
-                           else f"add the URL option {DIRECT_OPTION}=<URL of the PostgreSQL server itself>")
-                    raise ConfigError(
-                        f"postgresql: {safe_dsn(dsn)} is a transaction pooler (its server sessions"
-                        f" serve other clients between transactions), which cannot hold a worker's"
-                        f" liveness mark or LISTEN: {fix}")
-        finally:
-            await close_quietly(second)
+        for _ in range(LOOKS):
+            pid = await first.fetchval(_PID)
+            async with second.transaction():
+                shared = await second.fetchval(_PID) == pid
+                moved = await first.fetchval(_PID) != pid
+            if shared or moved:
+                fix = (f"{DIRECT_OPTION}= must be the URL of the PostgreSQL server itself" if direct
+                       else f"add the URL option {DIRECT_OPTION}=<URL of the PostgreSQL server itself>")
+                raise ConfigError(
+                    f"postgresql: {safe_dsn(dsn)} is a transaction pooler (its server sessions"
+                    f" serve other clients between transactions), which cannot hold a worker's"
+                    f" liveness mark or LISTEN: {fix}")
     finally:
-        await close_quietly(first)
+        await asyncio.gather(close_quietly(first), close_quietly(second))
+
+
+async def _connect_two(dsn: str) -> tuple[asyncpg.Connection, asyncpg.Connection]:
+    """Two sessions, opened at once (each connect is a few round trips of waiting); if
+    either fails, the other is closed and the failure raised."""
+    made = await asyncio.gather(_connect(dsn), _connect(dsn), return_exceptions=True)
+    sessions = [m for m in made if isinstance(m, asyncpg.Connection)]
+    if len(sessions) < len(made):
+        await asyncio.gather(*map(close_quietly, sessions))
+        raise next(m for m in made if isinstance(m, BaseException))
+    return sessions[0], sessions[1]
 
 
 async def require_same_database(pooled_dsn: str, direct_dsn: str,

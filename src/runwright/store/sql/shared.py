@@ -85,6 +85,7 @@ class SqlStore(ABC):
     clock: Clock
     dialect: Dialect
     migrations: list[Migration]
+    whole_schema: Migration  # schema.sql: what the migrations build (see migrate)
     schema_version_known: int
     where: str  # names the database in messages ("schema 'x'", "file.db")
     # Where a run is found by its key, and what frees the keys of runs about to be removed:
@@ -140,20 +141,26 @@ class SqlStore(ABC):
     async def _check_schema_known(self) -> None:
         rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where)
 
-    async def migrate(self) -> list[int]:
+    async def migrate(self, upto: int | None = None) -> list[int]:
+        """Apply the migrations this database lacks, up to version `upto` (default: all),
+        in one transaction; the versions applied."""
         async with self._transaction() as conn:
             await self._before_migrate(conn)
             await conn.execute("CREATE TABLE IF NOT EXISTS schema_versions (version integer PRIMARY KEY,"
                                " name text NOT NULL, applied_at double precision NOT NULL)")
             current = int(await conn.fetchval("SELECT coalesce(max(version), 0) FROM schema_versions"))
             rules.check_schema_known(current, self.schema_version_known, self.where)
-            applied = []
-            for migration in self.migrations[current:]:
+            pending = self.migrations[current:upto]
+            # From nothing to the last, the schema whole: one script, a fraction of the
+            # steps' DDL (PostgreSQL: 45 -> 30 ms, most of opening a fresh database).
+            whole = current == 0 and pending and pending[-1].version == self.whole_schema.version
+            for migration in [self.whole_schema] if whole else pending:
                 await self._apply_migration(conn, migration)
-                await conn.execute("INSERT INTO schema_versions VALUES ($1, $2, $3)",
-                                   migration.version, migration.name, self.clock.now())
-                applied.append(migration.version)
-            return applied
+            if pending:
+                now = self.clock.now()
+                await conn.executemany("INSERT INTO schema_versions VALUES ($1, $2, $3)",
+                                       [(m.version, m.name, now) for m in pending])
+            return [m.version for m in pending]
 
     # -- reading runs -------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from ...runs import Run
 from ...waiting import halt
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
-from ..migrations import Migration, load_migrations
+from ..migrations import Migration, load_migrations, load_schema
 from ..params import (
     EventAppendParams,
     RunClaimParams,
@@ -51,6 +51,7 @@ __all__ = ["SqliteStore"]
 
 T = TypeVar("T")
 MIGRATIONS = load_migrations("runwright.store.sqlite")
+WHOLE_SCHEMA = load_schema("runwright.store.sqlite", MIGRATIONS)
 POLL_INTERVAL_S = 0.005
 
 
@@ -168,6 +169,7 @@ class SqliteStore(SqlStore):
 
     dialect = SQLITE
     migrations = MIGRATIONS
+    whole_schema = WHOLE_SCHEMA
     schema_version_known = MIGRATIONS[-1].version
 
     def __init__(self, url: str, path: str, *, synchronous: str = "NORMAL",
