@@ -145,6 +145,7 @@ class PostgresStore(SqlStore):
         self.session_name = f"runwright:{schema}:{os.getpid()}"[:63]
         self._settings = {"application_name": self.session_name}
         self._pool: asyncpg.Pool | None = None
+        self._claiming: asyncpg.Pool | None = None  # see GENERIC_PLAN
         self._listener: asyncio.Task[None] | None = None
         self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT,
                             self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
@@ -167,9 +168,7 @@ class PostgresStore(SqlStore):
         cache = {"statement_cache_size": 0} if self.pooled else {}
         # The pool's first session is made while the URLs are checked: opening costs
         # one connection's time less (a tenth of opening a fresh database).
-        pool = asyncio.ensure_future(asyncpg.create_pool(
-            self.dsn, min_size=1, max_size=self._pool_size, timeout=10,
-            server_settings=self._settings, reset=_no_reset, **cache))
+        pool = asyncio.ensure_future(self._create_pool(1, self._pool_size, self._settings, cache))
         made: asyncpg.Pool | BaseException
         try:
             try:
@@ -179,6 +178,8 @@ class PostgresStore(SqlStore):
                 self._pool = made if isinstance(made, asyncpg.Pool) else None
             if isinstance(made, BaseException):
                 raise made
+            if not self.pooled:  # no session is made until a claim asks for one
+                self._claiming = await self._create_pool(0, 2, {**self._settings, **GENERIC_PLAN}, {})
         except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
             await self.close()
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
@@ -192,6 +193,13 @@ class PostgresStore(SqlStore):
         except BaseException:
             await self.close()
             raise
+
+    async def _create_pool(self, min_size: int, max_size: int, settings: dict[str, str],
+                           options: dict[str, Any]) -> asyncpg.Pool:
+        pool: asyncpg.Pool = await asyncpg.create_pool(
+            self.dsn, min_size=min_size, max_size=max_size, timeout=10, server_settings=settings,
+            reset=_no_reset, **options)
+        return pool
 
     async def _check_urls(self) -> None:
         """ConfigError unless the URL (or, behind a pooler, the direct one) reaches a
@@ -226,15 +234,18 @@ class PostgresStore(SqlStore):
             await halt(self._listener)
             self._listener = None
         await self._marks.close()
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        for pool in (self._claiming, self._pool):
+            if pool is not None:
+                await pool.close()
+        self._pool = self._claiming = None
 
     @asynccontextmanager
-    async def _conn(self) -> AsyncIterator[asyncpg.Connection]:
-        assert self._pool is not None, "store is not open"
+    async def _conn(self, pool: asyncpg.Pool | None = None) -> AsyncIterator[asyncpg.Connection]:
+        """A session of `pool` (default: the store's), its failures as StoreErrors."""
+        pool = pool or self._pool
+        assert pool is not None, "store is not open"
         try:
-            async with self._pool.acquire() as conn:
+            async with pool.acquire() as conn:
                 try:
                     yield conn
                 except TRANSIENT:
@@ -446,10 +457,10 @@ class PostgresStore(SqlStore):
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
         now = self.clock.judged(params.now)
-        rows = await self._fetch_raw(sql.CLAIM, list(params.queues), list(params.tasks), now,
-                                     params.limit, params.worker_id, params.lease_s,
-                                     self.channels["events"],
-                                     None if params.majors is None else rules.claim_keys(params.majors))
+        async with self._conn(self._claiming) as conn:
+            rows = await conn.fetch(self._sql(sql.CLAIM), list(params.queues), list(params.tasks), now,
+                                    params.limit, params.worker_id, params.lease_s, self.channels["events"],
+                                    None if params.majors is None else rules.claim_keys(params.majors))
         runs = [run_from_row(row) for row in rows]
         runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
         return runs
@@ -569,6 +580,19 @@ class PostgresStore(SqlStore):
             await super().worker_deregister(worker_id)
         finally:
             await self._marks.release(worker_id)
+
+
+# The claim's sessions plan it once. PostgreSQL plans a prepared statement anew for every
+# call while its generic plan (one for any values) looks dearer than the calls' own, and
+# the claim's always does (its LIMIT and arrays unknown); yet both are the same walk of
+# runs_due (see sql.CLAIM), and planning was a fifth of a claim of 64 (claim+finish of
+# 64: 56 -> 49 µs of server CPU a run). Without JIT: a generic plan is costed for an
+# unknown LIMIT, over the JIT thresholds once a million runs wait, and compiling took
+# 0.5 s a claim (a claim is never long enough to repay compiling). Settings of these
+# sessions only: elsewhere a statement's plan may rightly depend on its values. Not
+# behind a transaction pooler, which refuses them at connect (and would lend the session
+# to other clients).
+GENERIC_PLAN = {"plan_cache_mode": "force_generic_plan", "jit": "off"}
 
 
 async def _no_reset(_conn: asyncpg.Connection) -> None:
