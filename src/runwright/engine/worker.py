@@ -380,6 +380,7 @@ class Worker:
                     self._instruments.lease_lost(span)
                     return
                 crash_point("worker.before_finish")
+                finish.alone = run.parent_id is None and run.thread is None
                 active.finishing = True
                 self._finishing += 1
                 self._slot_freed.set()

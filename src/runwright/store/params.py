@@ -214,6 +214,9 @@ class RunFinishParams:
     event_kind: str | None = None
     event_data: str = "{}"
     now: float | None = None
+    # The run has no parent and no thread (both fixed at submission): its end sets nothing
+    # else off, so a store may write it with no follow-up (see PostgreSQL's finish).
+    alone: bool = False
 
     @property
     def kind(self) -> str:
