@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from importlib import resources
 
 import asyncpg
 import pytest
 
 from runwright.store import store_from_url
+from runwright.store.migrations import schema_sql
 
 from ..conftest import PG_BASE
-
-
-def _reference(package: str) -> str:
-    return resources.files(package).joinpath("schema.sql").read_text()
 
 
 def _sqlite_shape(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -37,7 +33,7 @@ def _normal(sql: str) -> str:
 async def test_sqlite_migrations_match_the_reference_schema(tmp_path):
     await _migrated_step_by_step(f"sqlite:///{tmp_path / 'migrated.db'}")
     fresh = sqlite3.connect(tmp_path / "fresh.db")
-    fresh.executescript(_reference("runwright.store.sqlite"))
+    fresh.executescript(schema_sql("runwright.store.sqlite"))
     migrated = sqlite3.connect(tmp_path / "migrated.db")
     assert _sqlite_shape(migrated) == _sqlite_shape(fresh) != []
 
@@ -120,7 +116,7 @@ async def test_postgres_migrations_match_the_reference_schema():
         await _migrated_step_by_step(f"{PG_BASE}?schema={migrated}")
         await conn.execute(f'CREATE SCHEMA "{fresh}"')
         await conn.execute(f'SET search_path TO "{fresh}"')
-        await conn.execute(_reference("runwright.store.postgres"))
+        await conn.execute(schema_sql("runwright.store.postgres"))
         got, want = await _pg_shape(conn, migrated), await _pg_shape(conn, fresh)
         assert got == want and got["columns"]
     finally:

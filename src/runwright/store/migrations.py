@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations", "load_schema"]
+__all__ = ["Migration", "load_migrations", "load_schema", "schema_sql"]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -37,5 +37,9 @@ def load_schema(package: str, migrations: list[Migration]) -> Migration:
     """`package`'s schema.sql as one step to the last of `migrations`: what a database that
     holds nothing of ours is given, instead of every step since the first (which creates
     tables only to alter or drop them)."""
-    text = resources.files(package).joinpath("schema.sql").read_text()
-    return Migration(migrations[-1].version, "schema", text)
+    return Migration(migrations[-1].version, "schema", schema_sql(package))
+
+
+def schema_sql(package: str) -> str:
+    """The text of `package`'s schema.sql."""
+    return resources.files(package).joinpath("schema.sql").read_text()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 
+from ..migrations import schema_sql
 from ..rules import REQUEUE_STOPS
 from ..sql.columns import R_COLUMNS, RUN_COLUMNS
 from ..sql.statements import stop_error_case, stop_state_case
@@ -324,8 +324,7 @@ WHERE run_id = $1 AND position = $2 AND fence = $3 AND name = $4 AND status = $5
 # would cost the one-statement hot path a BEGIN and a COMMIT. A qualified name costs nothing.
 # Every table of the schema (read from schema.sql, so that a migration's new table is
 # qualified without anyone remembering to list it), and the migrations' own table.
-TABLES = (*re.findall(r"^CREATE TABLE (\w+)", resources.files(__package__).joinpath(
-    "schema.sql").read_text(), flags=re.M), "schema_versions")
+TABLES = (*re.findall(r"^CREATE TABLE (\w+)", schema_sql(__package__), flags=re.M), "schema_versions")
 _SEQUENCE_REFERENCE = re.compile(r"nextval\('(\w+)'\)")
 _TABLE_REFERENCE = re.compile(rf"\b(FROM|JOIN|INTO|UPDATE)(\s+)({'|'.join(TABLES)})\b")
 

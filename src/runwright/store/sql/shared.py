@@ -152,7 +152,7 @@ class SqlStore(ABC):
             rules.check_schema_known(current, self.schema_version_known, self.where)
             pending = self.migrations[current:upto]
             # From nothing to the last, the schema whole: one script, a fraction of the
-            # steps' DDL (PostgreSQL: 45 -> 30 ms, most of opening a fresh database).
+            # steps' DDL (PostgreSQL: 45 -> 32 ms, most of opening a fresh database).
             whole = current == 0 and pending and pending[-1].version == self.whole_schema.version
             for migration in [self.whole_schema] if whole else pending:
                 await self._apply_migration(conn, migration)
