@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
 import random
 import sqlite3
@@ -82,6 +83,10 @@ class Figures:
     # the database's None on SQLite, which runs inside the workers.
     drain_cpu_us: tuple[float, float | None] | None = None
     raw_cpu_us: tuple[float, float | None] | None = None
+    # The raw loop again, running each run it claims as an asyncio task (its arguments
+    # decoded, its result encoded): what any asyncio worker pays on top of the database.
+    floor_per_s: float | None = None
+    floor_cpu_us: tuple[float, float | None] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -259,8 +264,20 @@ WHERE id = ? AND fence = ? AND state = 'running'
 """
 
 
-def raw_pg_process(dsn: str, schema: str, batch: int, owner: int, start: Any, done: Any) -> None:
-    """One raw worker: claim a batch, complete it in one statement, until nothing is left."""
+# The floor's run: a no-op task called with its arguments decoded, as a worker calls one.
+FLOOR_ARGS = '{"n": 1}'
+
+
+async def as_tasks(count: int) -> list[str]:
+    """`count` runs of `noop`, each an asyncio task, their results encoded."""
+    tasks = [asyncio.create_task(noop(**json.loads(FLOOR_ARGS))) for _ in range(count)]
+    return [json.dumps(await task) for task in tasks]
+
+
+def raw_pg_process(dsn: str, schema: str, batch: int, floor: bool, owner: int, start: Any,
+                   done: Any) -> None:
+    """One raw worker: claim a batch, complete it in one statement, until nothing is left
+    (with `floor`, each claimed run is executed as a task in between)."""
 
     async def loop() -> tuple[int, float]:
         # Named after the schema, as the store's sessions are: the CPU meter finds its backend.
@@ -270,6 +287,8 @@ def raw_pg_process(dsn: str, schema: str, batch: int, owner: int, start: Any, do
             cpu0 = released(start)
             total = 0
             while rows := await conn.fetch(PG_RAW_CLAIM, time.time(), batch, owner):
+                if floor:
+                    await as_tasks(len(rows))
                 await conn.execute(PG_RAW_COMPLETE, [r[0] for r in rows], [r[1] for r in rows])
                 total += len(rows)
             finished(start, done, total, cpu0)  # the session stays until its CPU was read
@@ -281,8 +300,14 @@ def raw_pg_process(dsn: str, schema: str, batch: int, owner: int, start: Any, do
         runner.run(loop())
 
 
-def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any) -> None:
+def raw_sqlite_process(path: str, batch: int, floor: bool, owner: int, start: Any, done: Any) -> None:
     """One raw worker on SQLite: the same cycle, each step its own BEGIN IMMEDIATE."""
+    with event_loop_runner() as runner:
+        raw_sqlite_loop(path, batch, owner, start, done, runner if floor else None)
+
+
+def raw_sqlite_loop(path: str, batch: int, owner: int, start: Any, done: Any,
+                    floor: asyncio.Runner | None) -> None:
     conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
@@ -295,6 +320,8 @@ def raw_sqlite_process(path: str, batch: int, owner: int, start: Any, done: Any)
         conn.execute("COMMIT")
         if not rows:
             break
+        if floor is not None:
+            floor.run(as_tasks(len(rows)))
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(SQLITE_RAW_COMPLETE, rows)
         conn.execute("COMMIT")
@@ -336,7 +363,8 @@ return 1
 """
 
 
-def raw_redis_process(url: str, due_key: str, batch: int, owner: int, start: Any, done: Any) -> None:
+def raw_redis_process(url: str, due_key: str, batch: int, floor: bool, owner: int, start: Any,
+                      done: Any) -> None:
     """One raw worker on Redis: claim a batch in one script, complete it in another."""
 
     async def loop() -> tuple[int, float]:
@@ -348,6 +376,8 @@ def raw_redis_process(url: str, due_key: str, batch: int, owner: int, start: Any
             cpu0 = released(start)
             total = 0
             while flat := await claim(keys=[due_key], args=[time.time(), batch, owner]):
+                if floor:
+                    await as_tasks(len(flat) // 2)
                 await complete(keys=[due_key], args=flat)
                 total += len(flat) // 2
             finished(start, done, total, cpu0)
@@ -410,20 +440,24 @@ def race_raw(target: Callable[..., None], target_args: tuple[Any, ...], processe
     return RawRace(elapsed, sum(totals), sum(cpus), db_s)
 
 
-async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figures: Figures) -> None:
+async def measure_raw_pg(dsn: str, schema: str, args: argparse.Namespace, figures: Figures,
+                         floor: bool = False) -> None:
     conn = await asyncpg.connect(dsn, server_settings={"search_path": schema})
     try:
+        await conn.execute("DROP TABLE IF EXISTS raw_runs")  # the floor's race refills it
         await conn.execute(PG_RAW_SETUP)
         await conn.execute(PG_RAW_FILL, args.runs)
     finally:
         await conn.close()
-    race = await asyncio.to_thread(race_raw, raw_pg_process, (dsn, schema, args.concurrency),
+    race = await asyncio.to_thread(race_raw, raw_pg_process, (dsn, schema, args.concurrency, floor),
                                    args.workers, pg_backends(dsn, schema))
-    record_raw(figures, args, race)
+    record_raw(figures, args, race, floor)
 
 
-async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: Figures) -> None:
-    due_key = f"raw:{{{namespace}}}:due"
+async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: Figures,
+                            floor: bool = False) -> None:
+    prefix = "floor" if floor else "raw"  # keys of their own: the floor's race starts full
+    due_key = f"{prefix}:{{{namespace}}}:due"
     client = redis.asyncio.Redis.from_url(common.REDIS_URL)
     try:
         now = time.time()
@@ -431,18 +465,19 @@ async def measure_raw_redis(namespace: str, args: argparse.Namespace, figures: F
             pipe = client.pipeline(transaction=False)
             for run_id in range(start + 1, min(args.runs, start + 1000) + 1):
                 member = f"{run_id:020d}"
-                pipe.hset(f"raw:{{{namespace}}}:run:{member}", mapping={"state": "queued", "fence": 0})
+                pipe.hset(f"{prefix}:{{{namespace}}}:run:{member}", mapping={"state": "queued", "fence": 0})
                 pipe.zadd(due_key, {member: now})
             await pipe.execute()
     finally:
         await client.aclose()
     race = await asyncio.to_thread(race_raw, raw_redis_process,
-                                   (common.REDIS_URL, due_key, args.concurrency), args.workers,
+                                   (common.REDIS_URL, due_key, args.concurrency, floor), args.workers,
                                    redis_server(common.REDIS_URL))
-    record_raw(figures, args, race)
+    record_raw(figures, args, race, floor)
 
 
-async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figures) -> None:
+async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figures,
+                             floor: bool = False) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.executescript(SQLITE_RAW_SETUP)
@@ -452,22 +487,27 @@ async def measure_raw_sqlite(path: str, args: argparse.Namespace, figures: Figur
                      [(now,)] * args.runs)
     conn.execute("COMMIT")
     conn.close()
-    race = await asyncio.to_thread(race_raw, raw_sqlite_process, (path, args.concurrency),
+    race = await asyncio.to_thread(race_raw, raw_sqlite_process, (path, args.concurrency, floor),
                                    args.workers)
-    record_raw(figures, args, race)
+    record_raw(figures, args, race, floor)
 
 
-def record_raw(figures: Figures, args: argparse.Namespace, race: RawRace) -> None:
+def record_raw(figures: Figures, args: argparse.Namespace, race: RawRace, floor: bool) -> None:
     total = race.total
+    what = "python floor" if floor else "raw baseline"
     if total != args.runs:
-        figures.notes.append(f"raw baseline completed {total} of {args.runs} rows")
-    figures.raw_per_s = total / race.elapsed_s
-    figures.raw_cpu_us = (1e6 * race.workers_cpu_s / total,
-                          None if race.database_cpu_s is None else 1e6 * race.database_cpu_s / total)
+        figures.notes.append(f"{what} completed {total} of {args.runs} rows")
+    per_s = total / race.elapsed_s
+    cpu_us = (1e6 * race.workers_cpu_s / total,
+              None if race.database_cpu_s is None else 1e6 * race.database_cpu_s / total)
+    if floor:
+        figures.floor_per_s, figures.floor_cpu_us = per_s, cpu_us
+    else:
+        figures.raw_per_s, figures.raw_cpu_us = per_s, cpu_us
     language = "Lua" if figures.backend == "redis" else "SQL"
-    say(figures.backend, f"raw {language} claim+complete, {args.workers} processes, batch "
-                         f"{args.concurrency}: {figures.raw_per_s:,.0f} runs/s; "
-                         f"CPU per run {cpu_pair(figures.raw_cpu_us)}")
+    loop = "the same, each run an asyncio task" if floor else f"raw {language} claim+complete"
+    say(figures.backend, f"{loop}, {args.workers} processes, batch {args.concurrency}: "
+                         f"{per_s:,.0f} runs/s; CPU per run {cpu_pair(cpu_us)}")
 
 
 # -- one backend, start to end ----------------------------------------------------------
@@ -481,12 +521,13 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         await bench_framework(session.bench, session.workers, args, figures,
                               meter_of(backend, session.workers, args.pg_url, session.schema))
         await session.bench.close()  # before the raw phase: nothing of ours competes for the CPU
-        if backend == "sqlite":
-            await measure_raw_sqlite(str(tmp / "raw.db"), args, figures)
-        elif backend == "redis":
-            await measure_raw_redis(session.schema, args, figures)
-        else:
-            await measure_raw_pg(args.pg_url, session.schema, args, figures)
+        for floor in (False, True):
+            if backend == "sqlite":
+                await measure_raw_sqlite(str(tmp / ("floor.db" if floor else "raw.db")), args, figures, floor)
+            elif backend == "redis":
+                await measure_raw_redis(session.schema, args, figures, floor)
+            else:
+                await measure_raw_pg(args.pg_url, session.schema, args, figures, floor)
     return figures
 
 
@@ -522,12 +563,12 @@ def rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}/s"
 
 
-def share(f: Figures) -> str:
-    """The drain's rate as a share of the raw SQL limit: what runwright keeps of what the
-    database allows on this machine."""
-    if f.drain_per_s is None or not f.raw_per_s:
+def share(part: float | None, whole: float | None) -> str:
+    """`part` as a share of `whole`: the drain's of the raw limit is what runwright keeps
+    of what the database allows on this machine."""
+    if part is None or not whole:
         return "-"
-    return f"{100 * f.drain_per_s / f.raw_per_s:.0f}%"
+    return f"{100 * part / whole:.0f}%"
 
 
 def cpu_pair(us: tuple[float, float | None] | None) -> str:
@@ -561,9 +602,13 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("submit_many", lambda f: rate(f.submit_per_s)),
         ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
         ("  raw limit (SQL; Lua on Redis)", lambda f: rate(f.raw_per_s)),
-        ("  drain / raw", share),
+        ("  drain / raw", lambda f: share(f.drain_per_s, f.raw_per_s)),
+        ("  python floor (raw, a task per run)", lambda f: rate(f.floor_per_s)),
+        ("  floor / raw; drain / floor", lambda f: f"{share(f.floor_per_s, f.raw_per_s)}; "
+                                                   f"{share(f.drain_per_s, f.floor_per_s)}"),
         ("CPU per run, drain", lambda f: cpu_pair(f.drain_cpu_us)),
         ("CPU per run, raw", lambda f: cpu_pair(f.raw_cpu_us)),
+        ("CPU per run, floor", lambda f: cpu_pair(f.floor_cpu_us)),
         ("submit+drain, workers up", lambda f: rate(f.steady_per_s)),
         ("worker start-up", lambda f: "-" if f.startup_s is None else f"{f.startup_s:.2f} s"),
         ("submit-to-start p50/p99", lambda f: pair(f.start_ms, "ms")),
