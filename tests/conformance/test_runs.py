@@ -30,6 +30,24 @@ async def test_insert_returns_queued_runs_in_submission_order(store):
     assert runs[0].run_at == T0 and runs[0].created_at == T0
 
 
+async def test_the_run_an_insert_returns_is_the_run_a_read_returns(store):
+    """A store may build the new runs it returns from what was inserted instead of reading
+    them back: every field must be what a read of the run gives, whatever options it had."""
+    bare = insert()
+    full = insert(priority=0, run_at=T0 + 10.123456789, max_attempts=7)
+    full.timeout_s, full.budget, full.deadline_at = 12.5, '{"max_cost_usd": 0.5}', T0 + 300.25
+    full.tenant, full.version = "acme", "2.1.0"
+    full.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    (parent,) = await store.run_insert_many([insert()])
+    child = insert()
+    child.parent_id = parent.id
+    many = [insert() for _ in range(450)]  # PostgreSQL writes this in chunks
+    returned = await store.run_insert_many([bare, full, child, *many])
+    read = await store.run_get_many([run.id for run in returned])
+    assert returned == sorted(read, key=lambda run: run.id)
+    assert returned[1].version == "2.1.0" and returned[2].parent_id == parent.id
+
+
 async def test_insert_of_an_existing_key_returns_the_existing_run(store):
     (first,) = await store.run_insert_many([insert("same")])
     again, other = await store.run_insert_many([insert("same", task="other"), insert("new")])

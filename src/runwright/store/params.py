@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..runs import RunState
+from ..runs import Run, RunState
 from ..versions import major_of
 
 __all__ = [
@@ -109,6 +109,15 @@ class RunInsertParams:
     @property
     def major(self) -> int | None:
         return None if self.version is None else major_of(self.version)
+
+    def as_run(self, run_id: int, now: float) -> Run:
+        """The run this insert makes, as a read of it returns it: queued at `run_at`
+        (default `now`, its creation time), no attempt yet, its `submitted` event logged."""
+        return Run(run_id, self.key, self.task, self.queue, self.priority, RunState.QUEUED, self.args,
+                   0, self.max_attempts, 0, now if self.run_at is None else self.run_at, now,
+                   self.timeout_s, last_seq=1, parent_id=self.parent_id, budget=self.budget,
+                   deadline_at=self.deadline_at, thread=self.thread, tenant=self.tenant,
+                   traceparent=self.traceparent, version=self.version)
 
 
 @dataclass(slots=True)

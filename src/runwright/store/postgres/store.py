@@ -398,7 +398,7 @@ class PostgresStore(SqlStore):
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
             rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
-        return await self._with_existing(conn, params, rows)
+        return await self._with_existing(conn, params, _made(params, rows, now))
 
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
                                 now: float) -> list[Run]:
@@ -420,30 +420,30 @@ class PostgresStore(SqlStore):
     async def _send_chunks(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
                            now: float, taken: list[RunInsertParams]) -> list[Run]:
         """_insert_pipelined's loop; `taken` gathers the items pulled."""
-        rows: list[asyncpg.Record] = []
+        made: dict[tuple[str, str], Run] = {}
         sending: asyncio.Future[list[asyncpg.Record]] | None = None
+        sent: Sequence[RunInsertParams] = ()  # the chunk `sending` inserts
         try:
             for chunk in chunks:
                 taken += chunk
                 statement = sql.INSERT_FRESH if all(p.key_is_fresh for p in chunk) else sql.INSERT_MANY
                 args = (self._sql(statement), _insert_rows(chunk, now), now, self.channels["queued"])
                 if sending is not None:
-                    rows += await sending
-                sending = asyncio.ensure_future(conn.fetch(*args))
+                    made.update(_made(sent, await sending, now))
+                sending, sent = asyncio.ensure_future(conn.fetch(*args)), chunk
                 await asyncio.sleep(0)  # it is sent before the next chunk is pulled
             if sending is not None:
-                rows += await sending
-            return await self._with_existing(conn, taken, rows)
+                made.update(_made(sent, await sending, now))
+            return await self._with_existing(conn, taken, made)
         finally:
             if sending is not None and not sending.done():
                 # The transaction ends only once its session is idle again.
                 await asyncio.gather(sending, return_exceptions=True)
 
     async def _with_existing(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
-                             rows: Sequence[asyncpg.Record]) -> list[Run]:
-        """The runs an insert made (`rows`) and, read here, those whose key already named
-        one, in the caller's order."""
-        found = {(run.tenant or "", run.key): run for run in map(run_from_row, rows)}
+                             found: dict[tuple[str, str], Run]) -> list[Run]:
+        """The runs an insert made (`found`, by tenant and key) and, read here, those whose
+        key already named one, in the caller's order."""
         missing: dict[str, list[str]] = {}
         for p in params:
             if (p.tenant or "", p.key) not in found:
@@ -621,6 +621,17 @@ def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
                         p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
                         p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
                        for p in params])
+
+
+def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
+          now: float) -> dict[tuple[str, str], Run]:
+    """The runs an insert of `params` made, by tenant and key, from its rows: each run's
+    place in `params` (from 1) and its id."""
+    made = {}
+    for place, run_id, _ in rows:
+        p = params[place - 1]
+        made[p.tenant or "", p.key] = p.as_run(run_id, now)
+    return made
 
 
 def _chunks(items: Iterable[RunInsertParams], size: int) -> Iterator[list[RunInsertParams]]:

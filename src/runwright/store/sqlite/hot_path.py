@@ -27,6 +27,15 @@ _WAKE_PARENTS = SQLITE.prepare(q.WAKE_PARENTS)
 _GET_BY_KEY = SQLITE.prepare(q.GET_BY_KEY)
 
 
+# The id only: the rest of the run is the caller's (RunInsertParams.as_run).
+_INSERT_RUN = (
+    "INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,"
+    " run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
+    " version, major, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
+    " ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+    " ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING id")
+
+
 def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now: float) -> list[Run]:
     """Insert new runs (each with its `submitted` event, seq 1); an existing (tenant, key)
     returns the existing run, marked `existed`."""
@@ -36,20 +45,15 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
     # it. The id is given past every reclaimed one instead (ids are never reused).
     reclaimed_top = conn.execute("SELECT coalesce(max(hi), 0) FROM reclaimed").fetchone()[0]
     for p in params:
-        row = conn.execute(
-            f"INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,"
-            f" run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
-            f" version, major, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
-            f" ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
-            f" ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING {RUN_COLUMNS}",
-            (reclaimed_top, p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
-             p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-             p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)).fetchone()
+        row = conn.execute(_INSERT_RUN, (
+            reclaimed_top, p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+            p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
+            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(_GET_BY_KEY, (p.tenant or "", p.key)).fetchone())
             run.existed = True
         else:
-            run = run_from_row(row)
+            run = p.as_run(row[0], now)
             events.append((run.id, 1, "submitted", rules.submitted_event(run), now))
         out.append(run)
     conn.executemany(_INSERT_EVENTS, events)
