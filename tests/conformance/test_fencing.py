@@ -9,6 +9,7 @@ import pytest
 from runwright.errors import InvalidTransition, RunEnded, RunNotFound
 from runwright.runs import RunState
 from runwright.store.params import (
+    EventListParams,
     RunCancelParams,
     RunExtendParams,
     RunFinishParams,
@@ -57,6 +58,43 @@ async def test_a_superseded_owner_cannot_finish_extend_or_requeue(store):
     assert await store.run_finish_many([RunFinishParams(run.id, retaken.fence, RunState.SUCCEEDED,
                                                         result='"new"', now=T0 + 8)]) == []
     assert (await store.run_get(run.id)).value() == "new"
+
+
+async def test_one_finish_batch_judges_each_end_alone(store):
+    """Ends, a retry, a stale fence and a child's end in one batch: each is written (or
+    refused) as it would be alone, with its own event, and the child wakes its parent."""
+    wid = await store.worker_register(worker())
+    parent_params = insert()
+    (parent,) = await store.run_insert_many([parent_params])
+    (parent,) = await store.run_claim(claim(wid, limit=1))
+    park = RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True, run_at=T0 + 3600,
+                           event_kind="parked", event_data='{"until": 0}', now=T0)
+    assert await store.run_finish_many([park]) == []
+    child = insert()
+    child.parent_id = parent.id
+    await store.run_insert_many([insert(), insert(), insert(), insert(), child])
+    ok, failed, retried, stale, kid = await store.run_claim(claim(wid, limit=5))
+    batch = [RunFinishParams(ok.id, ok.fence, RunState.SUCCEEDED, result='"ok"', now=T0 + 1),
+             RunFinishParams(failed.id, failed.fence, RunState.FAILED, error='{"type": "F"}',
+                             event_data='{"why": 1}', now=T0 + 1),
+             RunFinishParams(retried.id, retried.fence, RunState.QUEUED, error='{"type": "R"}',
+                             run_at=T0 + 60, event_kind="retrying", now=T0 + 1),
+             RunFinishParams(stale.id, stale.fence + 1, RunState.SUCCEEDED, result="1", now=T0 + 1),
+             RunFinishParams(kid.id, kid.fence, RunState.SUCCEEDED, result="2", now=T0 + 1)]
+    assert await store.run_finish_many(batch) == [stale.id]
+    ids = [r.id for r in (ok, failed, retried, stale, kid)]
+    runs = {run.id: run for run in await store.run_get_many(ids)}
+    assert runs[ok.id].state is RunState.SUCCEEDED and runs[ok.id].value() == "ok"
+    assert runs[failed.id].state is RunState.FAILED and json.loads(runs[failed.id].error) == {"type": "F"}
+    assert runs[retried.id].state is RunState.QUEUED and runs[retried.id].run_at == T0 + 60
+    assert runs[stale.id].state is RunState.RUNNING and runs[stale.id].result is None
+    assert runs[kid.id].state is RunState.SUCCEEDED and runs[kid.id].finished_at == T0 + 1
+    last = {run_id: (await store.event_list(EventListParams(run_id)))[-1]
+            for run_id in (ok.id, failed.id, retried.id, stale.id)}
+    assert [(last[r.id].kind, last[r.id].seq) for r in (ok, failed, retried, stale)] == [
+        ("succeeded", 3), ("failed", 3), ("retrying", 3), ("started", 2)]
+    assert last[failed.id].data == {"why": 1}
+    assert (await store.run_get(parent.id)).run_at == T0 + 1  # woken by its child's end
 
 
 async def test_a_finished_run_refuses_a_second_finish(store):
