@@ -10,8 +10,8 @@ import pytest
 from runwright.errors import SchemaError
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.hub import QUEUED, done_topic
-from runwright.store.params import RunCountParams, RunFinishParams, WorkerHeartbeatParams
+from runwright.store.hub import CANCEL, QUEUED, done_topic
+from runwright.store.params import RunCancelParams, RunCountParams, RunFinishParams, WorkerHeartbeatParams
 
 from .helpers import T0, claim, insert, stamp_schema, worker
 
@@ -41,6 +41,30 @@ async def test_notifications_reach_another_connection(store, store_url):
         with other.hub.watch(done_topic(run.id)) as done:
             await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.SUCCEEDED,
                                                          result="1", now=T0)])
+            await asyncio.wait_for(done.wait(), 10)
+    finally:
+        await other.close()
+
+
+async def test_a_worker_listening_without_runs_hears_work_and_cancels_and_widens(store, store_url):
+    """A worker listens without runs' ends and log growth (every claim and finish sends
+    them): it still hears due work and cancels; a follower in its process widens that,
+    and hears a run's end from then on."""
+    other = store_from_url(store_url)
+    await other.open()
+    try:
+        await other.listen(runs=False)
+        wid = await store.worker_register(worker())
+        with other.hub.watch(QUEUED) as queued:
+            await store.run_insert_many([insert()])
+            await asyncio.wait_for(queued.wait(), 10)
+        (run,) = await store.run_claim(claim(wid))
+        with other.hub.watch(CANCEL) as cancel:
+            await store.run_cancel(RunCancelParams(run.id))
+            await asyncio.wait_for(cancel.wait(), 10)
+        await other.listen()
+        with other.hub.watch(done_topic(run.id)) as done:
+            await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.CANCELLED, now=T0)])
             await asyncio.wait_for(done.wait(), 10)
     finally:
         await other.close()

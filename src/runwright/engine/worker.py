@@ -250,7 +250,9 @@ class Worker:
         round trips, made at once, so a start waits for the slowest, not for their sum.
         All of them end (done or failed) before a failure is raised, so the caller's
         clean-up sees what was made (a slot it must free)."""
-        steps: list[Awaitable[object]] = [self._register(), self.store.listen()]
+        # Due work and cancels only: runs' ends and log growth, which every claim and finish
+        # sends, are a follower's (a follower in this process widens it).
+        steps: list[Awaitable[object]] = [self._register(), self.store.listen(runs=False)]
         if self.member is not None:
             steps.append(self.member.join())
         outcomes = await asyncio.gather(*steps, return_exceptions=True)

@@ -113,8 +113,11 @@ class Notifications(Protocol):
 
     hub: Hub
 
-    async def listen(self) -> None:
-        """Start delivering change notifications into `hub` (idempotent)."""
+    async def listen(self, runs: bool = True) -> None:
+        """Start delivering change notifications into `hub`: due work and cancels, and with
+        `runs` runs' ends and logs' growth too (what a follower or a result waiter needs;
+        a worker alone does not, and need not be sent every run's). Idempotent; a call
+        with `runs` after one without widens what is delivered, before it returns."""
 
 
 class RunStore(Protocol):

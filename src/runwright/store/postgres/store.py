@@ -60,6 +60,9 @@ __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 
 log = logging.getLogger("runwright.store.postgres")
+# The channels of one run's end and of its log's growth: every claim and finish notifies
+# them, and only a follower or a result waiter needs them (see Notifications.listen).
+RUN_CHANNELS = ("done", "events")
 MIGRATIONS = load_migrations("runwright.store.postgres")
 WHOLE_SCHEMA = load_schema("runwright.store.postgres", MIGRATIONS)
 # Runs per statement when a batch is sent in chunks (_insert_pipelined).
@@ -147,6 +150,10 @@ class PostgresStore(SqlStore):
         self._pool: asyncpg.Pool | None = None
         self._claiming: asyncpg.Pool | None = None  # see GENERIC_PLAN
         self._listener: asyncio.Task[None] | None = None
+        self._listened: list[str] = []  # the channels (by name) the listener LISTENs to
+        self._listener_ready: asyncio.Future[None] | None = None  # its first session listens
+        self._listening: asyncpg.Connection | None = None  # its session, while it has one
+        self._widening = asyncio.Lock()
         self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT,
                             self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
         self._unmarked = Unmarked()
@@ -308,11 +315,17 @@ class PostgresStore(SqlStore):
 
     # -- notifications --------------------------------------------------------------
 
-    async def listen(self) -> None:
+    async def listen(self, runs: bool = True) -> None:
         if self._listener is None:
-            ready = asyncio.get_running_loop().create_future()
-            self._listener = asyncio.get_running_loop().create_task(self._listen_forever(ready))
-            await asyncio.wait([ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
+            self._listened = [name for name in self.channels if runs or name not in RUN_CHANNELS]
+            loop = asyncio.get_running_loop()
+            self._listener_ready = loop.create_future()
+            self._listener = loop.create_task(self._listen_forever(self._listener_ready))
+        # Returns once the first session listens (or could not: the hub is degraded).
+        assert self._listener_ready is not None
+        await asyncio.wait([self._listener_ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
+        if runs:
+            await self._listen_to(RUN_CHANNELS)
 
     async def _listen_forever(self, ready: asyncio.Future[None]) -> None:
         """Keep one LISTEN connection; while it is down the hub is `degraded`, so
@@ -337,8 +350,11 @@ class PostgresStore(SqlStore):
 
             conn.add_termination_listener(on_lost)
             try:
-                for channel in self.channels.values():
-                    await conn.add_listener(channel, self._on_notify)
+                listened = 0  # the list may grow meanwhile (_listen_to): up to its end
+                while listened < len(self._listened):
+                    await conn.add_listener(self.channels[self._listened[listened]], self._on_notify)
+                    listened += 1
+                self._listening = conn
                 self.hub.degraded = False
                 backoff_s = 0.1
                 if not ready.done():
@@ -349,9 +365,25 @@ class PostgresStore(SqlStore):
             except TRANSIENT as exc:
                 log.warning("listener failed: %s", exc)
             finally:
+                self._listening = None
                 self.hub.degraded = True
                 self.hub.fire_all()
                 await close_quietly(conn)
+
+    async def _listen_to(self, names: Sequence[str]) -> None:
+        """LISTEN to these channels too: on the listening session now, before this
+        returns, and on every one after."""
+        async with self._widening:  # one LISTEN at a time; a second caller waits for the first's
+            new = [name for name in names if name not in self._listened]
+            self._listened += new
+            conn = self._listening
+            if conn is None:  # between sessions: the next one LISTENs to them all
+                return
+            for name in new:
+                try:
+                    await conn.add_listener(self.channels[name], self._on_notify)
+                except (*TRANSIENT, asyncpg.PostgresError) as exc:  # it is going: the next one listens
+                    log.warning("listener could not LISTEN to %s: %s", name, exc)
 
     def _on_notify(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
         if channel == self.channels["queued"]:

@@ -97,27 +97,50 @@ class Subscription:
 
 
 class Listener:
-    """The store's subscription: queued, done, cancel and events into its hub, which is
-    `degraded` while the subscription is down (pollers poll fast then), and re-read by
-    everyone whenever it comes or goes."""
+    """The store's subscriptions into its hub: due work and cancels, and with `runs` runs'
+    ends and logs' growth on a subscription of their own (a worker takes none: every claim
+    and finish publishes its runs' ids there, and each subscriber is sent them all). The
+    hub is `degraded` while any of them is down (pollers poll fast then), and re-read by
+    everyone whenever one comes or goes."""
 
     def __init__(self, connect: Callable[[], aioredis.Redis], hub: Hub, prefix: str) -> None:
+        self._connect = connect
         self._hub = hub
+        self._prefix = prefix
         self._names = {prefix + name: name for name in ("queued", "done", "cancel", "events")}
-        self._subscription = Subscription(connect, list(self._names), self._fire, self._up,
-                                          self._down, "store")
+        self._subscriptions: dict[str, Subscription] = {}
+        self._up_now: set[str] = set()
+        self._adding = asyncio.Lock()  # a second caller returns once the first one's is in
 
-    async def start(self) -> None:
-        await self._subscription.start()
+    async def start(self, runs: bool = True) -> None:
+        await self._add("store", ("queued", "cancel"))
+        if runs:
+            await self.follow_runs()
+
+    async def follow_runs(self) -> None:
+        """Deliver runs' ends and logs' growth too, from before this returns."""
+        await self._add("store runs", ("done", "events"))
+
+    async def _add(self, what: str, names: Sequence[str]) -> None:
+        async with self._adding:
+            if what not in self._subscriptions:
+                subscription = Subscription(self._connect, [self._prefix + name for name in names],
+                                            self._fire, lambda: self._up(what), lambda: self._down(what),
+                                            what)
+                self._subscriptions[what] = subscription
+                await subscription.start()
 
     async def stop(self) -> None:
-        await self._subscription.stop()
+        for subscription in self._subscriptions.values():
+            await subscription.stop()
 
-    def _up(self) -> None:
-        self._hub.degraded = False
+    def _up(self, what: str) -> None:
+        self._up_now.add(what)
+        self._hub.degraded = len(self._up_now) < len(self._subscriptions)
         self._hub.fire_all()  # anything missed while down: everyone re-reads
 
-    def _down(self) -> None:
+    def _down(self, what: str) -> None:
+        self._up_now.discard(what)
         self._hub.degraded = True
         self._hub.fire_all()
 

@@ -334,10 +334,12 @@ class RedisStore:
 
     # -- notifications ------------------------------------------------------------------
 
-    async def listen(self) -> None:
+    async def listen(self, runs: bool = True) -> None:
         if self._listener is None:
             self._listener = Listener(self._client, self.hub, self.prefix)
-            await self._listener.start()
+            await self._listener.start(runs)
+        elif runs:
+            await self._listener.follow_runs()
 
     # -- submitting -----------------------------------------------------------------------
 

@@ -279,7 +279,8 @@ class SqliteStore(SqlStore):
 
     # -- notifications --------------------------------------------------------------
 
-    async def listen(self) -> None:
+    async def listen(self, runs: bool = True) -> None:
+        # One poll of the file's version serves every topic: `runs` changes nothing here.
         if self._poller is None:
             # Read the starting version before returning: a commit made after listen()
             # returns must be seen as a change, never taken for the baseline.
