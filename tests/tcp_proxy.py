@@ -31,10 +31,17 @@ class TcpProxy:
         self._writers.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        server = self._server
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
             writer.transport.abort()
+            return
+        if self._server is not server:
+            # Accepted before a close() that came while its upstream was being opened:
+            # close() could not reset it then, and it must not outlive the close.
+            writer.transport.abort()
+            up_writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
