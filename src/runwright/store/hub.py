@@ -16,10 +16,19 @@ from typing import Callable, Iterable, Iterator, Sequence
 from ..runs import Run, RunState
 from .params import RunFinishParams
 
-__all__ = ["CANCEL", "QUEUED", "Hub", "done_topic", "events_topic"]
+__all__ = ["CANCEL", "CHANNELS", "QUEUED", "RUN_CHANNELS", "WORK_CHANNELS", "Hub", "done_topic",
+           "events_topic"]
 
 QUEUED = "queued"  # runs became due (submitted, retried, rescued, released)
 CANCEL = "cancel"  # a cancel was requested for a running run
+
+# The channels a backend carries notifications on (each namespaced by the backend): due
+# work and cancels, which a worker listens to, and runs' ends and logs' growth, which every
+# claim and finish announces and only a follower or a result waiter needs
+# (Notifications.listen).
+WORK_CHANNELS = (QUEUED, CANCEL)
+RUN_CHANNELS = ("done", "events")
+CHANNELS = (*WORK_CHANNELS, *RUN_CHANNELS)
 
 
 def done_topic(run_id: int) -> str:

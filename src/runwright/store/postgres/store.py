@@ -31,7 +31,7 @@ from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
 from .. import rules
-from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
+from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, Hub, done_topic, events_topic
 from ..liveness import Unmarked
 from ..migrations import Migration, load_migrations, load_schema
 from ..params import (
@@ -60,9 +60,6 @@ __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 
 log = logging.getLogger("runwright.store.postgres")
-# The channels of one run's end and of its log's growth: every claim and finish notifies
-# them, and only a follower or a result waiter needs them (see Notifications.listen).
-RUN_CHANNELS = ("done", "events")
 MIGRATIONS = load_migrations("runwright.store.postgres")
 WHOLE_SCHEMA = load_schema("runwright.store.postgres", MIGRATIONS)
 # Runs per statement when a batch is sent in chunks (_insert_pipelined).
@@ -140,7 +137,7 @@ class PostgresStore(SqlStore):
         # same database (pg_locks is filtered by database too, see _dead_worker_ids).
         self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
         self.channels = {name: f"runwright.{schema}.{name}"
-                         for name in ("queued", "done", "cancel", "events")}
+                         for name in CHANNELS}
         self._pool_size = pool_size
         # application_name lets an operator (or a test) find this store's sessions, and
         # those of one process: `runwright:<schema>:<pid>`. No search_path: statements

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 import redis.asyncio as aioredis
 
 from ...waiting import bounded, halt
-from ..hub import CANCEL, QUEUED, Hub, done_topic, events_topic
+from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, WORK_CHANNELS, Hub, done_topic, events_topic
 from .errors import FAILURES
 
 __all__ = ["Listener", "Subscription"]
@@ -107,19 +107,19 @@ class Listener:
         self._connect = connect
         self._hub = hub
         self._prefix = prefix
-        self._names = {prefix + name: name for name in ("queued", "done", "cancel", "events")}
+        self._names = {prefix + name: name for name in CHANNELS}
         self._subscriptions: dict[str, Subscription] = {}
         self._up_now: set[str] = set()
         self._adding = asyncio.Lock()  # a second caller returns once the first one's is in
 
     async def start(self, runs: bool = True) -> None:
-        await self._add("store", ("queued", "cancel"))
+        await self._add("store", WORK_CHANNELS)
         if runs:
             await self.follow_runs()
 
     async def follow_runs(self) -> None:
         """Deliver runs' ends and logs' growth too, from before this returns."""
-        await self._add("store runs", ("done", "events"))
+        await self._add("store runs", RUN_CHANNELS)
 
     async def _add(self, what: str, names: Sequence[str]) -> None:
         async with self._adding:
