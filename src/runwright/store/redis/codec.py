@@ -16,15 +16,15 @@ from ...questions import Question
 from ...runs import Run, RunState
 
 __all__ = [
+    "CLAIM_READS",
     "NIL",
-    "RUN_FIELDS",
     "arg",
     "as_dict",
     "event_from_entry",
     "identity",
     "question_from_hash",
+    "run_from_claim",
     "run_from_hash",
-    "run_from_values",
     "step_from_entry",
     "step_identity",
 ]
@@ -62,24 +62,27 @@ def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
-# The run hash's fields in Run's order: a script that answers with HMGET of these (the
-# claim) sends values only, read back by position. The scripts get this list as
-# RUN_FIELDS (see scripts.py), so it is written once.
-RUN_FIELDS = ("id", "key", "task", "queue", "priority", "state", "args", "attempt", "max_attempts",
-              "fence", "run_at", "created_at", "timeout_s", "owner", "lease_expires_at",
-              "started_at", "finished_at", "result", "error", "recoveries", "cancel_requested",
-              "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant",
-              "traceparent", "version", "major")  # major: read by the claim's Lua, not a Run field
+# What the claim reads of a due run, and answers with, by position: every field but the
+# ones the claim itself writes the same for all the runs it takes (owner, lease_expires_at,
+# started_at, cancel_requested, and finished_at, which a queued run never has). A field
+# asked of a hash costs a scan of it (an absent one, all of it), so what the claim
+# overwrites is not read first. The scripts get this list as CLAIM_READS (see
+# scripts.py), so it is written once.
+CLAIM_READS = ("id", "key", "task", "queue", "priority", "state", "args", "attempt", "max_attempts",
+               "fence", "run_at", "created_at", "timeout_s", "result", "error", "recoveries",
+               "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant",
+               "traceparent", "version", "major")  # major: read by the claim's Lua, not a Run field
 
 
-def run_from_values(v: Sequence[str | None]) -> Run:
-    """A run from HMGET of RUN_FIELDS (None where a field is absent)."""
+def run_from_claim(v: Sequence[str | None], owner: int, started_at: float, lease: float) -> Run:
+    """A claimed run from its CLAIM_READS values (None where a field is absent), as the
+    claim left it, and what the claim wrote alike on every run it took."""
     return Run(
         int(v[0]), v[1], v[2], v[3], int(v[4]), RunState(v[5]), v[6], int(v[7]),  # type: ignore[arg-type]
         int(v[8]), int(v[9]), float(v[10]), float(v[11]),  # type: ignore[arg-type]
-        _float(v[12]), _int(v[13]), _float(v[14]), _float(v[15]), _float(v[16]), v[17], v[18],
-        int(v[19]), v[20] == "1", int(v[21]), _int(v[22]), v[23],  # type: ignore[arg-type]
-        _float(v[24]), v[25], v[26], v[27], v[28], v[29],
+        _float(v[12]), owner, lease, started_at, None, v[13], v[14], int(v[15]),  # type: ignore[arg-type]
+        False, int(v[16]), _int(v[17]), v[18],  # type: ignore[arg-type]
+        _float(v[19]), v[20], v[21], v[22], v[23], v[24],
     )
 
 

@@ -157,7 +157,7 @@ class Listener:
 
 async def _close_quietly(pubsub: aioredis.client.PubSub, client: aioredis.Redis) -> None:
     try:
-        await bounded(pubsub.aclose(), 2)  # type: ignore[no-untyped-call]
+        await bounded(pubsub.aclose(), 2)  # type: ignore[no-untyped-call, unused-ignore]  # typed in newer redis-py
     except Exception:
         pass
     try:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from .codec import RUN_FIELDS
+from .codec import CLAIM_READS
 
 __all__ = ["SCRIPT_NAMES", "Scripts"]
 
@@ -38,8 +38,8 @@ class Scripts:
     """The scripts of one store, bound to its client and its key prefix."""
 
     def __init__(self, client: Redis, first_key: str) -> None:
-        fields = ", ".join(f"'{name}'" for name in RUN_FIELDS)
-        lib = f"local RUN_FIELDS = {{{fields}}}\n{_source('lib')}"
+        fields = ", ".join(f"'{name}'" for name in CLAIM_READS)
+        lib = f"local CLAIM_READS = {{{fields}}}\n{_source('lib')}"
         self._keys = [first_key]
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script(f"{lib}\n{_source(name)}") for name in SCRIPT_NAMES}

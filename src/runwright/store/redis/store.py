@@ -139,8 +139,8 @@ from .codec import (
     event_from_entry,
     identity,
     question_from_hash,
+    run_from_claim,
     run_from_hash,
-    run_from_values,
     step_from_entry,
     step_identity,
 )
@@ -563,7 +563,11 @@ class RedisStore:
         rows = await self._script("claim", self._now_arg(params.now), params.limit, params.worker_id,
                                   float(params.lease_s), len(params.queues), *params.queues,
                                   len(params.tasks), *params.tasks, *keys)
-        return [run_from_values(values) for values in rows]  # in claim order
+        if not rows:
+            return []
+        started_at, lease = (float(value) for value in rows[0])
+        return [run_from_claim(values, params.worker_id, started_at, lease)
+                for values in rows[1:]]  # in claim order
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:

@@ -8,7 +8,9 @@
 -- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues
 -- ARGV[6+q] t, the number of tasks; then the t tasks; the rest, "<major>:<task>" of
 --          each major each task can run, or '*' alone: any major (rules.claim_keys)
--- Returns  the claimed runs, each as the values of RUN_FIELDS (codec.py), in claim order
+-- Returns  nothing when nothing was claimed; else first {started_at, lease_expires_at}, the
+--          same for every run claimed, then the claimed runs, each as the values of
+--          CLAIM_READS (codec.py) as the claim left them, in claim order
 --
 -- Claim order is priority, then run_at, then submission order. Per (priority, major,
 -- queue, task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue>
@@ -37,17 +39,17 @@ end
 -- eligible ones (runs waiting behind their thread, past their deadline): the hot path
 -- stays bounded.
 local SCAN_LIMIT = 2000
--- A due run is read once, whole (HMGET of RUN_FIELDS, by position): the claim decides
--- on it, updates it and answers with it.
+-- A due run is read once (HMGET of CLAIM_READS, by position): the claim decides on it,
+-- updates it and answers with it.
 local AT = {}
-for i, name in ipairs(RUN_FIELDS) do AT[name] = i end
+for i, name in ipairs(CLAIM_READS) do AT[name] = i end
 
 -- Due now and ours to start: a task this worker has, not past its deadline (then it is
 -- the deadline expiry's to end), and not waiting behind an earlier open run of its
 -- thread. What was read of an eligible run is kept for its claim.
 local read, thread_of = {}, {}  -- thread_of: a threaded run's thread number
 local function eligible(id)  -- id: its text (ids stay text, see int() in lib.lua)
-  local v = redis.call('HMGET', run_key(id), unpack(RUN_FIELDS))
+  local v = redis.call('HMGET', run_key(id), unpack(CLAIM_READS))
   if not v[AT.id] or not tasks[v[AT.task]] then return false end
   if v[AT.deadline_at] and tonumber(v[AT.deadline_at]) < now then return false end
   if v[AT.thread] then
@@ -60,6 +62,7 @@ local function eligible(id)  -- id: its text (ids stay text, see int() in lib.lu
   return true
 end
 
+local due_of = {}  -- padded id -> the due set it was found in
 local function collect(key, want, into, with_scores)
   local offset, chunk, found = 0, math.max(want * 2, 32), 0
   local step = with_scores and 2 or 1
@@ -74,6 +77,7 @@ local function collect(key, want, into, with_scores)
       -- A merge sorts {score, member} pairs; a single set is in order already, so its
       -- members go in as they are (no table per candidate).
       if found < want and eligible(int(page[i])) then
+        due_of[page[i]] = key
         into[#into + 1] = with_scores and {tonumber(page[i + 1]), page[i]} or page[i]
         found = found + 1
       end
@@ -123,30 +127,29 @@ for _, priority in ipairs(priorities) do
   end
 end
 
-local out = {}
-if #picked > 0 then redis.call('SADD', P .. 'owners', worker) end
+if #picked == 0 then return {} end
+redis.call('SADD', P .. 'owners', worker)
 local started_at = num(now)
 local lease = num(now + lease_s)
+local out = {{started_at, lease}}
 -- Written after the loop, one command per set: ZREM per due set, one ZADD, one SADD.
 local leaving_due, leases, owned = {}, {}, {}
+local books = {}  -- one table for every run's counters: a claim moves queued to running
 for _, padded in ipairs(picked) do
   local id = int(padded)
   local v = read[id]
-  local run = {state = v[AT.state], queue = v[AT.queue], tenant = v[AT.tenant] or nil}
-  local key = run_key(id)
-  local due = due_key(v[AT.priority], v[AT.queue], v[AT.task], v[AT.major])
+  local due = due_of[padded]
   if not leaving_due[due] then leaving_due[due] = {} end
   table.insert(leaving_due[due], padded)
-  shift(run, 'running')
+  books.state, books.queue, books.tenant = v[AT.state], v[AT.queue], v[AT.tenant] or nil
+  shift(books, 'running')
   local fence = int(v[AT.fence] + 1)
   local attempt = int(v[AT.attempt] + 1)
   local seq = int(v[AT.last_seq] + 1)
-  redis.call('HSET', key, 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
+  redis.call('HSET', run_key(id), 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
              'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', '0',
              'wake_requested', '0', 'last_seq', seq)
-  v[AT.state], v[AT.fence], v[AT.attempt], v[AT.owner] = 'running', fence, attempt, worker
-  v[AT.lease_expires_at], v[AT.started_at], v[AT.cancel_requested] = lease, started_at, '0'
-  v[AT.last_seq] = seq
+  v[AT.state], v[AT.fence], v[AT.attempt], v[AT.last_seq] = 'running', fence, attempt, seq
   leases[#leases + 1] = lease
   leases[#leases + 1] = id
   owned[#owned + 1] = id

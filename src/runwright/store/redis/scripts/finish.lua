@@ -23,11 +23,15 @@ for _ = 1, tonumber(ARGV[2]) do
 end
 local STOPPED = {}
 for _, stop in ipairs(stops) do STOPPED[stop.ends_as] = true end
--- What a finish reads of each run (never its args or result): the fence and state it
--- checks, the books it updates, and the stop flags.
-local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'priority', 'task', 'major', 'error', 'wake_requested',
-                'interrupt', 'thread_no', 'parent_id', 'deadline_at', 'attempt', 'last_seq'}
-for _, stop in ipairs(stops) do FIELDS[#FIELDS + 1] = stop.flag end
+-- What every finish reads of a run (never its args or result): the fence and state it
+-- checks and the books any end updates. A requeue (or a give-back) reads the rest too:
+-- its due set, the error it keeps, the wake and stop flags, the attempt it gives back.
+-- Two short reads, not one long one: a hash field is found by a scan of the hash, so a
+-- field asked for costs its share of the hash, and most ends need only these.
+local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'interrupt', 'thread_no', 'parent_id',
+                'deadline_at', 'last_seq'}
+local REQUEUE_FIELDS = {'priority', 'task', 'major', 'error', 'wake_requested', 'attempt'}
+for _, stop in ipairs(stops) do REQUEUE_FIELDS[#REQUEUE_FIELDS + 1] = stop.flag end
 
 local function set(value) return value ~= nil and value ~= '0' end
 
@@ -47,6 +51,11 @@ end
 
 local function given(value) if value == cjson.null then return nil end return value end
 
+-- Every field this end changes, written together: one HSET (sets) and one HDEL (drops).
+local function put(sets, drops, field, value)
+  if value then sets[#sets + 1] = field; sets[#sets + 1] = value else drops[#drops + 1] = field end
+end
+
 local refused = {}
 for _, f in ipairs(cjson.decode(ARGV[i])) do
   local id, fence, target = f[1], f[2], f[3]
@@ -56,32 +65,32 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
   if not owns(run, fence) then
     if not confirmed(run, fence, target) then refused[#refused + 1] = tonumber(id) end
   else
+    if target == 'queued' or release then
+      local more = redis.call('HMGET', run_key(id), unpack(REQUEUE_FIELDS))
+      for n, name in ipairs(REQUEUE_FIELDS) do run[name] = more[n] or nil end
+    end
     local state, final_error = outcome(run, target, err)
     local key = run_key(id)
-    -- One HSET and one HDEL per run: every field this end changes, written together.
     local sets, drops = {'state', state, 'wake_requested', '0'}, {'owner', 'lease_expires_at'}
-    local function put(field, value)
-      if value then sets[#sets + 1] = field; sets[#sets + 1] = value else drops[#drops + 1] = field end
-    end
     leave_owner(id, run)
     shift(run, state)
-    put('result', result)
-    put('error', final_error)
-    if release then put('attempt', int(run.attempt - 1)) end
+    put(sets, drops, 'result', result)
+    put(sets, drops, 'error', final_error)
+    if release then put(sets, drops, 'attempt', int(run.attempt - 1)) end
     if state == 'queued' then
       run_at = run_at or num(now)  -- a requeue without a time is due now
       if set(run.wake_requested) then run_at = num(math.min(tonumber(run_at), now)) end
       run.run_at = run_at
-      put('run_at', run_at)
-      put('finished_at', nil)
+      put(sets, drops, 'run_at', run_at)
+      put(sets, drops, 'finished_at', nil)
       enqueue(id, run)
     else
-      put('finished_at', num(now))
+      put(sets, drops, 'finished_at', num(now))
       if state == 'interrupted' and run.interrupt == 'rollback' then forget_messages(id, run) end
       ended(id, run, now)
     end
     local seq = int(run.last_seq + 1)
-    put('last_seq', seq)
+    put(sets, drops, 'last_seq', seq)
     local thread_no = run.thread_no or false
     if state == target then append(id, seq, kind, data, now, thread_no)
     else append(id, seq, state, '{}', now, thread_no) end

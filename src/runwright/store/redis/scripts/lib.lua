@@ -10,8 +10,8 @@
 -- epoch seconds written with %.17g, which round-trips a double exactly (Lua's default
 -- tostring keeps only 14 digits and would move a lease or a due time).
 --
--- RUN_FIELDS, the run hash's fields in the order Python reads them, is defined above this
--- prelude when the scripts are loaded (scripts.py, from codec.RUN_FIELDS).
+-- CLAIM_READS, the run hash's fields the claim reads, in the order Python reads them back,
+-- is defined above this prelude when the scripts are loaded (scripts.py, from codec.py).
 
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
