@@ -22,6 +22,8 @@ import redis.asyncio
 import runwright as rw
 from runwright.store import store_from_url
 from runwright.store.params import (
+    RunEndedParams,
+    RunFinishParams,
     RunInsertParams,
     RunRescueParams,
     ThreadListParams,
@@ -250,6 +252,27 @@ async def test_with_aof_a_restart_mid_drain_loses_no_acknowledged_submission(
                 await handle.result(timeout_s=120)
     finally:
         await app.close()
+
+
+@pytest.mark.parametrize("backend", ["redis"])
+async def test_the_latency_sample_keeps_the_newest_ends_only(store_url) -> None:
+    # `ended` is trimmed by age (an hour) and by count, so it cannot grow with throughput;
+    # the count is ENDED_KEEP (100,000), made small here so that it is reached.
+    small = store_from_url(store_url)
+    small.ended_keep = 30  # type: ignore[attr-defined]
+    await small.open()
+    try:
+        wid = await small.worker_register(worker())
+        await small.run_insert_many([insert(run_at=T0 - 5) for _ in range(50)])
+        claimed = await small.run_claim(claim(wid, limit=50, now=T0))
+        for i, run in enumerate(claimed):  # one end at a time, each later than the last
+            assert await small.run_finish_many([RunFinishParams(
+                run.id, run.fence, rw.RunState.SUCCEEDED, result="1", now=T0 + 1 + i)]) == []
+        assert await small.redis.zcard(small.key("ended")) == 30  # type: ignore[attr-defined]
+        sample = await small.run_ended_times(RunEndedParams(since=T0 - 10, limit=1000))
+        assert [finished for _, _, finished in sample] == [T0 + 1 + i for i in range(49, 19, -1)]
+    finally:
+        await small.close()
 
 
 def test_the_private_server_is_not_the_shared_one(private_redis: PrivateRedis) -> None:

@@ -37,9 +37,10 @@ def _source(name: str) -> str:
 class Scripts:
     """The scripts of one store, bound to its client and its key prefix."""
 
-    def __init__(self, client: Redis, first_key: str) -> None:
+    def __init__(self, client: Redis, first_key: str, ended_keep: int) -> None:
         fields = ", ".join(f"'{name}'" for name in CLAIM_READS)
-        lib = f"local CLAIM_READS = {{{fields}}}\n{_source('lib')}"
+        lib = (f"local CLAIM_READS = {{{fields}}}\nlocal ENDED_KEEP = {int(ended_keep)}\n"
+               f"{_source('lib')}")
         self._keys = [first_key]
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script(f"{lib}\n{_source(name)}") for name in SCRIPT_NAMES}

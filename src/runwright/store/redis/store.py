@@ -30,7 +30,8 @@ Keys (after the prefix):
     running                              running run ids by lease expiry
     owned:<worker>, owners               running runs of each worker; workers owning some
     deadlines                            open runs with a deadline, by deadline_at
-    ended                                runs ended in the last hour, by finished_at
+    ended                                runs ended in the last hour, by finished_at; the
+                                         newest ENDED_KEEP of them
     children:<id>                        a run's child runs
     ev:<id>                              a run's log: seq n is index n-1, or n-trimmed_seq
                                          once trimmed (run:<id>'s trimmed_seq: the marker)
@@ -167,6 +168,9 @@ LIST_CHUNK = 200
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
+# The newest ends kept for the latency sample (`ended`): five times what its largest
+# reader asks for (the dashboard's series, 20,000), so a tenant's share of it stays whole.
+ENDED_KEEP = 100_000
 SCAN_PAGES = 10  # pages of `threads` one retention call of a kind looks through, at most
 
 
@@ -174,6 +178,7 @@ class RedisStore:
     """Store on one Redis namespace. See `runwright.store.interface.Store`."""
 
     schema_version_known = SCHEMA_VERSION
+    ended_keep = ENDED_KEEP  # read when the scripts are loaded, at open()
 
     def __init__(self, url: str, client_url: str, namespace: str, *,
                  liveness_s: float = DEFAULT_LIVENESS_S, clock: Clock | None = None) -> None:
@@ -241,7 +246,7 @@ class RedisStore:
     async def open(self, create: bool = True) -> None:
         self._closing = False
         self._redis = self._client()
-        self._scripts = Scripts(self._redis, self.key("ids"))
+        self._scripts = Scripts(self._redis, self.key("ids"), self.ended_keep)
         try:
             await self._redis.ping()
             await self._now(None)  # measures this machine's clock against Redis's

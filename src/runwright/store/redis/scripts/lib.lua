@@ -16,7 +16,10 @@
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
--- `ended` keeps the runs that ended in the last hour: the summary looks back 15 minutes.
+-- `ended` keeps the runs that ended in the last hour (the summary looks back 15 minutes),
+-- and of those at most the newest ENDED_KEEP (defined above this prelude, see scripts.py):
+-- its readers take the latest few thousand, and a limit by age alone would grow it with
+-- the throughput (an hour at 1,000 runs/s is 3.6 million entries).
 local ENDED_KEEP_S, last_ended_at, ended_now = 3600, nil, {}
 
 -- Formatting a double exactly is dear (glibc's multi-precision path), and most calls of a
@@ -342,6 +345,7 @@ local function publish()
     call_many('ZADD', P .. 'ended', ended_now)  -- (score, id) pairs: chunks of 1000 keep them whole
     ended_now = {}
     redis.call('ZREMRANGEBYSCORE', P .. 'ended', '-inf', '(' .. num(last_ended_at - ENDED_KEEP_S))
+    redis.call('ZREMRANGEBYRANK', P .. 'ended', 0, -(ENDED_KEEP + 1))  -- rank 0: the oldest
   end
   settle_owners()
   if #done_ids > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done_ids, ',')) end
