@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import multiprocessing
 import random
@@ -20,7 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, Sequence
 
 import asyncpg
 import redis.asyncio
@@ -46,6 +47,8 @@ COUNTS = [
     common.Count("--workers", 2, "worker processes", at_least=2, why="a takeover needs a survivor"),
     common.Count("--latency-runs", 200, "runs timed one at a time"),
     common.Count("--takeovers", 3, "SIGKILL rounds (median printed)"),
+    common.Count("--rounds", 3, "pre-submitted drains, raw races and floor races (medians printed)",
+                 at_least=1),
 ]
 
 
@@ -87,6 +90,12 @@ class Figures:
     # decoded, its result encoded): what any asyncio worker pays on top of the database.
     floor_per_s: float | None = None
     floor_cpu_us: tuple[float, float | None] | None = None
+    # Every round's drain rate, every race's rate and CPU (raw loop, floor): the figures
+    # above are their medians. A race of 10,000 runs lasts a tenth of a second, a drain
+    # half a second: too short for one to stand alone on a loaded machine.
+    drain_rounds: list[float] = field(default_factory=list)
+    raw_races: list[tuple[float, float, float | None]] = field(default_factory=list)
+    floor_races: list[tuple[float, float, float | None]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -138,13 +147,32 @@ def succeeded(counts: dict[str, int]) -> int:
 
 async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argparse.Namespace,
                                    figures: Figures, meter: CpuMeter) -> None:
-    """A pre-submitted batch drained by workers started afterwards. The drain clock starts
-    at the first claim seen, so interpreter start-up is reported apart, not averaged in."""
+    """`--rounds` pre-submitted batches, each drained by workers started afterwards (those
+    of the round before stopped first); the figures are the rounds' medians. The drain
+    clock starts at the first claim seen, so interpreter start-up is reported apart, not
+    averaged in."""
+    rounds: list[tuple[float, float, float, tuple[float, float | None]]] = []
+    for _ in range(args.rounds):
+        workers.stop_all()
+        rounds.append(await submit_and_drain(bench, workers, args, figures.backend, meter))
+    figures.drain_rounds = [drain for _, _, drain, _ in rounds]
+    figures.submit_per_s = statistics.median(submit for submit, _, _, _ in rounds)
+    figures.startup_s = statistics.median(startup for _, startup, _, _ in rounds)
+    figures.drain_per_s = statistics.median(figures.drain_rounds)
+    cpus = [cpu for _, _, _, cpu in rounds]
+    figures.drain_cpu_us = (statistics.median(w for w, _ in cpus),
+                            None if cpus[0][1] is None else statistics.median(d or 0.0 for _, d in cpus))
+
+
+async def submit_and_drain(bench: rw.App, workers: Workers, args: argparse.Namespace, backend: str,
+                           meter: CpuMeter) -> tuple[float, float, float, tuple[float, float | None]]:
+    """One round: (submit_many per s, start-up s, drain per s, CPU µs per run)."""
+    before = succeeded(await bench.store.run_count_by_state(RunCountParams()))
     items = [{"n": i} for i in range(args.runs)]
     t0 = time.perf_counter()
     await bench.submit_many("noop", items)
-    figures.submit_per_s = args.runs / (time.perf_counter() - t0)
-    say(figures.backend, f"submit_many of {args.runs:,}: {figures.submit_per_s:,.0f} runs/s")
+    submit_per_s = args.runs / (time.perf_counter() - t0)
+    say(backend, f"submit_many of {args.runs:,}: {submit_per_s:,.0f} runs/s")
 
     spawned = time.perf_counter()
     workers.start(args.workers)
@@ -153,13 +181,12 @@ async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argpar
     # The runs claimed before the sample are few, and counted in the divisor: a slight
     # overestimate of the CPU per run, never an underestimate.
     await meter.start()
-    done = await wait_counts(bench, lambda c: succeeded(c) >= args.runs, "pre-submitted drain")
-    figures.drain_cpu_us = await meter.per_run_us(args.runs)
-    figures.startup_s = first - spawned
-    figures.drain_per_s = args.runs / (done - first)
-    say(figures.backend, f"drain by {args.workers} workers: {figures.drain_per_s:,.0f} runs/s "
-                         f"(worker start-up to first claim {figures.startup_s:.2f} s); "
-                         f"CPU per run {cpu_pair(figures.drain_cpu_us)}")
+    done = await wait_counts(bench, lambda c: succeeded(c) >= before + args.runs, "pre-submitted drain")
+    cpu_us = await meter.per_run_us(args.runs)
+    drain_per_s = args.runs / (done - first)
+    say(backend, f"drain by {args.workers} workers: {drain_per_s:,.0f} runs/s "
+                 f"(worker start-up to first claim {first - spawned:.2f} s); CPU per run {cpu_pair(cpu_us)}")
+    return submit_per_s, first - spawned, drain_per_s, cpu_us
 
 
 async def measure_steady_drain(bench: rw.App, args: argparse.Namespace, figures: Figures) -> None:
@@ -500,10 +527,15 @@ def record_raw(figures: Figures, args: argparse.Namespace, race: RawRace, floor:
     per_s = total / race.elapsed_s
     cpu_us = (1e6 * race.workers_cpu_s / total,
               None if race.database_cpu_s is None else 1e6 * race.database_cpu_s / total)
+    races = figures.floor_races if floor else figures.raw_races
+    races.append((per_s, *cpu_us))
+    middle = (statistics.median(r[0] for r in races),
+              (statistics.median(r[1] for r in races),
+               None if cpu_us[1] is None else statistics.median(r[2] or 0.0 for r in races)))
     if floor:
-        figures.floor_per_s, figures.floor_cpu_us = per_s, cpu_us
+        figures.floor_per_s, figures.floor_cpu_us = middle
     else:
-        figures.raw_per_s, figures.raw_cpu_us = per_s, cpu_us
+        figures.raw_per_s, figures.raw_cpu_us = middle
     language = "Lua" if figures.backend == "redis" else "SQL"
     loop = "the same, each run an asyncio task" if floor else f"raw {language} claim+complete"
     say(figures.backend, f"{loop}, {args.workers} processes, batch {args.concurrency}: "
@@ -521,9 +553,10 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         await bench_framework(session.bench, session.workers, args, figures,
                               meter_of(backend, session.workers, args.pg_url, session.schema))
         await session.bench.close()  # before the raw phase: nothing of ours competes for the CPU
-        for floor in (False, True):
+        for race, floor in itertools.product(range(args.rounds), (False, True)):
             if backend == "sqlite":
-                await measure_raw_sqlite(str(tmp / ("floor.db" if floor else "raw.db")), args, figures, floor)
+                name = f"{'floor' if floor else 'raw'}-{race}.db"
+                await measure_raw_sqlite(str(tmp / name), args, figures, floor)
             elif backend == "redis":
                 await measure_raw_redis(session.schema, args, figures, floor)
             else:
@@ -550,7 +583,7 @@ async def bench_framework(bench: rw.App, workers: Workers, args: argparse.Namesp
     await measure_latency(bench, args, figures)
     await measure_takeovers(bench, workers, args.workers, args.takeovers, figures)
     counts = await bench.store.run_count_by_state(RunCountParams())
-    expected = 2 * args.runs + LATENCY_WARMUP + args.latency_runs
+    expected = (args.rounds + 1) * args.runs + LATENCY_WARMUP + args.latency_runs
     if succeeded(counts) != expected or set(counts) - {"succeeded", "cancelled"}:
         figures.notes.append(f"runs by state at the end: {counts} (expected {expected} succeeded)")
 
@@ -581,6 +614,17 @@ def cpu_pair(us: tuple[float, float | None] | None) -> str:
     return f"workers {workers:.0f} + database {database:.0f} µs"
 
 
+def spread(rates: Sequence[float]) -> str:
+    """' (48k-97k)': the slowest and fastest of a measure's rounds, beside their median."""
+    if len(rates) < 2:
+        return ""
+    return f" ({min(rates) / 1000:.0f}k-{max(rates) / 1000:.0f}k)"
+
+
+def rates(races: list[tuple[float, float, float | None]]) -> list[float]:
+    return [race[0] for race in races]
+
+
 def takeover(f: Figures) -> str:
     """The median, and each round: a takeover's time depends on where the kill lands in
     the survivor's rescue cycle, so the spread is part of the figure."""
@@ -600,10 +644,11 @@ def rss(f: Figures) -> str:
 def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
     rows = [
         ("submit_many", lambda f: rate(f.submit_per_s)),
-        ("drain, pre-submitted", lambda f: rate(f.drain_per_s)),
-        ("  raw limit (SQL; Lua on Redis)", lambda f: rate(f.raw_per_s)),
+        ("drain, pre-submitted", lambda f: rate(f.drain_per_s) + spread(f.drain_rounds)),
+        ("  raw limit (SQL; Lua on Redis)", lambda f: rate(f.raw_per_s) + spread(rates(f.raw_races))),
         ("  drain / raw", lambda f: share(f.drain_per_s, f.raw_per_s)),
-        ("  python floor (raw, a task per run)", lambda f: rate(f.floor_per_s)),
+        ("  python floor (raw, a task per run)",
+         lambda f: rate(f.floor_per_s) + spread(rates(f.floor_races))),
         ("  floor / raw; drain / floor", lambda f: f"{share(f.floor_per_s, f.raw_per_s)}; "
                                                    f"{share(f.drain_per_s, f.floor_per_s)}"),
         ("CPU per run, drain", lambda f: cpu_pair(f.drain_cpu_us)),
@@ -616,7 +661,8 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("takeover after SIGKILL", takeover),
         ("worker RSS", rss),
     ]
-    header = f"runs {args.runs:,}, workers {args.workers}, concurrency {args.concurrency}"
+    header = (f"runs {args.runs:,}, workers {args.workers}, concurrency {args.concurrency}; "
+              f"drain, raw loop, floor: median of {args.rounds} (slowest-fastest)")
     return common.render_table(header, rows, all_figures)
 
 
