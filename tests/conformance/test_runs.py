@@ -48,6 +48,35 @@ async def test_the_run_an_insert_returns_is_the_run_a_read_returns(store):
     assert returned[1].version == "2.1.0" and returned[2].parent_id == parent.id
 
 
+async def test_the_run_a_claim_returns_is_the_run_a_read_returns(store):
+    """A store may answer a claim with what it wrote alike on every run it took (owner,
+    lease, start) instead of reading it back: each claimed run must be what a read gives,
+    a fresh one, one with every option set, and one claimed again after a failed attempt
+    (its error kept, its attempt and fence counted on)."""
+    wid = await store.worker_register(worker())
+    full = insert(priority=0, max_attempts=7)
+    full.timeout_s, full.budget, full.deadline_at = 12.5, '{"max_cost_usd": 0.5}', T0 + 300.25
+    full.tenant, full.version = "acme", "2.1.0"
+    full.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    (parent,) = await store.run_insert_many([insert()])
+    child = insert()
+    child.parent_id = parent.id
+    fresh, full_run, child_run = await store.run_insert_many([insert(), full, child])
+    ids = {fresh.id, full_run.id, child_run.id}
+    claimed = sorted((r for r in await store.run_claim(claim(wid, limit=10, now=T0 + 1)) if r.id in ids),
+                     key=lambda r: r.id)
+    read = sorted(await store.run_get_many(sorted(ids)), key=lambda r: r.id)
+    assert claimed == read and len(claimed) == 3
+
+    again = next(r for r in claimed if r.id == fresh.id)
+    assert await store.run_finish_many([RunFinishParams(
+        again.id, again.fence, RunState.QUEUED, error='{"type": "E"}', run_at=T0 + 2,
+        now=T0 + 1.5)]) == []
+    (retried,) = await store.run_claim(claim(wid, limit=1, now=T0 + 3))
+    assert retried == await store.run_get(retried.id)
+    assert (retried.id, retried.attempt, retried.fence, retried.error) == (fresh.id, 2, 2, '{"type": "E"}')
+
+
 async def test_insert_of_an_existing_key_returns_the_existing_run(store):
     (first,) = await store.run_insert_many([insert("same")])
     again, other = await store.run_insert_many([insert("same", task="other"), insert("new")])
