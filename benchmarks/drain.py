@@ -70,6 +70,16 @@ def with_tasks(target: rw.App) -> rw.App:
 app = with_tasks(rw.App())
 
 
+CpuUs = tuple[float, "float | None"]  # CPU µs per run: (workers, database; None on SQLite)
+
+
+def median_cpu(rounds: list[CpuUs]) -> CpuUs:
+    """The median of each part over the rounds (the database's None where it has none)."""
+    databases = [database for _, database in rounds if database is not None]
+    return (statistics.median(workers for workers, _ in rounds),
+            statistics.median(databases) if databases else None)
+
+
 @dataclass
 class Figures:
     backend: str
@@ -94,8 +104,8 @@ class Figures:
     # above are their medians. A race of 10,000 runs lasts a tenth of a second, a drain
     # half a second: too short for one to stand alone on a loaded machine.
     drain_rounds: list[float] = field(default_factory=list)
-    raw_races: list[tuple[float, float, float | None]] = field(default_factory=list)
-    floor_races: list[tuple[float, float, float | None]] = field(default_factory=list)
+    raw_races: list[tuple[float, CpuUs]] = field(default_factory=list)
+    floor_races: list[tuple[float, CpuUs]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -151,7 +161,7 @@ async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argpar
     of the round before stopped first); the figures are the rounds' medians. The drain
     clock starts at the first claim seen, so interpreter start-up is reported apart, not
     averaged in."""
-    rounds: list[tuple[float, float, float, tuple[float, float | None]]] = []
+    rounds: list[tuple[float, float, float, CpuUs]] = []
     for _ in range(args.rounds):
         workers.stop_all()
         rounds.append(await submit_and_drain(bench, workers, args, figures.backend, meter))
@@ -159,13 +169,11 @@ async def measure_submit_and_drain(bench: rw.App, workers: Workers, args: argpar
     figures.submit_per_s = statistics.median(submit for submit, _, _, _ in rounds)
     figures.startup_s = statistics.median(startup for _, startup, _, _ in rounds)
     figures.drain_per_s = statistics.median(figures.drain_rounds)
-    cpus = [cpu for _, _, _, cpu in rounds]
-    figures.drain_cpu_us = (statistics.median(w for w, _ in cpus),
-                            None if cpus[0][1] is None else statistics.median(d or 0.0 for _, d in cpus))
+    figures.drain_cpu_us = median_cpu([cpu for _, _, _, cpu in rounds])
 
 
 async def submit_and_drain(bench: rw.App, workers: Workers, args: argparse.Namespace, backend: str,
-                           meter: CpuMeter) -> tuple[float, float, float, tuple[float, float | None]]:
+                           meter: CpuMeter) -> tuple[float, float, float, CpuUs]:
     """One round: (submit_many per s, start-up s, drain per s, CPU µs per run)."""
     before = succeeded(await bench.store.run_count_by_state(RunCountParams()))
     items = [{"n": i} for i in range(args.runs)]
@@ -528,10 +536,8 @@ def record_raw(figures: Figures, args: argparse.Namespace, race: RawRace, floor:
     cpu_us = (1e6 * race.workers_cpu_s / total,
               None if race.database_cpu_s is None else 1e6 * race.database_cpu_s / total)
     races = figures.floor_races if floor else figures.raw_races
-    races.append((per_s, *cpu_us))
-    middle = (statistics.median(r[0] for r in races),
-              (statistics.median(r[1] for r in races),
-               None if cpu_us[1] is None else statistics.median(r[2] or 0.0 for r in races)))
+    races.append((per_s, cpu_us))
+    middle = (statistics.median(rates(races)), median_cpu([cpu for _, cpu in races]))
     if floor:
         figures.floor_per_s, figures.floor_cpu_us = middle
     else:
@@ -621,8 +627,8 @@ def spread(rates: Sequence[float]) -> str:
     return f" ({min(rates) / 1000:.0f}k-{max(rates) / 1000:.0f}k)"
 
 
-def rates(races: list[tuple[float, float, float | None]]) -> list[float]:
-    return [race[0] for race in races]
+def rates(races: list[tuple[float, CpuUs]]) -> list[float]:
+    return [rate for rate, _ in races]
 
 
 def takeover(f: Figures) -> str:

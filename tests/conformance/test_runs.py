@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from runwright.runs import RunState
+from runwright.runs import Run, RunState
 from runwright.store import store_from_url
 from runwright.store.params import (
     RunCancelParams,
@@ -14,6 +14,7 @@ from runwright.store.params import (
     RunCountParams,
     RunEndedParams,
     RunFinishParams,
+    RunInsertParams,
     RunListParams,
     RunNextDueParams,
 )
@@ -30,17 +31,23 @@ async def test_insert_returns_queued_runs_in_submission_order(store):
     assert runs[0].run_at == T0 and runs[0].created_at == T0
 
 
-async def test_the_run_an_insert_returns_is_the_run_a_read_returns(store):
-    """A store may build the new runs it returns from what was inserted instead of reading
-    them back: every field must be what a read of the run gives, whatever options it had."""
-    bare = insert()
-    full = insert(priority=0, run_at=T0 + 10.123456789, max_attempts=7)
+async def every_option(store, run_at: float | None = None) -> tuple[RunInsertParams, RunInsertParams, Run]:
+    """To insert: a run with every option set, and a child of `parent` (inserted here)."""
+    full = insert(priority=0, run_at=run_at, max_attempts=7)
     full.timeout_s, full.budget, full.deadline_at = 12.5, '{"max_cost_usd": 0.5}', T0 + 300.25
     full.tenant, full.version = "acme", "2.1.0"
     full.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     (parent,) = await store.run_insert_many([insert()])
     child = insert()
     child.parent_id = parent.id
+    return full, child, parent
+
+
+async def test_the_run_an_insert_returns_is_the_run_a_read_returns(store):
+    """A store may build the new runs it returns from what was inserted instead of reading
+    them back: every field must be what a read of the run gives, whatever options it had."""
+    bare = insert()
+    full, child, parent = await every_option(store, run_at=T0 + 10.123456789)
     many = [insert() for _ in range(450)]  # PostgreSQL writes this in chunks
     returned = await store.run_insert_many([bare, full, child, *many])
     read = await store.run_get_many([run.id for run in returned])
@@ -54,13 +61,7 @@ async def test_the_run_a_claim_returns_is_the_run_a_read_returns(store):
     a fresh one, one with every option set, and one claimed again after a failed attempt
     (its error kept, its attempt and fence counted on)."""
     wid = await store.worker_register(worker())
-    full = insert(priority=0, max_attempts=7)
-    full.timeout_s, full.budget, full.deadline_at = 12.5, '{"max_cost_usd": 0.5}', T0 + 300.25
-    full.tenant, full.version = "acme", "2.1.0"
-    full.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    (parent,) = await store.run_insert_many([insert()])
-    child = insert()
-    child.parent_id = parent.id
+    full, child, _ = await every_option(store)
     fresh, full_run, child_run = await store.run_insert_many([insert(), full, child])
     ids = {fresh.id, full_run.id, child_run.id}
     claimed = sorted((r for r in await store.run_claim(claim(wid, limit=10, now=T0 + 1)) if r.id in ids),

@@ -65,12 +65,12 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
   if not owns(run, fence) then
     if not confirmed(run, fence, target) then refused[#refused + 1] = tonumber(id) end
   else
+    local key = run_key(id)
     if target == 'queued' or release then
-      local more = redis.call('HMGET', run_key(id), unpack(REQUEUE_FIELDS))
+      local more = redis.call('HMGET', key, unpack(REQUEUE_FIELDS))
       for n, name in ipairs(REQUEUE_FIELDS) do run[name] = more[n] or nil end
     end
     local state, final_error = outcome(run, target, err)
-    local key = run_key(id)
     local sets, drops = {'state', state, 'wake_requested', '0'}, {'owner', 'lease_expires_at'}
     leave_owner(id, run)
     shift(run, state)
