@@ -51,6 +51,7 @@ from ..sql.columns import run_from_row, worker_row
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
+from .kept import Kept
 from .marks import Marks, close_quietly
 from .pooling import refuse_transaction_pooler, require_same_database
 from .pooling import safe_dsn as _safe
@@ -145,6 +146,7 @@ class PostgresStore(SqlStore):
         self.session_name = f"runwright:{schema}:{os.getpid()}"[:63]
         self._settings = {"application_name": self.session_name}
         self._pool: asyncpg.Pool | None = None
+        self._kept: Kept | None = None  # one session of _pool, lent without the pool's work
         self._claiming: asyncpg.Pool | None = None  # see GENERIC_PLAN
         self._listener: asyncio.Task[None] | None = None
         self._listened: list[str] = []  # the channels (by name) the listener LISTENs to
@@ -180,6 +182,7 @@ class PostgresStore(SqlStore):
             finally:  # made or failed, the pool's task is never left behind
                 (made,) = await asyncio.gather(pool, return_exceptions=True)
                 self._pool = made if isinstance(made, asyncpg.Pool) else None
+                self._kept = Kept(made) if isinstance(made, asyncpg.Pool) else None
             if isinstance(made, BaseException):
                 raise made
             if not self.pooled:  # no session is made until a claim asks for one
@@ -238,6 +241,9 @@ class PostgresStore(SqlStore):
             await halt(self._listener)
             self._listener = None
         await self._marks.close()
+        if self._kept is not None:
+            await self._kept.close()
+            self._kept = None
         for pool in (self._claiming, self._pool):
             if pool is not None:
                 await pool.close()
@@ -245,11 +251,12 @@ class PostgresStore(SqlStore):
 
     @asynccontextmanager
     async def _conn(self, pool: asyncpg.Pool | None = None) -> AsyncIterator[asyncpg.Connection]:
-        """A session of `pool` (default: the store's), its failures as StoreErrors."""
+        """A session of `pool` (default: the store's, its kept session when free), its
+        failures as StoreErrors."""
         pool = pool or self._pool
         assert pool is not None, "store is not open"
         try:
-            async with pool.acquire() as conn:
+            async with (self._kept.lend() if pool is self._pool and self._kept else pool.acquire()) as conn:
                 try:
                     yield conn
                 except TRANSIENT:

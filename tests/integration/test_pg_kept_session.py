@@ -1,0 +1,142 @@
+"""The PostgreSQL store keeps one session of its pool out of it between uses (store/postgres/
+kept.py): a borrower that finds it free skips the pool's work. These pin what that must never
+cost: two borrowers at once never share a session, and a session left in doubt (a borrower
+cancelled mid-statement, a session the server cut, a transaction left open) is never lent
+again; the next borrower gets a working one."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import AsyncIterator
+
+import asyncpg
+import pytest
+
+from runwright.errors import StoreUnreachable
+from runwright.store.postgres.store import PostgresStore
+
+from ..conftest import PG_BASE
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    schema = f"rw_test_{uuid.uuid4().hex[:12]}"
+    made = PostgresStore(PG_BASE, PG_BASE, schema)
+    await made.open()
+    try:
+        yield made
+    finally:
+        await made.close()
+        admin = await asyncpg.connect(PG_BASE)
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await admin.close()
+
+
+async def _pid(store: PostgresStore) -> int:
+    async with store._conn() as conn:  # noqa: SLF001
+        return int(await conn.fetchval("SELECT pg_backend_pid()"))
+
+
+async def test_one_after_another_borrowers_share_the_kept_session(store: PostgresStore) -> None:
+    pids = {await _pid(store) for _ in range(5)}
+    assert len(pids) == 1
+
+
+async def test_borrowers_at_once_never_share_a_session(store: PostgresStore) -> None:
+    inside = asyncio.Event()
+    release = asyncio.Event()
+    pids: list[int] = []
+
+    async def borrow() -> None:
+        async with store._conn() as conn:  # noqa: SLF001
+            pids.append(int(await conn.fetchval("SELECT pg_backend_pid()")))
+            if len(pids) == 3:
+                inside.set()
+            await release.wait()
+
+    tasks = [asyncio.create_task(borrow()) for _ in range(3)]
+    await asyncio.wait_for(inside.wait(), 30)
+    release.set()
+    await asyncio.gather(*tasks)
+    assert len(set(pids)) == 3
+
+
+async def test_a_borrower_cancelled_mid_statement_leaves_a_working_session(store: PostgresStore) -> None:
+    await _pid(store)  # the kept session exists before the borrower that is cancelled
+    started = asyncio.Event()
+
+    async def sleeper() -> None:
+        async with store._conn() as conn:  # noqa: SLF001
+            started.set()
+            await conn.execute("SELECT pg_sleep(30)")
+
+    task = asyncio.create_task(sleeper())
+    await started.wait()
+    await asyncio.sleep(0.2)  # the statement is on the server
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The cancelled session went back to the pool; whichever comes next answers at once.
+    assert await asyncio.wait_for(_pid(store), 10) > 0
+    for _ in range(3):
+        async with store._conn() as conn:  # noqa: SLF001
+            assert await conn.fetchval("SELECT 41 + 1") == 42
+
+
+async def test_a_session_the_server_cut_is_not_lent_again(store: PostgresStore) -> None:
+    kept = await _pid(store)
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", kept)
+    finally:
+        await admin.close()
+    with pytest.raises(StoreUnreachable):
+        async with store._conn() as conn:  # noqa: SLF001
+            await conn.fetchval("SELECT 1")
+    fresh = await _pid(store)
+    assert fresh != kept
+    assert await _pid(store) == fresh  # and the fresh one is kept in turn
+
+
+async def test_a_transaction_left_open_is_not_lent_again(store: PostgresStore) -> None:
+    kept = await _pid(store)
+    async with store._conn() as conn:  # noqa: SLF001
+        await conn.execute("BEGIN")
+    async with store._conn() as conn:  # noqa: SLF001
+        assert not conn.is_in_transaction()
+        assert await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1"
+                                   " AND state LIKE 'idle in transaction%'", kept) == 0
+
+
+async def test_a_refused_statement_keeps_the_session(store: PostgresStore) -> None:
+    kept = await _pid(store)
+    with pytest.raises(asyncpg.UndefinedTableError):
+        async with store._conn() as conn:  # noqa: SLF001
+            await conn.fetchval("SELECT 1 FROM no_such_table")
+    assert await _pid(store) == kept
+
+
+async def test_close_waits_for_a_borrower_and_ends_every_session(store: PostgresStore) -> None:
+    inside = asyncio.Event()
+
+    async def borrow() -> int:
+        async with store._conn() as conn:  # noqa: SLF001
+            inside.set()
+            await asyncio.sleep(0.2)
+            return int(await conn.fetchval("SELECT pg_backend_pid()"))
+
+    task = asyncio.create_task(borrow())
+    await inside.wait()
+    await asyncio.wait_for(store.close(), 30)
+    pid = await task
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        for _ in range(200):  # a backend leaves pg_stat_activity a moment after its client
+            if not await admin.fetchval("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"session {pid} outlived the store's close")
+    finally:
+        await admin.close()
