@@ -113,6 +113,19 @@ async def test_a_retried_insert_of_fresh_keys_returns_the_runs_it_made(store):
     assert (await store.run_count_by_state(RunCountParams())) == {"queued": 451}
 
 
+async def test_one_run_inserted_alone_is_the_run_a_read_returns(store):
+    """A submit of one run (PostgreSQL: a statement of its own, INSERT_ONE), with every
+    option or as a child, returns what a read gives; retried after it committed (a fresh
+    key, inserted unchecked), it meets its run."""
+    full, child, _parent = await every_option(store, run_at=T0 + 5.25)
+    for alone in (full, child, insert()):
+        alone.key_is_fresh = True
+        (first,) = await store.run_insert_many([alone])
+        assert [first] == await store.run_get_many([first.id]) and not first.existed
+        (again,) = await store.run_insert_many([alone])
+        assert again.existed and again.id == first.id
+
+
 async def test_existing_key_is_returned_whatever_its_state(store):
     wid = await store.worker_register(worker())
     (run,) = await store.run_insert_many([insert("k-done")])

@@ -47,33 +47,57 @@ def by_key(cte: str, column: str) -> str:
     return f"r.id = ANY (ARRAY(SELECT {column} FROM {cte}))"
 
 
-# The rows come as one JSON array of arrays ($1), one row per run in the order below:
-# asyncpg sends one text parameter, where sixteen arrays cost the submitter ~10 µs a run
-# of per-element type checks (measured; the server's cost is the same either way). jsonb,
-# not json: json would re-parse a row's text for each of its sixteen fields.
-def _insert_many(check_keys: bool) -> str:
-    """The insert of a batch of runs. Checking keys, a key that exists already is skipped
-    (its run is read after). Not checking (keys made for this submission, see
-    RunInsertParams.key_is_fresh), run_keys takes a plain insert: ON CONFLICT's
-    speculative insertion and the join on its result were an eighth of the statement's
-    cost, and a collision, which only a retry of the same insert meets, fails it whole
-    (unique_violation), and the caller retries it checking keys."""
+# What a run's insert carries, in the order of the store's `_insert_row`: the fields of
+# INSERT_MANY's JSON rows, and INSERT_ONE's $1..$16.
+INSERT_FIELDS = (("key", "text"), ("task", "text"), ("queue", "text"), ("priority", "smallint"),
+                 ("args", "text"), ("max_attempts", "integer"), ("timeout_s", "float8"),
+                 ("run_at", "float8"), ("parent_id", "bigint"), ("budget", "text"),
+                 ("deadline_at", "float8"), ("thread", "text"), ("tenant", "text"),
+                 ("traceparent", "text"), ("version", "text"), ("major", "integer"))
+
+
+# A batch's rows come as one JSON array of arrays ($1), one row per run in INSERT_FIELDS'
+# order: asyncpg sends one text parameter, where sixteen arrays cost the submitter ~10 µs a
+# run of per-element type checks (measured; the server's cost is the same either way).
+# jsonb, not json: json would re-parse a row's text for each of its sixteen fields.
+# One run (INSERT_ONE) comes as sixteen parameters, and none of a batch's plumbing (the
+# JSON rows, their order, the join back to it, the distinct queues) is run: for one run
+# that plumbing cost a seventh of the statement (server CPU 187-220 -> 173-193 µs a submit).
+def _insert(check_keys: bool, one: bool = False) -> str:
+    """The insert of a batch of runs (of one run, with `one`). Checking keys, a key that
+    exists already is skipped (its run is read after). Not checking (keys made for this
+    submission, see RunInsertParams.key_is_fresh), run_keys takes a plain insert: ON
+    CONFLICT's speculative insertion and the join on its result were an eighth of the
+    statement's cost, and a collision, which only a retry of the same insert meets, fails
+    it whole (unique_violation), and the caller retries it checking keys."""
     keyed = ("    -- DO NOTHING: an existing key is the idempotent case, read below; a concurrent\n"
              "    -- submission of the same key waits here for the other's commit.\n"
              "    ON CONFLICT DO NOTHING\n    RETURNING run_id\n") if check_keys else ""
     join = "JOIN keyed k ON k.run_id = n.id" if check_keys else ""
+    if one:
+        now, channel = f"${len(INSERT_FIELDS) + 1}", f"${len(INSERT_FIELDS) + 2}"
+        source = "SELECT " + ", ".join(f"${i}::{kind} AS {name}"
+                                       for i, (name, kind) in enumerate(INSERT_FIELDS, 1)) + ", 1 AS ord"
+        numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM input i"
+        notified = ""
+        answer = f"SELECT 1, id, pg_notify({channel}, queue) FROM inserted"
+    else:
+        now, channel = "$2", "$3"
+        source = ("SELECT " + ", ".join(f"(e->>{i})::{kind} AS {name}"
+                                        for i, (name, kind) in enumerate(INSERT_FIELDS))
+                  + ", ord\n    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS v(e, ord)")
+        # Ids drawn in the caller's order, which is claim order's last tie-breaker (one
+        # evaluation: a CTE with a volatile function is computed once).
+        numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i"
+        notified = (f"), notified AS (\n    SELECT pg_notify({channel}, q.queue)"
+                    " FROM (SELECT DISTINCT queue FROM inserted) q\n")
+        answer = ("SELECT n.ord, n.id, (SELECT count(*) FROM notified)"
+                  " FROM inserted i JOIN numbered n ON n.id = i.id")
     return f"""
 WITH input AS (
-    SELECT e->>0 AS key, e->>1 AS task, e->>2 AS queue, (e->>3)::smallint AS priority,
-           e->>4 AS args, (e->>5)::integer AS max_attempts, (e->>6)::float8 AS timeout_s,
-           (e->>7)::float8 AS run_at, (e->>8)::bigint AS parent_id, e->>9 AS budget,
-           (e->>10)::float8 AS deadline_at, e->>11 AS thread, e->>12 AS tenant,
-           e->>13 AS traceparent, e->>14 AS version, (e->>15)::integer AS major, ord
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS v(e, ord)
+    {source}
 ), numbered AS (
-    -- Ids drawn in the caller's order, which is claim order's last tie-breaker (one
-    -- evaluation: a CTE with a volatile function is computed once).
-    SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i
+    {numbered}
 ), keyed AS (
     INSERT INTO run_keys (tenant, key, run_id)
     SELECT coalesce(tenant, ''), key, id FROM numbered
@@ -82,7 +106,7 @@ WITH input AS (
                       run_at, created_at, parent_id, budget, deadline_at, thread, tenant,
                       traceparent, version, major, last_seq)
     OVERRIDING SYSTEM VALUE
-    SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, $2,
+    SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, {now},
            parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
     FROM numbered n {join}
     RETURNING id, key, task, queue, priority, parent_id, thread
@@ -91,19 +115,18 @@ WITH input AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, 1, 'submitted', json_build_object('task', task, 'key', key, 'queue', queue,
                                                  'priority', priority, 'parent', parent_id,
-                                                 'thread', thread)::text, $2
+                                                 'thread', thread)::text, {now}
     FROM inserted
-), notified AS (
-    SELECT pg_notify($3, q.queue) FROM (SELECT DISTINCT queue FROM inserted) q
-)
+{notified})
 -- Each new run's place in the input and its id: the caller has the rest (see
 -- RunInsertParams.as_run), so thirty columns a run are neither sent nor decoded.
-SELECT n.ord, n.id, (SELECT count(*) FROM notified) FROM inserted i JOIN numbered n ON n.id = i.id
+{answer}
 """
 
 
-INSERT_MANY = _insert_many(check_keys=True)
-INSERT_FRESH = _insert_many(check_keys=False)
+INSERT_MANY = _insert(check_keys=True)
+INSERT_FRESH = _insert(check_keys=False)
+INSERT_ONE = _insert(check_keys=False, one=True)
 
 # A key names one run within its tenant ('' for none), as run_keys says.
 GET_BY_KEYS = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN"

@@ -425,15 +425,20 @@ class PostgresStore(SqlStore):
                       now: float, fresh: bool = False) -> list[Run]:
         """`fresh`: every key was made for this submission (outside a transaction only: a
         collision fails the statement, and it is retried checking keys)."""
-        rows_json = _insert_rows(params, now)
         rows = None
         if fresh:
             try:
-                rows = await conn.fetch(self._sql(sql.INSERT_FRESH), rows_json, now, self.channels["queued"])
+                if len(params) == 1:  # a submit: its values as parameters (see sql.INSERT_ONE)
+                    rows = await conn.fetch(self._sql(sql.INSERT_ONE), *_insert_row(params[0], now), now,
+                                            self.channels["queued"])
+                else:
+                    rows = await conn.fetch(self._sql(sql.INSERT_FRESH), _insert_rows(params, now), now,
+                                            self.channels["queued"])
             except asyncpg.UniqueViolationError:
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
-            rows = await conn.fetch(self._sql(sql.INSERT_MANY), rows_json, now, self.channels["queued"])
+            rows = await conn.fetch(self._sql(sql.INSERT_MANY), _insert_rows(params, now), now,
+                                    self.channels["queued"])
         return await self._with_existing(conn, params, _made(params, rows, now))
 
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
@@ -651,12 +656,17 @@ def _id_payload(run_ids: Sequence[int]) -> str:
     return ids if len(ids) < sql.PAYLOAD_LIMIT else "*"
 
 
+def _insert_row(p: RunInsertParams, now: float) -> tuple[Any, ...]:
+    """One run's values in sql.INSERT_FIELDS' order: INSERT_ONE's $1..$16, a row of
+    INSERT_MANY's JSON."""
+    return (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
+            p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
+            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
+
+
 def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
     """The $1 of INSERT_MANY and INSERT_FRESH."""
-    return json.dumps([(p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
-                        p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
-                        p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
-                       for p in params])
+    return json.dumps([_insert_row(p, now) for p in params])
 
 
 def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
