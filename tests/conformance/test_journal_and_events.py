@@ -48,6 +48,26 @@ async def test_a_run_log_is_gapless_from_submission_to_its_end(store):
     assert (await store.run_get(run.id)).last_seq == 5
 
 
+async def test_the_submitted_event_carries_awkward_text_as_it_was_given(store):
+    """Event 1 names the run's task, key, queue, priority, parent and thread; text with
+    quotes, backslashes, control characters and non-ASCII comes back as it went in,
+    whether the run was inserted alone or in a batch (PostgreSQL: two statements)."""
+    (parent,) = await store.run_insert_many([insert()])
+    awkward = insert(key='k"\\ \x01 é\n', queue='q "line"\nnext')
+    awkward.parent_id = parent.id
+    alone_fresh = insert(key="fresh-awkward")
+    alone_fresh.key_is_fresh = True
+    (alone,) = await store.run_insert_many([awkward])
+    batch = await store.run_insert_many([insert(key='b\\"'), insert(queue="é\t")])
+    (fresh,) = await store.run_insert_many([alone_fresh])
+    for run, parent_id in ((alone, parent.id), (batch[0], None), (batch[1], None), (fresh, None)):
+        (first,) = await store.event_list(EventListParams(run.id, limit=1))
+        assert first.kind == "submitted"
+        assert first.data == {"task": "t", "key": run.key, "queue": run.queue, "priority": 2,
+                              "parent": parent_id, "thread": None}
+    assert alone.key == 'k"\\ \x01 é\n' and alone.queue == 'q "line"\nnext'
+
+
 async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
     _, run = await _claimed(store)
     new_worker = await store.worker_register(worker())
