@@ -30,11 +30,17 @@ class Completer:
         self._pending: list[tuple[RunFinishParams, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
         self._closed = False
+        # The loop, found once: on Python 3.11 each get_running_loop() is a getpid()
+        # system call (1.6 a run in a worker, measured), a finish would pay one.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def finish(self, params: RunFinishParams) -> None:
         """Write this finish and return once it is durable; raise LeaseLost if its fence
         was refused (a newer claim owns the run: nothing of ours was written)."""
-        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         self._pending.append((params, future))
         self._wake.set()
         # Not shielded (a shield is a future and a callback more per run): a cancel here

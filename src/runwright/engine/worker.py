@@ -162,6 +162,7 @@ class Worker:
         self._tasks: list[str] = []
         self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one `run` works in
         self._join_fleet = join_fleet
         self.member: Member | None = None
 
@@ -187,6 +188,7 @@ class Worker:
 
     async def run(self, ready: Callable[[Worker], Any] | None = None) -> None:
         """Work until `stop()`; raises WorkerCrashed if a side task died."""
+        self._loop = asyncio.get_running_loop()  # found once (see Completer._loop)
         await self._connect()
         self._tasks = sorted(self.runtime.registry.tasks)
         self._majors = self.runtime.registry.runnable_majors()
@@ -364,7 +366,8 @@ class Worker:
 
     def _start(self, run: Run) -> None:
         self._instruments.claimed(run)
-        task = asyncio.create_task(self._execute(run), name=f"run-{run.id}")
+        assert self._loop is not None, "a run is started by the claim loop, which run() starts"
+        task = self._loop.create_task(self._execute(run), name=f"run-{run.id}")
         self._active[run.id] = Active(run, task)
 
     # -- executing ------------------------------------------------------------------
