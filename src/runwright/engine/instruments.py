@@ -69,7 +69,7 @@ def outcome_of_finish(finish: RunFinishParams) -> str:
         return finish.kind
     if finish.state is RunState.QUEUED:
         return "released" if finish.release else "retrying"
-    return finish.state.value
+    return finish.state  # a StrEnum is its own value (Enum.value is a slow property)
 
 
 @dataclass

@@ -522,7 +522,7 @@ class PostgresStore(SqlStore):
         now = self.clock.now(params[0].now)
         # In id order, as renewals and the rescuer lock rows: a finish and a renewal of the
         # same runs in another session otherwise deadlock (seen under load; retried, slow).
-        ends = json.dumps([(p.run_id, p.fence, p.state.value, p.result, p.error,
+        ends = json.dumps([(p.run_id, p.fence, p.state, p.result, p.error,
                             p.run_at if p.run_at is not None else now, p.release, p.kind,
                             p.event_data) for p in sorted(params, key=lambda p: p.run_id)])
         args = (self._sql(sql.FINISH_MANY), now, ends, self.channels["done"], self.channels["queued"],

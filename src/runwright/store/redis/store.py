@@ -591,7 +591,7 @@ class RedisStore:
         for stop in rules.REQUEUE_STOPS:
             args += [stop.flag, stop.ends_as.value, stop.error]
         args.append(json.dumps([
-            [str(p.run_id), str(p.fence), p.state.value, p.result, p.error,
+            [str(p.run_id), str(p.fence), p.state, p.result, p.error,
              None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data]
             for p in params]))
         refused = [int(i) for i in await self._script("finish", *args)]

@@ -141,7 +141,7 @@ def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams], now
             refused.append(p.run_id)
             continue
         parent_id, seq, state, interrupt = row
-        if state == p.state.value:
+        if state == p.state:
             events.append((p.run_id, seq, p.kind, p.event_data, now))
         else:  # a stop request came as it finished: it ends that way instead
             events.append((p.run_id, seq, state, "{}", now))
@@ -160,7 +160,7 @@ def _end_many(conn: sqlite3.Connection, ends: Sequence[RunFinishParams],
     """The ends written, by run id, each as (parent_id, last_seq, state, interrupt)."""
     if not ends:
         return {}
-    batch = json.dumps([[p.run_id, p.fence, p.state.value, p.result, p.error] for p in ends])
+    batch = json.dumps([[p.run_id, p.fence, p.state, p.result, p.error] for p in ends])
     return {row[0]: row[1:] for row in conn.execute(_END_MANY, (now, batch))}
 
 
