@@ -88,7 +88,8 @@ async def test_a_session_the_server_cut_is_not_lent_again(store: PostgresStore) 
     kept = await _pid(store)
     admin = await asyncpg.connect(PG_BASE)
     try:
-        assert await admin.fetchval("SELECT pg_terminate_backend($1)", kept)
+        # With a timeout it returns once the session has ended: no race with the next use.
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 10000)", kept)
     finally:
         await admin.close()
     with pytest.raises(StoreUnreachable):
