@@ -62,7 +62,7 @@ INSERT_FIELDS = (("key", "text"), ("task", "text"), ("queue", "text"), ("priorit
 # jsonb, not json: json would re-parse a row's text for each of its sixteen fields.
 # One run (INSERT_ONE) comes as sixteen parameters, and none of a batch's plumbing (the
 # JSON rows, their order, the join back to it, the distinct queues) is run: for one run
-# that plumbing cost a seventh of the statement (server CPU 187-220 -> 173-193 µs a submit).
+# that plumbing cost a seventh of the statement (server CPU 200-220 -> 173-187 µs a submit).
 def _insert(check_keys: bool, one: bool = False) -> str:
     """The insert of a batch of runs (of one run, with `one`). Checking keys, a key that
     exists already is skipped (its run is read after). Not checking (keys made for this
@@ -77,7 +77,7 @@ def _insert(check_keys: bool, one: bool = False) -> str:
     if one:
         now, channel = f"${len(INSERT_FIELDS) + 1}", f"${len(INSERT_FIELDS) + 2}"
         source = "SELECT " + ", ".join(f"${i}::{kind} AS {name}"
-                                       for i, (name, kind) in enumerate(INSERT_FIELDS, 1)) + ", 1 AS ord"
+                                       for i, (name, kind) in enumerate(INSERT_FIELDS, 1))
         numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM input i"
         notified = ""
         answer = f"SELECT 1, id, pg_notify({channel}, queue) FROM inserted"

@@ -425,20 +425,18 @@ class PostgresStore(SqlStore):
                       now: float, fresh: bool = False) -> list[Run]:
         """`fresh`: every key was made for this submission (outside a transaction only: a
         collision fails the statement, and it is retried checking keys)."""
-        rows = None
+        rows, channel = None, self.channels["queued"]
         if fresh:
             try:
                 if len(params) == 1:  # a submit: its values as parameters (see sql.INSERT_ONE)
-                    rows = await conn.fetch(self._sql(sql.INSERT_ONE), *_insert_row(params[0], now), now,
-                                            self.channels["queued"])
+                    statement, values = sql.INSERT_ONE, _insert_row(params[0], now)
                 else:
-                    rows = await conn.fetch(self._sql(sql.INSERT_FRESH), _insert_rows(params, now), now,
-                                            self.channels["queued"])
+                    statement, values = sql.INSERT_FRESH, (_insert_rows(params, now),)
+                rows = await conn.fetch(self._sql(statement), *values, now, channel)
             except asyncpg.UniqueViolationError:
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
-            rows = await conn.fetch(self._sql(sql.INSERT_MANY), _insert_rows(params, now), now,
-                                    self.channels["queued"])
+            rows = await conn.fetch(self._sql(sql.INSERT_MANY), _insert_rows(params, now), now, channel)
         return await self._with_existing(conn, params, _made(params, rows, now))
 
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
