@@ -55,7 +55,7 @@ async def test_the_submitted_event_carries_awkward_text_as_it_was_given(store):
     (parent,) = await store.run_insert_many([insert()])
     awkward = insert(key='k"\\ \x01 é\n', queue='q "line"\nnext')
     awkward.parent_id = parent.id
-    alone_fresh = insert(key="fresh-awkward")
+    alone_fresh = insert(key='f"\\ \x02 ü', queue='q\t"é"')  # PostgreSQL's INSERT_ONE
     alone_fresh.key_is_fresh = True
     (alone,) = await store.run_insert_many([awkward])
     batch = await store.run_insert_many([insert(key='b\\"'), insert(queue="é\t")])
