@@ -139,11 +139,17 @@ end
 -- that appends it, so the thread's numbers are gapless and in append order.
 -- `thread_no`: the run's, or false when it has none; a caller that has not read the run
 -- leaves it out, and it is read here.
-local function append(id, seq, kind, data, now, thread_no)
-  redis.call('RPUSH', P .. 'ev:' .. id, cjson.encode({kind, data, num(now)}))
+-- `append_entry` takes the event as its log holds it, the JSON array [kind, data, at];
+-- `append` makes it.
+local function append_entry(id, seq, entry, thread_no)
+  redis.call('RPUSH', P .. 'ev:' .. id, entry)
   event_ids[#event_ids + 1] = id
   if thread_no == nil then thread_no = redis.call('HGET', run_key(id), 'thread_no') end
   if thread_no then redis.call('RPUSH', P .. 'tev:' .. thread_no, id .. ':' .. seq) end
+end
+
+local function append(id, seq, kind, data, now, thread_no)
+  append_entry(id, seq, cjson.encode({kind, data, num(now)}), thread_no)
 end
 
 local function log(id, kind, data, now)
