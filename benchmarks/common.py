@@ -310,14 +310,17 @@ class Count:
 
 
 def parse_benchmark_args(doc: str, counts: Sequence[Count],
-                         extra: Sequence[tuple[str, str, str]] = ()) -> argparse.Namespace:
-    """The command line of a benchmark: --backends, its own `counts`, its `extra` text
-    options (flag, default, help), --pg-url. Its description is the first paragraph of the
-    benchmark's docstring (the rest is for readers of the code)."""
+                         extra: Sequence[tuple[str, str, str]] = (),
+                         backends: bool = True) -> argparse.Namespace:
+    """The command line of a benchmark: --backends (unless `backends` is False: a
+    benchmark of PostgreSQL alone), its own `counts`, its `extra` text options (flag,
+    default, help), --pg-url. Its description is the first paragraph of the benchmark's
+    docstring (the rest is for readers of the code)."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backends", default=",".join(BACKENDS),
-                        help="comma-separated: sqlite, postgres, redis (default all three)")
+    if backends:
+        parser.add_argument("--backends", default=",".join(BACKENDS),
+                            help="comma-separated: sqlite, postgres, redis (default all three)")
     for count in counts:
         parser.add_argument(count.flag, type=int, default=count.default, help=count.help)
     for flag, default, text in extra:
@@ -325,7 +328,7 @@ def parse_benchmark_args(doc: str, counts: Sequence[Count],
     parser.add_argument("--pg-url", default=PG_URL,
                         help="PostgreSQL database; each run uses a schema of its own, dropped after")
     args = parser.parse_args()
-    args.backends = backends_of(args, parser)
+    args.backends = backends_of(args, parser) if backends else ["postgres"]
     for count in counts:
         count.check(parser, args)
     return args
