@@ -227,31 +227,40 @@ async def main(args: argparse.Namespace) -> None:
     print(report(layers, args))
 
 
+def heading(title: str, last: str) -> str:
+    return f"{title:46}{'wall':>10}{'client CPU':>12}{'database CPU':>14}{last:>12}"
+
+
+def rows(layers: dict[str, Layer], keys: list[tuple[str, str]], digits: int,
+         last: Callable[[float], str]) -> list[str]:
+    """A line a layer: its median wall, client and database µs, then `last(wall)`."""
+    med = statistics.median
+    out = []
+    for key, _ in keys:
+        layer = layers[key]
+        wall = med(layer.wall_us)
+        out.append(f"{layer.label:46}{wall:8.{digits}f} µs{med(layer.client_us):9.{digits}f} µs"
+                   f"{med(layer.db_us):11.{digits}f} µs{last(wall)}")
+    return out
+
+
 def report(layers: dict[str, Layer], args: argparse.Namespace) -> str:
     med = statistics.median
-    raw = med(layers["raw"].wall_us)
-    lines = [f"PostgreSQL, {args.singles:,} single submits and {args.batches} batches of {BATCH:,} a round;"
-             f" medians of {args.rounds} rounds",
-             f"{'single submit':46}{'wall':>10}{'client CPU':>12}{'database CPU':>14}{'raw / this':>12}"]
-    for key, _ in SINGLE_LAYERS:
-        layer = layers[key]
-        wall = med(layer.wall_us)
-        lines.append(f"{layer.label:46}{wall:8.0f} µs{med(layer.client_us):9.0f} µs"
-                     f"{med(layer.db_us):11.0f} µs{100 * raw / wall:11.0f}%")
-    raw_bulk = med(layers["raw_bulk"].wall_us)
-    lines.append(f"{'bulk':46}{'wall':>10}{'client CPU':>12}{'database CPU':>14}{'rate':>12}")
-    for key, _ in BULK_LAYERS:
-        layer = layers[key]
-        wall = med(layer.wall_us)
-        lines.append(f"{layer.label:46}{wall:8.1f} µs{med(layer.client_us):9.1f} µs"
-                     f"{med(layer.db_us):11.1f} µs{1e6 / wall:10,.0f}/s")
+    raw, raw_bulk = med(layers["raw"].wall_us), med(layers["raw_bulk"].wall_us)
     open_us = med(layers["open"].wall_us)
     runs = args.batches * BATCH
     with_open = runs / (runs * med(layers["submit_many"].wall_us) + open_us) * 1e6
-    lines.append(f"{'open a fresh store (connect, check, migrate)':46}{open_us / 1000:8.1f} ms")
-    lines.append(f"{f'submit_many of {runs:,} with the open (harness)':46}{with_open:18,.0f}/s"
-                 f"   raw bulk: {1e6 / raw_bulk:,.0f}/s")
-    return "\n".join(lines)
+    return "\n".join([
+        f"PostgreSQL, {args.singles:,} single submits and {args.batches} batches of {BATCH:,} a round;"
+        f" medians of {args.rounds} rounds",
+        heading("single submit", "raw / this"),
+        *rows(layers, SINGLE_LAYERS, 0, lambda wall: f"{100 * raw / wall:11.0f}%"),
+        heading("bulk", "rate"),
+        *rows(layers, BULK_LAYERS, 1, lambda wall: f"{1e6 / wall:10,.0f}/s"),
+        f"{'open a fresh store (connect, check, migrate)':46}{open_us / 1000:8.1f} ms",
+        f"{f'submit_many of {runs:,} with the open (harness)':46}{with_open:18,.0f}/s"
+        f"   raw bulk: {1e6 / raw_bulk:,.0f}/s",
+    ])
 
 
 if __name__ == "__main__":
