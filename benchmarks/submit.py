@@ -173,9 +173,10 @@ async def bulk_round(bench: Bench, layers: dict[str, Layer], batches: int, store
     layers["open"].wall_us.append(await open_fresh())
 
 
-async def fresh_open(pg_url: str, schema: str) -> float:
+async def fresh_open(pg_url: str, schema: str, notes: list[str]) -> float:
     """µs to open a store on a schema that does not exist yet (connections, checks,
-    migration), as the harness's first bulk call does; the schema is dropped after."""
+    migration), as the harness's first bulk call does; the schema is dropped after (a
+    failure to drop it becomes a note)."""
     app = with_tasks(rw.App(common.store_url("postgres", Path(), pg_url, schema)))
     t0 = time.perf_counter()
     try:
@@ -183,7 +184,7 @@ async def fresh_open(pg_url: str, schema: str) -> float:
         return 1e6 * (time.perf_counter() - t0)
     finally:
         await app.close()
-        await common.drop_schema(pg_url, schema, [])
+        await common.drop_schema(pg_url, schema, notes)
 
 
 SINGLE_LAYERS = [
@@ -204,6 +205,7 @@ async def main(args: argparse.Namespace) -> None:
     app = with_tasks(rw.App(common.store_url("postgres", Path(), args.pg_url, schema)))
     layers = {key: Layer(label) for key, label in SINGLE_LAYERS + BULK_LAYERS}
     layers["open"] = Layer("open a fresh store")
+    notes: list[str] = []  # schemas left behind, printed at the end
     bare: asyncpg.Connection | None = None
     try:
         await app.open()
@@ -215,14 +217,16 @@ async def main(args: argparse.Namespace) -> None:
         for n in range(args.rounds):
             await single_round(bench, layers, args.singles, store_pids)
             await bulk_round(bench, layers, args.batches, store_pids,
-                             lambda: fresh_open(args.pg_url, f"{schema}_open{n}"))
+                             lambda: fresh_open(args.pg_url, f"{schema}_open{n}", notes))
             submit, raw = layers["submit"].wall_us[-1], layers["raw"].wall_us[-1]
             say("postgres", f"round {n + 1} of {args.rounds}: submit {submit:.0f} µs, raw {raw:.0f} µs")
     finally:
         if bare is not None:
             await bare.close()
         await app.close()
-        await common.drop_schema(args.pg_url, schema, [])
+        await common.drop_schema(args.pg_url, schema, notes)
+        for note in notes:
+            say("postgres", note)
     print()
     print(report(layers, args))
 
