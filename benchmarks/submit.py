@@ -48,7 +48,6 @@ from runwright.limits import Limits
 from runwright.store.params import RunInsertParams
 from runwright.store.postgres import sql
 from runwright.store.postgres.store import PostgresStore, _insert_row  # the values INSERT_ONE takes
-from runwright.store.sql.dialect import POSTGRES
 from runwright.submission import Submission, insert_params
 
 from . import common
@@ -70,13 +69,10 @@ CREATE INDEX jobs_queued ON jobs (id) WHERE status = 0
 """
 RAW_SINGLE = "INSERT INTO jobs (payload) VALUES ($1)"
 RAW_BULK = "INSERT INTO jobs (payload) SELECT unnest($1::bigint[])"
-# The runs row of INSERT_ONE (the same columns and values), as a statement of its own.
-RUNS_ROW = """
-INSERT INTO runs (key, task, queue, priority, state, args, max_attempts, timeout_s, run_at,
-                  created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,
-                  version, major, last_seq)
-VALUES ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $17, $9, $10, $11, $12, $13, $14, $15, $16, 1)
-"""
+# The runs row of INSERT_ONE (its fields as $1..$16, `now` as $17), as a statement of its own.
+_FIELDS = ", ".join(name for name, _ in sql.INSERT_FIELDS)
+_VALUES = ", ".join(f"${i}" for i in range(1, len(sql.INSERT_FIELDS) + 2))
+RUNS_ROW = f"INSERT INTO runs ({_FIELDS}, created_at, state, last_seq) VALUES ({_VALUES}, 'queued', 1)"
 
 
 async def noop(i: int) -> None:
@@ -152,7 +148,7 @@ async def single_round(bench: Bench, layers: dict[str, Layer], count: int, store
 
     made = bench.params(count)
     rows = [_insert_row(p, p.now) for p in made]
-    insert_one = await bench.bare.prepare(sql.qualify(POSTGRES.prepare(sql.INSERT_ONE), bench.schema))
+    insert_one = await bench.bare.prepare(bench.store._sql(sql.INSERT_ONE))  # as the store sends it
     await timed(layers["insert_one"], count, bench.bare_pid,
                 lambda i: insert_one.fetch(*rows[i], made[i].now, channel))
 
