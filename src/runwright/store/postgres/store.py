@@ -403,21 +403,25 @@ class PostgresStore(SqlStore):
     # -- the hot path ---------------------------------------------------------------
 
     async def run_insert_many(self, params: Iterable[RunInsertParams]) -> list[Run]:
-        chunks = _chunks(params, INSERT_CHUNK)  # pulling a chunk checks its items (see scope)
-        first = next(chunks, None)
-        if first is None:
+        items = iter(params)  # pulling an item checks it (see scope)
+        first = list(itertools.islice(items, INSERT_CHUNK))
+        if not first:
             return []
         now = self.clock.now(first[0].now)
-        second = next(chunks, None)
+        # One item past the first chunk says whether there are more: the server gets the
+        # first chunk before the second is pulled (checking a chunk of a submit_many takes
+        # about as long as the server's insert of one).
+        after = next(items, None)
         async with self._conn() as conn:
-            if second is None:
+            if after is None:
                 # No BEGIN/COMMIT around it (two round trips of three): the insert is one
                 # statement, atomic by itself, and the read of keys that already existed
                 # would see a snapshot of its own under READ COMMITTED inside a
                 # transaction too.
                 runs = await self._insert(conn, first, now, fresh=all(p.key_is_fresh for p in first))
             else:
-                runs = await self._insert_pipelined(conn, itertools.chain((first, second), chunks), now)
+                rest = _chunks(itertools.chain((after,), items), INSERT_CHUNK)
+                runs = await self._insert_pipelined(conn, itertools.chain((first,), rest), now)
         self.hub.fire(QUEUED)
         return runs
 
