@@ -44,7 +44,7 @@ from .store.params import (
     ThreadListParams,
     WorkerInfo,
 )
-from .submission import Submission, insert_params
+from .submission import Inserts, Submission, insert_params
 from .tasks import TaskSpec
 from .threads import ThreadHandle, Threads
 
@@ -132,19 +132,28 @@ class RunScope:
         now_s = self._runtime.clock()
         tenant = self._tenant_for(tenant)
 
+        def inserts(submission: Submission) -> Inserts:
+            return Inserts(spec, submission, now_s=now_s, limits=self._runtime.limits,
+                           version=self._runtime.registry.version)
+
         def checked() -> Iterator[RunInsertParams]:
             # Pulled by the store as it writes: a store may send the first items while it
             # checks the next (PostgreSQL does), and one that fails writes nothing.
+            plain: Inserts | None = None  # the items without options of their own: made once
             for index, item in enumerate(items):
-                call = item if isinstance(item, Call) else Call(kwargs=item)
-                submission = Submission(
-                    key=call.key, priority=call.priority if call.priority is not None else priority,
-                    delay_s=call.delay_s if call.delay_s is not None else delay_s,
-                    run_at=call.run_at, queue=queue, tenant=tenant,
-                    traceparent=call.traceparent if call.traceparent is not None else traceparent)
                 try:
-                    yield insert_params(spec, spec.bind((), dict(call.kwargs)), submission, now_s=now_s,
-                                        limits=self._runtime.limits, version=self._runtime.registry.version)
+                    if isinstance(item, Call):
+                        made = inserts(Submission(
+                            key=item.key, priority=item.priority if item.priority is not None else priority,
+                            delay_s=item.delay_s if item.delay_s is not None else delay_s,
+                            run_at=item.run_at, queue=queue, tenant=tenant,
+                            traceparent=item.traceparent if item.traceparent is not None else traceparent))
+                        yield made.of(spec.bind((), dict(item.kwargs)))
+                        continue
+                    if plain is None:
+                        plain = inserts(Submission(priority=priority, delay_s=delay_s, queue=queue,
+                                                   tenant=tenant, traceparent=traceparent))
+                    yield plain.of(spec.bind((), dict(item)))
                 except InvalidInput as exc:
                     raise type(exc)(f"item {index}: {exc}") from exc
 

@@ -26,7 +26,8 @@ from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
 from .tracing import check_traceparent
 
-__all__ = ["OPTIONS", "Submission", "insert_params", "parse_run_at", "refuse_options_in", "run_at_of"]
+__all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", "refuse_options_in",
+           "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
@@ -61,36 +62,59 @@ def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submiss
     """The checked insert of one run of `spec` with `arguments` (bound by keyword), as
     submitted by an app at `version` (recorded on the run); InvalidInput (or a subclass)
     names what is wrong, and nothing is written."""
-    priority = spec.priority if submission.priority is None else submission.priority
-    _check_priority(priority)
-    _check_key(submission.key)
-    _check_queue(submission.queue)
-    if submission.thread is not None:
-        _check_thread(submission.thread, submission.on_busy)
-    traceparent = check_traceparent(submission.traceparent)
-    if spec.check is not None:
-        spec.check(arguments)
-    budget = submission.budget
-    return RunInsertParams(
-        key=submission.key or fresh_key(),
-        key_is_fresh=submission.key is None,
-        task=spec.name,
-        args=encode(arguments, f"arguments of task {spec.name!r}", limits.max_payload_bytes),
-        queue=submission.queue or spec.queue,
-        priority=priority,
-        max_attempts=spec.retry.max_attempts,
-        timeout_s=spec.timeout_s,
-        run_at=due_at(now_s, submission.delay_s, run_at_of(submission.run_at)),
-        parent_id=submission.parent_id,
-        budget=budget.to_json() if budget is not None else None,
-        deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
-        thread=submission.thread,
-        on_busy=submission.on_busy,
-        tenant=submission.tenant,
-        traceparent=traceparent,
-        version=version,
-        now=now_s,
-    )
+    return Inserts(spec, submission, now_s=now_s, limits=limits, version=version).of(arguments)
+
+
+class Inserts:
+    """The inserts of runs of `spec` under one submission's options: the options are
+    checked once, here (InvalidInput names what is wrong), and each run then costs only
+    its arguments' check and encoding and its key. A submit_many's items without options
+    of their own share one: the options' checks were half of checking an item."""
+
+    __slots__ = ("_spec", "_what", "_max_bytes", "_shared")
+
+    def __init__(self, spec: TaskSpec, submission: Submission, *, now_s: float, limits: Limits,
+                 version: str | None = None) -> None:
+        priority = spec.priority if submission.priority is None else submission.priority
+        _check_priority(priority)
+        _check_key(submission.key)
+        _check_queue(submission.queue)
+        if submission.thread is not None:
+            _check_thread(submission.thread, submission.on_busy)
+        traceparent = check_traceparent(submission.traceparent)
+        budget = submission.budget
+        self._spec = spec
+        self._what = f"arguments of task {spec.name!r}"
+        self._max_bytes = limits.max_payload_bytes
+        # Every run's insert but its arguments, and its key when the submission names none.
+        self._shared = RunInsertParams(
+            key=submission.key or "",
+            key_is_fresh=submission.key is None,
+            task=spec.name,
+            args="",
+            queue=submission.queue or spec.queue,
+            priority=priority,
+            max_attempts=spec.retry.max_attempts,
+            timeout_s=spec.timeout_s,
+            run_at=due_at(now_s, submission.delay_s, run_at_of(submission.run_at)),
+            parent_id=submission.parent_id,
+            budget=budget.to_json() if budget is not None else None,
+            deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
+            thread=submission.thread,
+            on_busy=submission.on_busy,
+            tenant=submission.tenant,
+            traceparent=traceparent,
+            version=version,
+            now=now_s,
+        )
+
+    def of(self, arguments: dict[str, Any]) -> RunInsertParams:
+        """The insert of one run with these arguments (bound by keyword)."""
+        if self._spec.check is not None:
+            self._spec.check(arguments)
+        shared = self._shared
+        return shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
+                             encode(arguments, self._what, self._max_bytes))
 
 
 def fresh_key() -> str:

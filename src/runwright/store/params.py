@@ -110,6 +110,14 @@ class RunInsertParams:
     def major(self) -> int | None:
         return None if self.version is None else major_of(self.version)
 
+    def remade(self, key: str, args: str) -> RunInsertParams:
+        """This insert with another key and arguments, the rest shared (see
+        submission.Inserts). Positional: by keyword it took 1.0 µs, not 0.33 (measured)."""
+        return RunInsertParams(key, self.task, args, self.queue, self.priority, self.max_attempts,
+                               self.timeout_s, self.run_at, self.parent_id, self.budget,
+                               self.deadline_at, self.thread, self.on_busy, self.tenant,
+                               self.traceparent, self.version, self.now, self.key_is_fresh)
+
     def as_run(self, run_id: int, now: float) -> Run:
         """The run this insert makes, as a read of it returns it: queued at `run_at`
         (default `now`, its creation time), no attempt yet, its `submitted` event logged."""
