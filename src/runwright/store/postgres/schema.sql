@@ -46,7 +46,8 @@ CREATE TABLE runs (
 CREATE INDEX runs_due ON runs (queue, priority, run_at, id) WHERE state = 'queued';
 -- Lease renewal, cancel checks and the rescuer look up running runs by owner and expiry.
 CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'running';
-CREATE INDEX runs_state ON runs (state, id);
+-- Not running and succeeded runs: see runs_running, and the primary key (migration 17).
+CREATE INDEX runs_state ON runs (state, id) WHERE state NOT IN ('running', 'succeeded');
 
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
