@@ -71,11 +71,11 @@ def run_worker(make_worker: Callable[[], Worker], close: Callable[[], Awaitable[
     # objects) lives as long as the process; frozen, the collector stops re-walking it on
     # every full collection, which otherwise costs a worker a good part of its time.
     gc.freeze()
-    # What a run leaves behind is freed by reference counts (a drain of 20,000 runs left
-    # the collector 700 objects to find), but its tasks and futures are containers: at
-    # the default threshold of 700 the collector ran a thousand times a worker in such a
-    # drain, 6% of its CPU. Twenty thousand: a tenth of the passes, the shared harness's
-    # drain 3% faster (4 alternated pairs).
+    # What a run leaves behind is freed by reference counts (a worker that ran 20,000
+    # runs of a drain left the collector 700 objects to find), but its tasks and futures
+    # are containers: at the default threshold of 700 the collector passed a thousand
+    # times in that drain, 6% of the worker's CPU. At twenty thousand: a tenth of the
+    # passes, and the shared harness's drain 3% faster (4 alternated pairs).
     gc.set_threshold(20_000, 20, 50)
     with event_loop_runner() as runner:
         runner.run(main())
