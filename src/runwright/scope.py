@@ -143,17 +143,18 @@ class RunScope:
             for index, item in enumerate(items):
                 try:
                     if isinstance(item, Call):
-                        made = inserts(Submission(
+                        made, kwargs = inserts(Submission(
                             key=item.key, priority=item.priority if item.priority is not None else priority,
                             delay_s=item.delay_s if item.delay_s is not None else delay_s,
                             run_at=item.run_at, queue=queue, tenant=tenant,
-                            traceparent=item.traceparent if item.traceparent is not None else traceparent))
-                        yield made.of(spec.bind((), dict(item.kwargs)))
-                        continue
-                    if plain is None:
-                        plain = inserts(Submission(priority=priority, delay_s=delay_s, queue=queue,
-                                                   tenant=tenant, traceparent=traceparent))
-                    yield plain.of(spec.bind((), dict(item)))
+                            traceparent=item.traceparent if item.traceparent is not None else traceparent
+                        )), item.kwargs
+                    else:
+                        if plain is None:
+                            plain = inserts(Submission(priority=priority, delay_s=delay_s, queue=queue,
+                                                       tenant=tenant, traceparent=traceparent))
+                        made, kwargs = plain, item
+                    yield made.of(spec.bind((), dict(kwargs)))
                 except InvalidInput as exc:
                     raise type(exc)(f"item {index}: {exc}") from exc
 
