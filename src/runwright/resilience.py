@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from .errors import StoreError
 from .logs import event
 
-__all__ = ["BLINK_LIMIT_S", "through_blinks", "jittered", "store_call"]
+__all__ = ["BLINK_LIMIT_S", "jittered", "store_call", "through_blinks", "unless_cancelled"]
 
 T = TypeVar("T")
 # Past this, the outage is no blink: the error goes up. By then the run's lease has
@@ -21,7 +21,7 @@ T = TypeVar("T")
 BLINK_LIMIT_S = 60.0
 
 
-def _unless_cancelled(exc: StoreError) -> None:
+def unless_cancelled(exc: StoreError) -> None:
     """Re-raise a cancellation that reached us as a store error: redis-py may turn a read
     cancelled mid-reply into a connection error, and a loop that took it for an outage
     and retried would never stop (seen as "side task did not stop")."""
@@ -42,7 +42,7 @@ async def store_call(fn: Callable[..., Awaitable[Any]], *args: Any, worker: int 
     try:
         return await fn(*args)
     except StoreError as exc:
-        _unless_cancelled(exc)
+        unless_cancelled(exc)
         event(logging.WARNING, "store unavailable; will retry", worker=worker,
               operation=getattr(fn, "__name__", "?"), error=str(exc))
         await asyncio.sleep(jittered(0.5))
@@ -57,7 +57,7 @@ async def through_blinks(fn: Callable[..., Awaitable[T]], *args: Any, limit_s: f
         try:
             return await fn(*args)
         except StoreError as exc:
-            _unless_cancelled(exc)
+            unless_cancelled(exc)
             if time.monotonic() + delay_s > deadline:
                 raise
             event(logging.WARNING, "store unavailable; retrying", error=str(exc),

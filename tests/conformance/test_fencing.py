@@ -97,6 +97,60 @@ async def test_one_finish_batch_judges_each_end_alone(store):
     assert (await store.run_get(parent.id)).run_at == T0 + 1  # woken by its child's end
 
 
+async def test_finishes_and_the_next_claim_are_written_together(store):
+    """run_finish_claim: each end written (or refused) as run_finish_many would, and the
+    claim made as run_claim would, in claim order and within its limit; a retry the
+    finishes put back is not due yet, so no store can claim it here."""
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert(), insert(), insert()])
+    ok, retried, stale = await store.run_claim(claim(wid, limit=3))
+    low, high, other = insert(priority=5), insert(priority=0), insert()
+    await store.run_insert_many([low, high, other])
+    ends = [RunFinishParams(ok.id, ok.fence, RunState.SUCCEEDED, result='"ok"', now=T0 + 1, alone=True),
+            RunFinishParams(retried.id, retried.fence, RunState.QUEUED, error='{"type": "R"}',
+                            run_at=T0 + 60, now=T0 + 1, alone=True),
+            RunFinishParams(stale.id, stale.fence + 1, RunState.SUCCEEDED, result="1", now=T0 + 1,
+                            alone=True)]
+    refused, claimed = await store.run_finish_claim(ends, claim(wid, limit=2, now=T0 + 1))
+    assert refused == [stale.id]
+    assert [run.key for run in claimed] == [high.key, other.key]  # priority, then submission
+    assert all(run.state is RunState.RUNNING and run.owner == wid and run.fence == 1 for run in claimed)
+    runs = {run.id: run for run in await store.run_get_many([ok.id, retried.id, stale.id])}
+    assert runs[ok.id].state is RunState.SUCCEEDED and runs[ok.id].value() == "ok"
+    assert runs[retried.id].state is RunState.QUEUED and runs[retried.id].run_at == T0 + 60
+    assert runs[stale.id].state is RunState.RUNNING and runs[stale.id].result is None
+    logs = {run.id: [(e.seq, e.kind) for e in await store.event_list(EventListParams(run.id))]
+            for run in (ok, retried, *claimed)}
+    assert logs[ok.id] == [(1, "submitted"), (2, "started"), (3, "succeeded")]
+    assert logs[retried.id] == [(1, "submitted"), (2, "started"), (3, "retrying")]
+    assert [logs[run.id] for run in claimed] == [[(1, "submitted"), (2, "started")]] * 2
+    # What the claim left is claimed next, and a claim that finds nothing is no error.
+    refused, claimed = await store.run_finish_claim([], claim(wid, limit=5, now=T0 + 2))
+    assert refused == [] and [run.key for run in claimed] == [low.key]
+    assert await store.run_finish_claim([], claim(wid, now=T0 + 2)) == ([], [])
+
+
+async def test_finishes_that_set_off_more_are_written_with_a_claim_too(store):
+    """A child's end (no `alone`) wakes its parent when written with a claim, as alone."""
+    wid = await store.worker_register(worker())
+    (parent,) = await store.run_insert_many([insert()])
+    (parent,) = await store.run_claim(claim(wid, limit=1))
+    park = RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True, run_at=T0 + 3600,
+                           event_kind="parked", event_data='{"until": 0}', now=T0)
+    assert await store.run_finish_many([park]) == []
+    child = insert()
+    child.parent_id = parent.id
+    (child,) = await store.run_insert_many([child])
+    (child,) = await store.run_claim(claim(wid, limit=1))
+    waiting = insert()
+    await store.run_insert_many([waiting])
+    end = RunFinishParams(child.id, child.fence, RunState.SUCCEEDED, result="2", now=T0 + 1)
+    refused, claimed = await store.run_finish_claim([end], claim(wid, limit=1, now=T0 + 1))
+    assert refused == [] and [run.key for run in claimed] == [waiting.key]
+    assert (await store.run_get(child.id)).state is RunState.SUCCEEDED
+    assert (await store.run_get(parent.id)).run_at == T0 + 1  # woken by its child's end
+
+
 async def test_a_finished_run_refuses_a_second_finish(store):
     _, run = await _claimed(store)
     ok = RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1", now=T0)

@@ -156,9 +156,15 @@ class Worker:
         # hold no slot (the next claim need not wait for the write), but stay active so
         # their lease is kept until the write lands. At most `concurrency` of them.
         self._finishing = 0
+        self._claiming = 0  # slots that claims in flight may fill (the loop's, or one along)
+        # The last claim took all it asked for: more may be due, and the finishes' writes
+        # claim for the slots they free (Completer's claim_along) while it lasts.
+        self._backlog = False
         self._slot_freed = asyncio.Event()
+        self._batch_written = asyncio.Event()  # set as each batch of finishes lands
         self._stopping = asyncio.Event()
-        self._completer = Completer(self.store, on_batch=self._instruments.finish_batch)
+        self._completer = Completer(self.store, on_batch=self._instruments.finish_batch,
+                                    claim_along=self._claim_along, claimed=self._claimed_along)
         self._tasks: list[str] = []
         self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
@@ -326,33 +332,68 @@ class Worker:
         mine = [queue for queue in self.config.queues if queue not in paused]
         return mine + [queue for queue in self.member.serving() if queue not in mine]
 
+    def _free(self) -> int:
+        """Slots that neither a run nor a claim in flight holds."""
+        return self.config.concurrency - (len(self._active) - self._finishing) - self._claiming
+
+    def _claim_of(self, queues: list[str]) -> RunClaimParams:
+        """A claim for the free slots (at most `claim_batch`), which it holds until
+        `_claimed` gives them back."""
+        crash_point("worker.claim_loop")
+        limit = min(self._free(), self.config.claim_batch or self.config.concurrency)
+        self._claiming += limit
+        return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors)
+
+    def _claimed(self, claim: RunClaimParams, runs: list[Run] | None) -> None:
+        """Start what `claim` brought (None: the store failed it), give its slots back."""
+        self._claiming -= claim.limit
+        self._backlog = runs is not None and len(runs) == claim.limit
+        if runs:
+            crash_point("worker.after_claim")
+            self._instruments.claimed_batch(len(runs))
+            for run in runs:
+                self._start(run)
+
+    def _claim_along(self) -> RunClaimParams | None:
+        """The claim a batch of finishes writes with it: while there is a backlog, for
+        the slots free then (those runs finishing free theirs as the batch begins)."""
+        if not self._backlog or self._stopping.is_set() or self._free() <= 0:
+            return None
+        queues = self._claimable()
+        return self._claim_of(queues) if queues else None
+
+    def _claimed_along(self, claim: RunClaimParams | None, runs: list[Run]) -> None:
+        if claim is not None:
+            self._claimed(claim, runs)
+        self._batch_written.set()
+
     async def _claim_loop(self) -> None:
         config = self.config
-        batch = config.claim_batch or config.concurrency
         with self.store.hub.watch(QUEUED) as queued:
             while not self._stopping.is_set():
                 queues = self._claimable()
                 if not queues:  # every queue paused: look again at the next poll
                     await asyncio.sleep(jittered(config.poll_s))
                     continue
-                free = config.concurrency - (len(self._active) - self._finishing)
-                if free <= 0 or self._finishing >= config.concurrency:
+                # At most `concurrency` runs finishing (each holds its lease until its write
+                # lands): a claim beside a stalled write waits. A claim along with the write
+                # lands with it, so it needs no such bound.
+                if self._free() <= 0 or self._finishing >= config.concurrency:
                     self._slot_freed.clear()
                     await self._slot_freed.wait()
                     continue
+                # With a backlog, a batch of finishes on its way claims for the slots
+                # free by then: wait for it to land rather than claim beside it.
+                if self._backlog and self._completer.busy:
+                    self._batch_written.clear()
+                    await self._batch_written.wait()
+                    continue
                 queued.clear()
-                limit = min(free, batch)
-                crash_point("worker.claim_loop")
-                runs = await self._store_call(self.store.run_claim, RunClaimParams(
-                    self.id, queues, self._tasks, limit, config.lease_s, majors=self._majors))
-                if runs:
-                    crash_point("worker.after_claim")
-                    self._instruments.claimed_batch(len(runs))
-                for run in runs or ():
-                    self._start(run)
-                if runs is not None and len(runs) == limit:
-                    continue  # more may be due: claim again at once
-                await self._idle(queued, queues)
+                claim = self._claim_of(queues)
+                runs = await self._store_call(self.store.run_claim, claim)
+                self._claimed(claim, runs)
+                if not self._backlog:
+                    await self._idle(queued, queues)
 
     async def _idle(self, queued: asyncio.Event, queues: list[str]) -> None:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""

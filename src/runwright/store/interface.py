@@ -152,6 +152,14 @@ class RunStore(Protocol):
     async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
         """Apply fenced finishes; return the ids whose fence was refused."""
 
+    async def run_finish_claim(self, params: Sequence[RunFinishParams],
+                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
+        """`run_finish_many(params)` and `run_claim(claim)`, which a store may write as
+        one (a worker's finishes and its next claim): the refused ids and the claimed
+        runs. The claim may not see the queue as the finishes leave it (a retry they
+        requeue is claimable from the next claim on). A store error may leave the claim
+        made or not, the finishes written or not, as a lost reply to either would."""
+
     async def run_cancel(self, params: RunCancelParams) -> Run: ...
 
     async def run_retry(self, params: RunRetryParams) -> Run: ...

@@ -147,8 +147,8 @@ FORGET_KEYS = ("DELETE FROM run_keys WHERE (tenant, key) IN"
 # Due-ness, deadlines and the lease are judged by `now` (the injected time, else the
 # database's clock: a worker whose clock is off neither starts runs early nor leases them
 # short).
-CLAIM = f"""
-WITH picked AS MATERIALIZED (
+_CLAIM_CTES = f"""
+picked AS MATERIALIZED (
     SELECT c.id FROM unnest($1::text[]) AS q(name)
     CROSS JOIN LATERAL (
         SELECT t.id, t.priority, t.run_at FROM runs t
@@ -184,9 +184,8 @@ WITH picked AS MATERIALIZED (
     FROM claimed
 ), notified AS (
     {notify_ids("$7", "claimed")}
-)
-SELECT *, (SELECT count(*) FROM notified) FROM claimed
-"""
+)"""
+CLAIM = f"WITH {_CLAIM_CTES}\nSELECT *, (SELECT count(*) FROM notified) FROM claimed\n"
 
 # The new expiry is `now` (the injected time, else the database's clock) plus the lease.
 EXTEND = """
@@ -207,8 +206,8 @@ STOPPED = ", ".join(f"'{stop.ends_as.value}'" for stop in REQUEUE_STOPS)
 # its child comes due at once). Each end appends its event under the next seq, and the
 # notifications ride along: ids of ended runs (or '*' when too many for a payload),
 # "work is due", and "these logs grew".
-FINISH_MANY = f"""
-WITH mine AS MATERIALIZED (
+_FINISH_CTES = f"""
+mine AS MATERIALIZED (
     SELECT v.* FROM (
         SELECT (e->>0)::bigint AS id, (e->>1)::bigint AS fence, e->>2 AS state,
                e->>3 AS result, e->>4 AS error, (e->>5)::float8 AS run_at,
@@ -241,10 +240,33 @@ WITH mine AS MATERIALIZED (
     SELECT pg_notify($4, '') FROM finished WHERE state = 'queued' LIMIT 1
 ), grown AS (
     {notify_ids("$5", "finished")}
-)
+)"""
+FINISH_MANY = f"""WITH {_FINISH_CTES}
 SELECT f.id, f.state, f.parent_id, f.thread, f.asked, f.interrupt, (SELECT count(*) FROM ended),
        (SELECT count(*) FROM requeued), (SELECT count(*) FROM grown)
 FROM finished f
+"""
+
+def _shifted(statement: str, by: int) -> str:
+    """`statement` with its parameters renumbered: $n becomes $(n + by)."""
+    return re.sub(r"\$(\d+)", lambda m: f"${int(m[1]) + by}", statement)
+
+
+# A worker's finishes and its next claim in one statement (FINISH_MANY's $1..$5, then
+# CLAIM's as $6..$13): one commit, one round trip and one plan's start-up where there were
+# two, which at the batches a busy worker writes (30-40 runs) was the larger part of the
+# server's cost of a run. The two touch different rows (running ones, queued ones) under
+# one snapshot: a run this finish puts back in the queue is claimable from the next
+# statement on, as it would have been after a finish on its own. Only for finishes that
+# set nothing else off (`RunFinishParams.alone`, see PostgresStore.run_finish_many). One
+# row at least: the claimed runs (none: a row of NULLs) with the finished ids beside them.
+FINISH_CLAIM = f"""WITH {_FINISH_CTES},
+{_shifted(_CLAIM_CTES, 5)}
+SELECT c.*, d.ids, d.notified
+FROM (SELECT array_agg(f.id) AS ids, (SELECT count(*) FROM ended) + (SELECT count(*) FROM requeued)
+             + (SELECT count(*) FROM grown) + (SELECT count(*) FROM notified) AS notified
+      FROM finished f) d
+LEFT JOIN claimed c ON true
 """
 
 

@@ -499,14 +499,15 @@ class PostgresStore(SqlStore):
         return _in_order(params, found)
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        now = self.clock.judged(params.now)
         async with self._conn(self._claiming) as conn:
-            rows = await conn.fetch(self._sql(sql.CLAIM), list(params.queues), list(params.tasks), now,
-                                    params.limit, params.worker_id, params.lease_s, self.channels["events"],
-                                    None if params.majors is None else rules.claim_keys(params.majors))
-        runs = [run_from_row(row) for row in rows]
-        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
-        return runs
+            rows = await conn.fetch(self._sql(sql.CLAIM), *self._claim_args(params))
+        return _claimed(rows)
+
+    def _claim_args(self, params: RunClaimParams) -> tuple[Any, ...]:
+        """CLAIM's $1..$8."""
+        return (list(params.queues), list(params.tasks), self.clock.judged(params.now), params.limit,
+                params.worker_id, params.lease_s, self.channels["events"],
+                None if params.majors is None else rules.claim_keys(params.majors))
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
@@ -518,17 +519,46 @@ class PostgresStore(SqlStore):
         return RunExtendResult(lost=[i for i in ids if i not in kept],
                                cancel_requested=[row[0] for row in rows if row[1]])
 
-    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
-        if not params:
-            return []
+    async def run_finish_claim(self, params: Sequence[RunFinishParams],
+                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
+        if not params or not all(p.alone for p in params):
+            return await self.run_finish_many(params), await self.run_claim(claim)
+        # One statement (see sql.FINISH_CLAIM), on the claiming pool: the claim's plan
+        # wants that pool's settings, and the finish is indifferent to them.
+        args = self._finish_args(params)
+        async with self._conn(self._claiming) as conn:
+            rows = await conn.fetch(self._sql(sql.FINISH_CLAIM), *args, *self._claim_args(claim))
+        done = set(rows[0][-2] or ())
+        refused = await self._refused(params, done)
+        self.hub.fire_finished(params)
+        return refused, _claimed([row for row in rows if row[0] is not None])
+
+    def _finish_args(self, params: Sequence[RunFinishParams]) -> tuple[Any, ...]:
+        """FINISH_MANY's $1..$5."""
         now = self.clock.now(params[0].now)
         # In id order, as renewals and the rescuer lock rows: a finish and a renewal of the
         # same runs in another session otherwise deadlock (seen under load; retried, slow).
         ends = json.dumps([(p.run_id, p.fence, p.state, p.result, p.error,
                             p.run_at if p.run_at is not None else now, p.release, p.kind,
                             p.event_data) for p in sorted(params, key=lambda p: p.run_id)])
-        args = (self._sql(sql.FINISH_MANY), now, ends, self.channels["done"], self.channels["queued"],
-                self.channels["events"])
+        return now, ends, self.channels["done"], self.channels["queued"], self.channels["events"]
+
+    async def _refused(self, params: Sequence[RunFinishParams], done: set[int]) -> list[int]:
+        """The ids of `params` a finish did not write (not in `done`) and did not write
+        before either (a retry after a lost reply): their fence was refused."""
+        refused = [p for p in params if p.run_id not in done]
+        if refused:
+            confirmed = {row[0] for row in await self._fetch_raw(
+                sql.FINISH_CONFIRM, [p.run_id for p in refused], [p.fence for p in refused],
+                [p.state.value for p in refused])}
+            refused = [p for p in refused if p.run_id not in confirmed]
+        return [p.run_id for p in refused]
+
+    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
+        if not params:
+            return []
+        finish = self._finish_args(params)
+        now, args = finish[0], (self._sql(sql.FINISH_MANY), *finish)
         if all(p.alone for p in params):
             # No BEGIN/COMMIT (two round trips of three): the statement is atomic by
             # itself, and no run of the batch has a parent to wake or a thread to go on.
@@ -538,15 +568,9 @@ class PostgresStore(SqlStore):
             async with self._conn() as conn, conn.transaction():
                 rows = await conn.fetch(*args)
                 await self._after_finish(conn, rows, now)
-        done = {row[0] for row in rows}
-        refused = [p for p in params if p.run_id not in done]
-        if refused:
-            confirmed = {row[0] for row in await self._fetch_raw(
-                sql.FINISH_CONFIRM, [p.run_id for p in refused], [p.fence for p in refused],
-                [p.state.value for p in refused])}
-            refused = [p for p in refused if p.run_id not in confirmed]
+        refused = await self._refused(params, {row[0] for row in rows})
         self.hub.fire_finished(params)
-        return [p.run_id for p in refused]
+        return refused
 
     async def _after_finish(self, conn: asyncpg.Connection, rows: list[asyncpg.Record], now: float) -> None:
         """What a batch of ends sets off: parents wake, a rolled-back run's thread
@@ -680,6 +704,13 @@ def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
         p = params[place - 1]
         made[p.tenant or "", p.key] = p.as_run(run_id, now)
     return made
+
+
+def _claimed(rows: Sequence[asyncpg.Record]) -> list[Run]:
+    """The runs a claim's rows hold, in claim order (RETURNING has none)."""
+    runs = [run_from_row(row) for row in rows]
+    runs.sort(key=lambda r: (r.priority, r.run_at, r.id))
+    return runs
 
 
 def _chunks(items: Iterable[RunInsertParams], size: int) -> Iterator[list[RunInsertParams]]:

@@ -598,6 +598,10 @@ class RedisStore:
         self.hub.fire_finished(params)
         return refused
 
+    async def run_finish_claim(self, params: Sequence[RunFinishParams],
+                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
+        return await self.run_finish_many(params), await self.run_claim(claim)
+
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
         if not params:
             return []
