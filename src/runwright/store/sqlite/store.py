@@ -313,48 +313,35 @@ class SqliteStore(SqlStore):
         return runs
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        now = self.clock.now(params.now)
-        tasks = json.dumps(list(params.tasks))
-        keys = None if params.majors is None else json.dumps(rules.claim_keys(params.majors))
-        # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
-        # after `limit` rows; `queue IN (...)` would make it sort every queued run.
-        # A thread's run waits while an earlier run of its thread (same tenant) is open:
-        # runs of one thread never overlap.
-        # Past its deadline, a run is the rescuer's to end, not a worker's to start.
-        probe = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
-                 " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
-                 # Only a major the task's code can run (a run that recorded none: any).
-                 " AND (?5 IS NULL OR major IS NULL"
-                 "  OR major || ':' || task IN (SELECT value FROM json_each(?5)))"
-                 " AND (deadline_at IS NULL OR deadline_at >= ?2)"
-                 " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
-                 "  AND o.tenant IS r.tenant AND o.id < r.id AND o.state IN ('queued', 'running')))"
-                 " ORDER BY priority, run_at, id LIMIT ?4")
-
-        def due_ids(conn: sqlite3.Connection, limit: int) -> list[int]:
-            found = [row for queue in params.queues
-                     for row in conn.execute(probe, (queue, now, tasks, limit, keys)).fetchall()]
-            found.sort(key=lambda row: (row[1], row[2], row[0]))
-            return [row[0] for row in found[:limit]]
+        due = _Due(params, self.clock.now(params.now))
 
         def claim(conn: sqlite3.Connection) -> list[Run]:
             # A read without the write lock first: idle pollers of many processes must not
             # queue up on BEGIN IMMEDIATE just to learn that nothing is due.
-            if not due_ids(conn, 1):
+            if not due.ids(conn, 1):
                 return []
             conn.execute("BEGIN IMMEDIATE")
             try:
-                runs = hot_path.claim_ids(conn, due_ids(conn, params.limit), params.worker_id,
-                                          params.lease_s, now)
+                runs = due.claim(conn)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
             return runs
 
-        runs = await self._hot.call(claim)
-        runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
-        return runs
+        return _in_claim_order(await self._hot.call(claim))
+
+    async def run_finish_claim(self, params: Sequence[RunFinishParams],
+                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
+        # One write transaction, one trip to the store's thread: the claim sees the
+        # queue as the finishes leave it.
+        if not params:
+            return [], await self.run_claim(claim)
+        now, due = self.clock.now(params[0].now), _Due(claim, self.clock.now(claim.now))
+        refused, runs = await self._hot.write(
+            lambda conn: (hot_path.finish_runs(conn, params, now), due.claim(conn)))
+        self.hub.fire_finished(params)
+        return refused, _in_claim_order(runs)
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         now = self.clock.now(params.now)
@@ -397,6 +384,47 @@ class SqliteStore(SqlStore):
         seqs = await self._hot.write(lambda conn: hot_path.append_fenced(conn, params, now))
         self.hub.fire(events_topic(params.run_id))
         return seqs
+
+
+class _Due:
+    """The due runs a claim takes, read in the write transaction that claims them."""
+
+    # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
+    # after `limit` rows; `queue IN (...)` would make it sort every queued run.
+    # A thread's run waits while an earlier run of its thread (same tenant) is open:
+    # runs of one thread never overlap.
+    # Past its deadline, a run is the rescuer's to end, not a worker's to start.
+    PROBE = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
+             " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
+             # Only a major the task's code can run (a run that recorded none: any).
+             " AND (?5 IS NULL OR major IS NULL"
+             "  OR major || ':' || task IN (SELECT value FROM json_each(?5)))"
+             " AND (deadline_at IS NULL OR deadline_at >= ?2)"
+             " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
+             "  AND o.tenant IS r.tenant AND o.id < r.id AND o.state IN ('queued', 'running')))"
+             " ORDER BY priority, run_at, id LIMIT ?4")
+
+    def __init__(self, params: RunClaimParams, now: float) -> None:
+        self.params = params
+        self.now = now
+        self.tasks = json.dumps(list(params.tasks))
+        self.keys = None if params.majors is None else json.dumps(rules.claim_keys(params.majors))
+
+    def ids(self, conn: sqlite3.Connection, limit: int) -> list[int]:
+        found = [row for queue in self.params.queues for row in conn.execute(
+            self.PROBE, (queue, self.now, self.tasks, limit, self.keys)).fetchall()]
+        found.sort(key=lambda row: (row[1], row[2], row[0]))
+        return [row[0] for row in found[:limit]]
+
+    def claim(self, conn: sqlite3.Connection) -> list[Run]:
+        """Inside a write transaction."""
+        p = self.params
+        return hot_path.claim_ids(conn, self.ids(conn, p.limit), p.worker_id, p.lease_s, self.now)
+
+
+def _in_claim_order(runs: list[Run]) -> list[Run]:
+    runs.sort(key=lambda r: (r.priority, r.run_at, r.id))  # RETURNING has no order
+    return runs
 
 
 def _data_version(conn: sqlite3.Connection) -> int:
