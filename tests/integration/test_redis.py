@@ -22,6 +22,7 @@ import redis.asyncio
 import runwright as rw
 from runwright.store import store_from_url
 from runwright.store.params import (
+    EventListParams,
     RunEndedParams,
     RunFinishParams,
     RunInsertParams,
@@ -123,6 +124,28 @@ async def test_a_redis_whose_clients_are_killed_and_scripts_flushed_mid_run_fail
         await admin.aclose()
         await app.close()
     assert values == list(range(300))
+
+
+async def test_finishes_and_a_claim_sent_in_one_round_trip_load_flushed_scripts_again(
+        private_redis: PrivateRedis) -> None:
+    """run_finish_claim sends both scripts by SHA in one pipeline; after a SCRIPT FLUSH
+    each is loaded again and run once: the finish is not refused by a second run of itself."""
+    store = store_from_url(private_redis.url)
+    await store.open()
+    admin = redis.asyncio.Redis(port=private_redis.port)
+    try:
+        wid = await store.worker_register(worker())
+        await store.run_insert_many([insert(), insert(), insert()])
+        (first,) = await store.run_claim(claim(wid, limit=1))
+        await admin.script_flush()
+        end = RunFinishParams(first.id, first.fence, rw.RunState.SUCCEEDED, result="1", now=T0 + 1)
+        refused, claimed = await store.run_finish_claim([end], claim(wid, limit=5, now=T0 + 1))
+        kinds = [event.kind for event in await store.event_list(EventListParams(first.id))]
+    finally:
+        await admin.aclose()
+        await store.close()
+    assert refused == [] and len(claimed) == 2
+    assert kinds == ["submitted", "started", "succeeded"]
 
 
 # Spins on the server's clock for ARGV[1] microseconds: past busy-reply-threshold, every

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from .codec import CLAIM_READS
 
@@ -52,3 +53,19 @@ class Scripts:
 
     async def call(self, name: str, args: Sequence[Any]) -> Any:
         return await self._scripts[name](keys=self._keys, args=list(args))
+
+    async def call_many(self, client: Redis, calls: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Several scripts in one round trip, in turn (a pipeline, not a transaction:
+        each script is atomic by itself). By SHA, as `call`: a pipeline of Scripts would
+        ask SCRIPT EXISTS first, a round trip more each time. A script the server lost
+        is called again alone (loaded again), the others' answers kept: none runs twice."""
+        async with client.pipeline(transaction=False) as pipe:
+            for name, args in calls:
+                pipe.evalsha(self._scripts[name].sha, len(self._keys), *self._keys, *args)
+            answers = list(await pipe.execute(raise_on_error=False))
+        for i, ((name, args), answer) in enumerate(zip(calls, answers)):
+            if isinstance(answer, NoScriptError):
+                answers[i] = await self.call(name, args)
+            elif isinstance(answer, Exception):
+                raise answer
+        return answers

@@ -174,6 +174,14 @@ ENDED_KEEP = 100_000
 SCAN_PAGES = 10  # pages of `threads` one retention call of a kind looks through, at most
 
 
+def _claimed(params: RunClaimParams, rows: list[Any]) -> list[Run]:
+    """The runs of the claim script's answer, in claim order."""
+    if not rows:
+        return []
+    started_at, lease = (float(value) for value in rows[0])
+    return [run_from_claim(values, params.worker_id, started_at, lease) for values in rows[1:]]
+
+
 class RedisStore:
     """Store on one Redis namespace. See `runwright.store.interface.Store`."""
 
@@ -564,15 +572,12 @@ class RedisStore:
     # -- the hot path ---------------------------------------------------------------
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
+        return _claimed(params, await self._script("claim", *self._claim_args(params)))
+
+    def _claim_args(self, params: RunClaimParams) -> list[Any]:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
-        rows = await self._script("claim", self._now_arg(params.now), params.limit, params.worker_id,
-                                  float(params.lease_s), len(params.queues), *params.queues,
-                                  len(params.tasks), *params.tasks, *keys)
-        if not rows:
-            return []
-        started_at, lease = (float(value) for value in rows[0])
-        return [run_from_claim(values, params.worker_id, started_at, lease)
-                for values in rows[1:]]  # in claim order
+        return [self._now_arg(params.now), params.limit, params.worker_id, float(params.lease_s),
+                len(params.queues), *params.queues, len(params.tasks), *params.tasks, *keys]
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
@@ -587,6 +592,11 @@ class RedisStore:
     async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
         if not params:
             return []
+        refused = [int(i) for i in await self._script("finish", *self._finish_args(params))]
+        self.hub.fire_finished(params)
+        return refused
+
+    def _finish_args(self, params: Sequence[RunFinishParams]) -> list[Any]:
         args: list[Any] = [self._now_arg(params[0].now), len(rules.REQUEUE_STOPS)]
         for stop in rules.REQUEUE_STOPS:
             args += [stop.flag, stop.ends_as.value, stop.error]
@@ -594,13 +604,20 @@ class RedisStore:
             [str(p.run_id), str(p.fence), p.state, p.result, p.error,
              None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data]
             for p in params]))
-        refused = [int(i) for i in await self._script("finish", *args)]
-        self.hub.fire_finished(params)
-        return refused
+        return args
 
     async def run_finish_claim(self, params: Sequence[RunFinishParams],
                                claim: RunClaimParams) -> tuple[list[int], list[Run]]:
-        return await self.run_finish_many(params), await self.run_claim(claim)
+        # The two scripts in one round trip; the claim runs after the finishes, so it sees
+        # the queue as they leave it.
+        if not params:
+            return [], await self.run_claim(claim)
+        assert self._scripts is not None, "store is not open"
+        calls = [("finish", [arg(a) for a in self._finish_args(params)]),
+                 ("claim", [arg(a) for a in self._claim_args(claim)])]
+        refused, rows = await self._call(self._scripts.call_many, self.redis, calls)
+        self.hub.fire_finished(params)
+        return [int(i) for i in refused], _claimed(claim, rows)
 
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
         if not params:
