@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import runwright as rw
 from runwright.engine.completer import Completer
 from runwright.runs import RunState
 from runwright.store.params import RunFinishParams
@@ -28,3 +29,44 @@ async def test_close_writes_what_was_handed_in_then_ends_the_completer(store):
     await asyncio.gather(*finishes)  # each was answered: durable, not refused
     ended = await store.run_get_many([run.id for run in runs])
     assert sorted(run.state for run in ended) == [RunState.SUCCEEDED] * 5
+
+
+async def test_runs_claimed_along_with_finishes_as_a_stop_comes_are_drained_not_given_back(app):
+    """A worker with a backlog claims with its batches of finishes. A stop that comes while
+    such a batch is being written waits for its claim to land and drains those runs as it
+    drains the others: they run once, to their end, and none is given back."""
+    ran: list[int] = []
+
+    @app.task
+    async def quick(ctx, n: int) -> int:
+        ran.append(n)
+        await asyncio.sleep(0.3)  # still running when the runs of before the stop have ended
+        return n
+
+    store = app.store
+    writing, go_on = asyncio.Event(), asyncio.Event()
+    write_both = store.run_finish_claim
+
+    async def held_write(params, claim):  # the real write, once the test lets it go
+        writing.set()
+        await go_on.wait()
+        return await write_both(params, claim)
+
+    handles = await app.submit_many("quick", [{"n": n} for n in range(40)])
+    store.run_finish_claim = held_write
+    worker = app.worker(concurrency=4, poll_s=0.2)
+    task = asyncio.create_task(worker.run())
+    try:
+        await asyncio.wait_for(writing.wait(), 30)  # finishes and a claim are on their way
+        worker.stop()
+        await asyncio.sleep(0.2)  # the stop is under way, waiting for that claim
+        go_on.set()
+        await asyncio.wait_for(task, 60)
+    finally:
+        go_on.set()
+        store.run_finish_claim = write_both
+    assert worker.stats.released == 0 and worker.stats.claimed == worker.stats.succeeded > 4
+    runs = [await h.refresh() for h in handles]
+    done = sorted(h.value() for h in runs if h.state is rw.RunState.SUCCEEDED)
+    assert sorted(ran) == done and all(h.state in (rw.RunState.SUCCEEDED, rw.RunState.QUEUED)
+                                       for h in runs)

@@ -88,30 +88,36 @@ class Completer:
 
     async def _flush(self) -> None:
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-        claim = self._claim_along()
-        runs: list[Run] = []
         self._flushing = True
         try:
             began = time.monotonic()
-            refused, runs = await self._write([params for params, _ in batch], claim)
+            refused = set(await self._write([params for params, _ in batch]))
             self._on_batch(time.monotonic() - began)
         finally:
             self._flushing = False
-            self._claimed(claim, runs)
-        lost = set(refused)
         for params, future in batch:
             if not future.done():
-                future.set_result(params.run_id not in lost)
+                future.set_result(params.run_id not in refused)
 
-    async def _write(self, batch: list[RunFinishParams],
-                     claim: RunClaimParams | None) -> tuple[list[int], list[Run]]:
+    async def _write(self, batch: list[RunFinishParams]) -> list[int]:
+        """The batch written, and `claimed` told once, as soon as the claim along with it
+        (if any) landed or failed: its slots are not held while the finishes are retried."""
+        claim = self._claim_along()
         if claim is not None:
+            runs: list[Run] = []
             try:
-                return await self._store.run_finish_claim(batch, claim)
+                refused, runs = await self._store.run_finish_claim(batch, claim)
+                return refused
             except StoreError as exc:
                 unless_cancelled(exc)
                 # The finishes are retried alone: a claim whose reply was lost may have
                 # been made, and is not made twice (its runs come back as their leases end).
-        # No time limit: a finish is retried until the store answers; if that takes past
-        # the lease, the fence refuses it and the run's new owner decides.
-        return await through_blinks(self._store.run_finish_many, batch, limit_s=math.inf), []
+            finally:
+                self._claimed(claim, runs)
+        try:
+            # No time limit: a finish is retried until the store answers; if that takes
+            # past the lease, the fence refuses it and the run's new owner decides.
+            return await through_blinks(self._store.run_finish_many, batch, limit_s=math.inf)
+        finally:
+            if claim is None:
+                self._claimed(None, [])

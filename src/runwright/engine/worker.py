@@ -289,11 +289,21 @@ class Worker:
             host=socket.gethostname(), pid=os.getpid(), queues=list(self.config.queues),
             tasks=self._tasks, version=self.runtime.registry.version, majors=self._majors))
 
+    async def _claims_landed(self, timeout_s: float) -> None:
+        """Wait until no claim is in flight, for at most `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while self._claiming and (left := deadline - time.monotonic()) > 0:
+            self._batch_written.clear()
+            await wait_set(self._batch_written, left)
+
     async def _shutdown(self, sides: list[asyncio.Task[None]], completer: asyncio.Task[None],
                         grace_s: float) -> None:
         # Claim nothing more, but keep renewing leases and watching cancels while draining.
         claimer, others = sides[0], sides[1:]
         await halt(claimer)
+        # A claim made along with a batch of finishes before the stop may still land: its
+        # runs are drained as the others are, not given back as soon as they start.
+        await self._claims_landed(grace_s)
         running = [a.task for a in self._active.values()]
         if running and grace_s > 0:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)
@@ -389,9 +399,11 @@ class Worker:
                     await self._batch_written.wait()
                     continue
                 queued.clear()
-                claim = self._claim_of(queues)
-                runs = await self._store_call(self.store.run_claim, claim)
-                self._claimed(claim, runs)
+                claim, runs = self._claim_of(queues), None
+                try:
+                    runs = await self._store_call(self.store.run_claim, claim)
+                finally:  # cancelled (a stop): its slots are given back all the same
+                    self._claimed(claim, runs)
                 if not self._backlog:
                     await self._idle(queued, queues)
 
