@@ -259,13 +259,16 @@ def _shifted(statement: str, by: int) -> str:
 # one snapshot: a run this finish puts back in the queue is claimable from the next
 # statement on, as it would have been after a finish on its own. Only for finishes that
 # set nothing else off (`RunFinishParams.alone`, see PostgresStore.run_finish_many). One
-# row at least: the claimed runs (none: a row of NULLs) with the finished ids beside them.
+# row at least: the claimed runs (none: a row of NULLs), beside each the ids of the ends
+# not written (mostly none: the finished ids, repeated on every row, made a claim of 200
+# cost the submitter 30 us a run to decode where the two statements cost 14).
 FINISH_CLAIM = f"""WITH {_FINISH_CTES},
 {_shifted(_CLAIM_CTES, 5)}
-SELECT c.*, d.ids, d.notified
-FROM (SELECT array_agg(f.id) AS ids, (SELECT count(*) FROM ended) + (SELECT count(*) FROM requeued)
-             + (SELECT count(*) FROM grown) + (SELECT count(*) FROM notified) AS notified
-      FROM finished f) d
+SELECT c.*, d.unwritten, d.notified
+FROM (SELECT (SELECT array_agg((e->>0)::bigint) FROM jsonb_array_elements($2::jsonb) AS j(e)
+              WHERE (e->>0)::bigint NOT IN (SELECT id FROM finished)) AS unwritten,
+             (SELECT count(*) FROM ended) + (SELECT count(*) FROM requeued)
+             + (SELECT count(*) FROM grown) + (SELECT count(*) FROM notified) AS notified) d
 LEFT JOIN claimed c ON true
 """
 

@@ -528,8 +528,8 @@ class PostgresStore(SqlStore):
         args = self._finish_args(params)
         async with self._conn(self._claiming) as conn:
             rows = await conn.fetch(self._sql(sql.FINISH_CLAIM), *args, *self._claim_args(claim))
-        done = set(rows[0][-2] or ())
-        refused = await self._refused(params, done)
+        unwritten = set(rows[0][-2] or ())
+        refused = await self._refused(params, {p.run_id for p in params} - unwritten)
         self.hub.fire_finished(params)
         return refused, _claimed([row for row in rows if row[0] is not None])
 
