@@ -60,18 +60,23 @@ async def test_a_superseded_owner_cannot_finish_extend_or_requeue(store):
     assert (await store.run_get(run.id)).value() == "new"
 
 
-async def test_one_finish_batch_judges_each_end_alone(store):
-    """Ends, a retry, a stale fence and a child's end in one batch: each is written (or
-    refused) as it would be alone, with its own event, and the child wakes its parent."""
-    wid = await store.worker_register(worker())
-    parent_params = insert()
-    (parent,) = await store.run_insert_many([parent_params])
+async def _parked_parent(store, wid: int):
+    """A run claimed and parked until its child ends, and that child, not yet submitted."""
+    (parent,) = await store.run_insert_many([insert()])
     (parent,) = await store.run_claim(claim(wid, limit=1))
     park = RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True, run_at=T0 + 3600,
                            event_kind="parked", event_data='{"until": 0}', now=T0)
     assert await store.run_finish_many([park]) == []
     child = insert()
     child.parent_id = parent.id
+    return parent, child
+
+
+async def test_one_finish_batch_judges_each_end_alone(store):
+    """Ends, a retry, a stale fence and a child's end in one batch: each is written (or
+    refused) as it would be alone, with its own event, and the child wakes its parent."""
+    wid = await store.worker_register(worker())
+    parent, child = await _parked_parent(store, wid)
     await store.run_insert_many([insert(), insert(), insert(), insert(), child])
     ok, failed, retried, stale, kid = await store.run_claim(claim(wid, limit=5))
     batch = [RunFinishParams(ok.id, ok.fence, RunState.SUCCEEDED, result='"ok"', now=T0 + 1),
@@ -133,13 +138,7 @@ async def test_finishes_and_the_next_claim_are_written_together(store):
 async def test_finishes_that_set_off_more_are_written_with_a_claim_too(store):
     """A child's end (no `alone`) wakes its parent when written with a claim, as alone."""
     wid = await store.worker_register(worker())
-    (parent,) = await store.run_insert_many([insert()])
-    (parent,) = await store.run_claim(claim(wid, limit=1))
-    park = RunFinishParams(parent.id, parent.fence, RunState.QUEUED, release=True, run_at=T0 + 3600,
-                           event_kind="parked", event_data='{"until": 0}', now=T0)
-    assert await store.run_finish_many([park]) == []
-    child = insert()
-    child.parent_id = parent.id
+    parent, child = await _parked_parent(store, wid)
     (child,) = await store.run_insert_many([child])
     (child,) = await store.run_claim(claim(wid, limit=1))
     waiting = insert()
