@@ -26,9 +26,10 @@ MAX_BATCH = 1000
 
 class Completer:
     """`claim_along`, asked before each batch, gives the claim to write with it (None:
-    the batch claims nothing); `claimed` is told, after each batch, what that claim
-    brought (None and [] when there was none). A worker with a backlog claims this way
-    for the slots its finishing runs free: one statement where there were two."""
+    the batch claims nothing); `claimed` is told once a batch what that claim brought,
+    as soon as it landed or failed (None and [], once the batch is written, when there
+    was none). A worker with a backlog claims this way for the slots its finishing runs
+    free: one write where there were two."""
 
     def __init__(self, store: Store, on_batch: Callable[[float], None] = lambda _s: None,
                  claim_along: Callable[[], RunClaimParams | None] = lambda: None,

@@ -161,7 +161,7 @@ class Worker:
         # claim for the slots they free (Completer's claim_along) while it lasts.
         self._backlog = False
         self._slot_freed = asyncio.Event()
-        self._batch_written = asyncio.Event()  # set as each batch of finishes lands
+        self._batch_written = asyncio.Event()  # set as a batch's claim (none: the batch) lands
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store, on_batch=self._instruments.finish_batch,
                                     claim_along=self._claim_along, claimed=self._claimed_along)

@@ -524,7 +524,9 @@ class PostgresStore(SqlStore):
         if not params or not all(p.alone for p in params):
             return await self.run_finish_many(params), await self.run_claim(claim)
         # One statement (see sql.FINISH_CLAIM), on the claiming pool: the claim's plan
-        # wants that pool's settings, and the finish is indifferent to them.
+        # wants its settings (see GENERIC_PLAN), and on the store's own pool the whole
+        # statement was planned anew at every call (server CPU 103 against 81 us a run,
+        # batches of 40, alternated blocks).
         args = self._finish_args(params)
         async with self._conn(self._claiming) as conn:
             rows = await conn.fetch(self._sql(sql.FINISH_CLAIM), *args, *self._claim_args(claim))
