@@ -34,12 +34,10 @@ from ..params import (
     QuestionOpenParams,
     QueueStat,
     RunCancelParams,
-    RunClaimParams,
     RunCountDueParams,
     RunCountParams,
     RunEndedParams,
     RunExpireParams,
-    RunFinishParams,
     RunInsertParams,
     RunListParams,
     RunNextDueParams,
@@ -173,18 +171,6 @@ class SqlStore(ABC):
     async def run_get(self, run_id: int) -> Run | None:
         rows = await self._fetch(q.GET_RUN, run_id)
         return run_from_row(rows[0]) if rows else None
-
-    @abstractmethod
-    async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        """The dialect's own: the hot path is written for each database."""
-
-    @abstractmethod
-    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
-        """The dialect's own: the hot path is written for each database."""
-
-    async def run_finish_claim(self, params: Sequence[RunFinishParams],
-                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
-        return await self.run_finish_many(params), await self.run_claim(claim)
 
     async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]:
         return [run_from_row(r) for r in await self._fetch(q.GET_MANY, self.dialect.array(run_ids))]
