@@ -1,12 +1,18 @@
 """The completer on every backend: a close ends it once what was handed in is written,
-with no cancel (a cancel that a store's client loses would have held a worker's stop)."""
+with no cancel (a cancel that a store's client loses would have held a worker's stop);
+while a worker has a backlog, a batch waits for the runs still going, within bounds."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 import runwright as rw
-from runwright.engine.completer import Completer
+from runwright.engine.completer import GATHER_BATCH, Completer
+from runwright.engine.worker import WorkerConfig
+from runwright.errors import ConfigError
 from runwright.runs import RunState
 from runwright.store.params import RunFinishParams
 
@@ -70,3 +76,144 @@ async def test_runs_claimed_along_with_finishes_as_a_stop_comes_are_drained_not_
     done = sorted(h.value() for h in runs if h.state is rw.RunState.SUCCEEDED)
     assert sorted(ran) == done and all(h.state in (rw.RunState.SUCCEEDED, rw.RunState.QUEUED)
                                        for h in runs)
+
+
+async def _claimed(store, runs: int) -> list[rw.Run]:
+    wid = await store.worker_register(worker())
+    await store.run_insert_many([insert() for _ in range(runs)])
+    return await store.run_claim(claim(wid, limit=runs))
+
+
+def _batches_of(store) -> list[int]:
+    """The size of each batch of finishes `store` writes from now on."""
+    sizes: list[int] = []
+    write = store.run_finish_many
+
+    async def counted(params):
+        sizes.append(len(params))
+        return await write(params)
+
+    store.run_finish_many = counted
+    return sizes
+
+
+def _succeeded(run: rw.Run) -> RunFinishParams:
+    return RunFinishParams(run.id, run.fence, RunState.SUCCEEDED, result="1")
+
+
+async def test_a_batch_waits_for_the_runs_still_going_and_writes_them_together(store):
+    """While `gathering` holds, the first finish wakes the completer but is not written:
+    the finishes after it are gathered, and the one that ends the gathering writes all."""
+    runs = await _claimed(store, 4)
+    batches, going = _batches_of(store), {"on": True}
+    completer = Completer(store, gathering=lambda: going["on"], gather_s=60)
+    flushing = asyncio.create_task(completer.run())
+    finishes = []
+    for run in runs[:3]:
+        finishes.append(asyncio.create_task(completer.finish(_succeeded(run))))
+        await asyncio.sleep(0.05)  # the completer is awake and waiting, not writing
+    assert batches == [], "a finish was written while the runs it waits for were going"
+    going["on"] = False  # the last run ends
+    finishes.append(asyncio.create_task(completer.finish(_succeeded(runs[3]))))
+    await asyncio.wait_for(asyncio.gather(*finishes), 30)  # far less than gather_s
+    completer.close()
+    await asyncio.wait_for(flushing, 30)
+    assert batches == [4]
+    assert [r.state for r in await store.run_get_many([r.id for r in runs])] == [RunState.SUCCEEDED] * 4
+
+
+async def test_a_gathering_batch_is_written_once_its_oldest_finish_waited_gather_s(store):
+    (run,) = await _claimed(store, 1)
+    batches = _batches_of(store)
+    completer = Completer(store, gathering=lambda: True, gather_s=0.2)
+    flushing = asyncio.create_task(completer.run())
+    began = time.monotonic()
+    await asyncio.wait_for(completer.finish(_succeeded(run)), 30)
+    assert time.monotonic() - began >= 0.2 and batches == [1]  # it waited, then wrote alone
+    completer.close()
+    await asyncio.wait_for(flushing, 30)
+
+
+async def test_a_batch_stops_gathering_at_gather_batch_finishes(store):
+    runs = await _claimed(store, GATHER_BATCH)
+    batches = _batches_of(store)
+    completer = Completer(store, gathering=lambda: True, gather_s=60)
+    flushing = asyncio.create_task(completer.run())
+    await asyncio.wait_for(asyncio.gather(*(completer.finish(_succeeded(run)) for run in runs)), 30)
+    assert batches == [GATHER_BATCH]
+    completer.close()
+    await asyncio.wait_for(flushing, 30)
+
+
+async def test_without_a_backlog_a_finish_is_written_at_once(store):
+    (run,) = await _claimed(store, 1)
+    completer = Completer(store, gather_s=60)  # gathering: never
+    flushing = asyncio.create_task(completer.run())
+    await asyncio.wait_for(completer.finish(_succeeded(run)), 30)  # not after gather_s
+    completer.close()
+    await asyncio.wait_for(flushing, 30)
+
+
+async def test_a_worker_with_a_backlog_writes_the_runs_a_claim_started_together(app):
+    """Four slots, forty runs due: the first claim is full (a backlog). Its runs end one by
+    one, 50 ms apart; their finishes go in one batch, with the next claim."""
+    permits: asyncio.Queue[None] = asyncio.Queue()
+
+    @app.task
+    async def held(ctx, n: int) -> int:
+        await permits.get()
+        return n
+
+    store = app.store
+    sizes: list[int] = []
+    for name in ("run_finish_claim", "run_finish_many"):
+        write = getattr(store, name)
+
+        async def counted(params, *rest, write=write):
+            sizes.append(len(params))
+            return await write(params, *rest)
+
+        setattr(store, name, counted)
+    handles = await app.submit_many("held", [{"n": n} for n in range(40)])
+    worker = app.worker(concurrency=4, finish_gather_s=60)
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(4):
+            permits.put_nowait(None)
+            await asyncio.sleep(0.05)
+        for _ in range(36):
+            permits.put_nowait(None)
+        assert [await asyncio.wait_for(h.result(), 30) for h in handles] == list(range(40))
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+    assert sizes[0] == 4 and sum(sizes) == 40
+
+
+async def test_a_worker_without_a_backlog_writes_each_end_at_once(app):
+    """Two runs for four slots: no backlog, so nothing waits for the other run."""
+    release = asyncio.Event()
+
+    @app.task
+    async def one(ctx, slow: bool) -> bool:
+        if slow:
+            await release.wait()
+        return slow
+
+    quick, slow = await app.submit("one", slow=False), await app.submit("one", slow=True)
+    worker = app.worker(concurrency=4, finish_gather_s=60)
+    task = asyncio.create_task(worker.run())
+    try:
+        assert await asyncio.wait_for(quick.result(), 30) is False  # not held for the slow one
+        assert (await slow.refresh()).state is RunState.RUNNING
+        release.set()
+        assert await asyncio.wait_for(slow.result(), 30) is True
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def test_finish_gather_s_below_zero_is_refused():
+    with pytest.raises(ConfigError, match="finish_gather_s"):
+        WorkerConfig(finish_gather_s=-1)

@@ -4,6 +4,13 @@ Every run's end goes through here. Finishes that arrive while a batch is being w
 are written together in the next one, so at low load a finish costs one round trip and
 at high load one round trip serves hundreds of runs. A store that blinks is retried
 with backoff: a run is never failed because the database was briefly away.
+
+While a worker has a backlog, a batch also waits a little for the runs still going
+(`gathering`): the runs one claim started end close together, and written together they
+cost the database less a run than in the halves that otherwise alternate (each written
+while the other runs). The wait ends as the last of them finishes, as the batch reaches
+GATHER_BATCH, or once its oldest finish has waited `gather_s`; without a backlog nothing
+waits, so a lone run's end is written at once.
 """
 
 from __future__ import annotations
@@ -18,10 +25,15 @@ from ..resilience import through_blinks, unless_cancelled
 from ..runs import Run
 from ..store.interface import Store
 from ..store.params import RunClaimParams, RunFinishParams
+from ..waiting import wait_set
 
 __all__ = ["Completer"]
 
 MAX_BATCH = 1000
+# A batch gathering the runs still going stops waiting at this many finishes: written
+# together, 40 runs cost the database 81 µs a run and 200 cost 58 (PostgreSQL, measured),
+# so more gains little, and the runs still going then overlap the write instead.
+GATHER_BATCH = 100
 
 
 class Completer:
@@ -29,12 +41,17 @@ class Completer:
     the batch claims nothing); `claimed` is told once a batch what that claim brought,
     as soon as it landed or failed (None and [], once the batch is written, when there
     was none). A worker with a backlog claims this way for the slots its finishing runs
-    free: one write where there were two."""
+    free: one write where there were two. `gathering` says whether a batch may wait for
+    runs still going (see the module's doc), for `gather_s` at most."""
 
     def __init__(self, store: Store, on_batch: Callable[[float], None] = lambda _s: None,
                  claim_along: Callable[[], RunClaimParams | None] = lambda: None,
-                 claimed: Callable[[RunClaimParams | None, list[Run]], None] = lambda _c, _r: None) -> None:
+                 claimed: Callable[[RunClaimParams | None, list[Run]], None] = lambda _c, _r: None,
+                 gathering: Callable[[], bool] = lambda: False, gather_s: float = 0.0) -> None:
         self._store = store
+        self._gathering = gathering
+        self._gather_s = gather_s
+        self._first_in = 0.0  # when the oldest pending finish came
         self._on_batch = on_batch  # the seconds one batch took to be durable
         self._claim_along = claim_along
         self._claimed = claimed
@@ -54,7 +71,11 @@ class Completer:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         self._pending.append((params, future))
-        self._wake.set()
+        if len(self._pending) == 1:
+            self._first_in = loop.time()
+            self._wake.set()
+        elif len(self._pending) >= GATHER_BATCH or not self._gathering():
+            self._wake.set()  # what ends a gathering: while it lasts, a finish wakes nothing
         # Not shielded (a shield is a future and a callback more per run): a cancel here
         # cancels only this future; the finish stays in its batch and is written anyway,
         # and _flush skips answering a future that is done.
@@ -71,11 +92,24 @@ class Completer:
                 await self._wake.wait()
                 self._wake.clear()
                 while self._pending:
+                    await self._gather()
                     await self._flush()
         except asyncio.CancelledError:
             while self._pending:
                 await self._flush()
             raise
+
+    async def _gather(self) -> None:
+        """Wait while `gathering` says so and the batch is short of GATHER_BATCH, until its
+        oldest finish has waited `gather_s` (see the module's doc)."""
+        loop = self._loop
+        while (loop is not None and not self._closed and len(self._pending) < GATHER_BATCH
+               and self._gathering()):
+            left = self._first_in + self._gather_s - loop.time()
+            if left <= 0:
+                return
+            self._wake.clear()
+            await wait_set(self._wake, left)
 
     @property
     def busy(self) -> bool:

@@ -79,6 +79,9 @@ class WorkerConfig:
     drain_grace_s: float = 10.0  # graceful stop: time for running runs. Defaults to 10 s.
     max_recoveries: int = 20  # takeovers before a run goes dead. Defaults to 20.
     claim_batch: int = 0  # most runs per claim; 0 means `concurrency`. Defaults to 0.
+    # While a backlog lasts, a batch of finishes waits at most this long for the runs still
+    # going, to write them together (see engine.completer); 0: never. Defaults to 5 ms.
+    finish_gather_s: float = 0.005
     orphan_check_s: float = 30.0  # how often to report runs of tasks we lack. Defaults to 30 s.
     orphan_age_s: float = 10.0  # ... that have been due this long. Defaults to 10 s.
     # A due run that no live worker can run (no worker registers its task for the major
@@ -121,6 +124,8 @@ class WorkerConfig:
             raise ConfigError(f"unrunnable_after_s must be > 0, got {self.unrunnable_after_s}")
         if not self.sweep_interval_s > 0:
             raise ConfigError(f"sweep_interval_s must be > 0, got {self.sweep_interval_s}")
+        if not self.finish_gather_s >= 0:
+            raise ConfigError(f"finish_gather_s must be >= 0, got {self.finish_gather_s}")
 
 
     @property
@@ -164,7 +169,8 @@ class Worker:
         self._batch_written = asyncio.Event()  # set as a batch's claim (none: the batch) lands
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store, on_batch=self._instruments.finish_batch,
-                                    claim_along=self._claim_along, claimed=self._claimed_along)
+                                    claim_along=self._claim_along, claimed=self._claimed_along,
+                                    gathering=self._gathering, gather_s=self.config.finish_gather_s)
         self._tasks: list[str] = []
         self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
@@ -371,6 +377,10 @@ class Worker:
             return None
         queues = self._claimable()
         return self._claim_of(queues) if queues else None
+
+    def _gathering(self) -> bool:
+        """A backlog, and runs still going: a batch of finishes may wait for them."""
+        return self._backlog and len(self._active) > self._finishing and not self._stopping.is_set()
 
     def _claimed_along(self, claim: RunClaimParams | None, runs: list[Run]) -> None:
         if claim is not None:
