@@ -190,6 +190,37 @@ async def test_a_worker_with_a_backlog_writes_the_runs_a_claim_started_together(
     assert sizes[0] == 4 and sum(sizes) == 40
 
 
+async def test_a_run_still_going_from_an_earlier_claim_holds_no_batch(app):
+    """A long run started alone; then a backlog of quick runs for the other three slots.
+    Their batches wait for the runs of their own claim only: with finish_gather_s at a
+    minute, all forty end while the long run still holds its slot."""
+    release = asyncio.Event()
+
+    @app.task
+    async def job(ctx, long: bool) -> bool:
+        if long:
+            await release.wait()
+        return long
+
+    worker = app.worker(concurrency=4, finish_gather_s=60)
+    task = asyncio.create_task(worker.run())
+    try:
+        long = await app.submit("job", long=True)
+        for _ in range(300):  # its claim (one run for four slots) is no backlog
+            if (await long.refresh()).state is RunState.RUNNING:
+                break
+            await asyncio.sleep(0.05)
+        quick = await app.submit_many("job", [{"long": False} for _ in range(40)])
+        assert [await asyncio.wait_for(h.result(), 30) for h in quick] == [False] * 40
+        assert (await long.refresh()).state is RunState.RUNNING
+        release.set()
+        assert await asyncio.wait_for(long.result(), 30) is True
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
 async def test_a_worker_without_a_backlog_writes_each_end_at_once(app):
     """Two runs for four slots: no backlog, so nothing waits for the other run."""
     release = asyncio.Event()

@@ -50,6 +50,7 @@ class Active:
     stop: Stop | None = None
     finishing: bool = False  # the function returned; its fenced write is on its way
     signals: RunSignals = field(default_factory=RunSignals)
+    cohort: int = 0  # the claim that started it (see Worker._gathering)
 
     def interrupt(self, why: Stop) -> None:
         # Once the function has returned there is nothing to stop: its write goes out and

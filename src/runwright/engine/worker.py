@@ -161,6 +161,11 @@ class Worker:
         # hold no slot (the next claim need not wait for the write), but stay active so
         # their lease is kept until the write lands. At most `concurrency` of them.
         self._finishing = 0
+        # The latest claim that brought runs, and how many of its runs are still going: a
+        # batch of finishes waits for those (Completer's gathering), not for a long run an
+        # earlier claim started.
+        self._cohort = 0
+        self._cohort_going = 0
         self._claiming = 0  # slots that claims in flight may fill (the loop's, or one along)
         # The last claim took all it asked for: more may be due, and the finishes' writes
         # claim for the slots they free (Completer's claim_along) while it lasts.
@@ -367,6 +372,7 @@ class Worker:
         if runs:
             crash_point("worker.after_claim")
             self._instruments.claimed_batch(len(runs))
+            self._cohort, self._cohort_going = self._cohort + 1, len(runs)
             for run in runs:
                 self._start(run)
 
@@ -379,8 +385,14 @@ class Worker:
         return self._claim_of(queues) if queues else None
 
     def _gathering(self) -> bool:
-        """A backlog, and runs still going: a batch of finishes may wait for them."""
-        return self._backlog and len(self._active) > self._finishing and not self._stopping.is_set()
+        """A backlog, and runs of the latest claim still going: a batch of finishes may
+        wait for them."""
+        return self._backlog and self._cohort_going > 0 and not self._stopping.is_set()
+
+    def _gone(self, active: Active) -> None:
+        """`active` finished or left: no batch waits for it any more."""
+        if active.cohort == self._cohort:
+            self._cohort_going -= 1
 
     def _claimed_along(self, claim: RunClaimParams | None, runs: list[Run]) -> None:
         if claim is not None:
@@ -431,7 +443,7 @@ class Worker:
         self._instruments.claimed(run)
         assert self._loop is not None, "a run is started by the claim loop, which run() starts"
         task = self._loop.create_task(self._execute(run), name=f"run-{run.id}")
-        self._active[run.id] = Active(run, task)
+        self._active[run.id] = Active(run, task, cohort=self._cohort)
 
     # -- executing ------------------------------------------------------------------
 
@@ -451,6 +463,7 @@ class Worker:
                 finish.alone = run.parent_id is None and run.thread is None
                 active.finishing = True
                 self._finishing += 1
+                self._gone(active)  # before the finish is handed in: it may end a gathering
                 self._slot_freed.set()
                 try:
                     await self._completer.finish(finish)
@@ -462,6 +475,8 @@ class Worker:
                 event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
                       run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
             finally:
+                if not active.finishing:
+                    self._gone(active)
                 self._active.pop(run.id, None)
                 self._slot_freed.set()
 
