@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
 
 import pytest
 
@@ -190,10 +192,10 @@ async def test_a_worker_with_a_backlog_writes_the_runs_a_claim_started_together(
     assert sizes[0] == 4 and sum(sizes) == 40
 
 
-async def test_a_run_still_going_from_an_earlier_claim_holds_no_batch(app):
-    """A long run started alone; then a backlog of quick runs for the other three slots.
-    Their batches wait for the runs of their own claim only: with finish_gather_s at a
-    minute, all forty end while the long run still holds its slot."""
+@asynccontextmanager
+async def _held_runs(app) -> AsyncIterator[asyncio.Event]:
+    """A worker of four slots that waits up to a minute to gather finishes, running task
+    `job`: a run with long=True holds its slot until the event yielded is set."""
     release = asyncio.Event()
 
     @app.task
@@ -205,6 +207,18 @@ async def test_a_run_still_going_from_an_earlier_claim_holds_no_batch(app):
     worker = app.worker(concurrency=4, finish_gather_s=60)
     task = asyncio.create_task(worker.run())
     try:
+        yield release
+    finally:
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_a_run_still_going_from_an_earlier_claim_holds_no_batch(app):
+    """A long run started alone; then a backlog of quick runs for the other three slots.
+    Their batches wait for the runs of their own claim only: with finish_gather_s at a
+    minute, all forty end while the long run still holds its slot."""
+    async with _held_runs(app) as release:
         long = await app.submit("job", long=True)
         for _ in range(300):  # its claim (one run for four slots) is no backlog
             if (await long.refresh()).state is RunState.RUNNING:
@@ -215,34 +229,16 @@ async def test_a_run_still_going_from_an_earlier_claim_holds_no_batch(app):
         assert (await long.refresh()).state is RunState.RUNNING
         release.set()
         assert await asyncio.wait_for(long.result(), 30) is True
-    finally:
-        release.set()
-        worker.stop()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_a_worker_without_a_backlog_writes_each_end_at_once(app):
-    """Two runs for four slots: no backlog, so nothing waits for the other run."""
-    release = asyncio.Event()
-
-    @app.task
-    async def one(ctx, slow: bool) -> bool:
-        if slow:
-            await release.wait()
-        return slow
-
-    quick, slow = await app.submit("one", slow=False), await app.submit("one", slow=True)
-    worker = app.worker(concurrency=4, finish_gather_s=60)
-    task = asyncio.create_task(worker.run())
-    try:
+    """Two runs for four slots, claimed together: no backlog, so nothing waits for the other run."""
+    async with _held_runs(app) as release:
+        quick, slow = await app.submit_many("job", [{"long": False}, {"long": True}])
         assert await asyncio.wait_for(quick.result(), 30) is False  # not held for the slow one
         assert (await slow.refresh()).state is RunState.RUNNING
         release.set()
         assert await asyncio.wait_for(slow.result(), 30) is True
-    finally:
-        release.set()
-        worker.stop()
-        await asyncio.wait_for(task, 30)
 
 
 def test_finish_gather_s_below_zero_is_refused():
