@@ -86,16 +86,18 @@ async def _claimed(store, runs: int) -> list[rw.Run]:
     return await store.run_claim(claim(wid, limit=runs))
 
 
-def _batches_of(store) -> list[int]:
-    """The size of each batch of finishes `store` writes from now on."""
+def _batches_of(store, *writes: str) -> list[int]:
+    """The size of each batch of finishes `store` writes from now on, through `writes`
+    (default: run_finish_many)."""
     sizes: list[int] = []
-    write = store.run_finish_many
+    for name in writes or ("run_finish_many",):
+        write = getattr(store, name)
 
-    async def counted(params):
-        sizes.append(len(params))
-        return await write(params)
+        async def counted(params, *rest, write=write):
+            sizes.append(len(params))
+            return await write(params, *rest)
 
-    store.run_finish_many = counted
+        setattr(store, name, counted)
     return sizes
 
 
@@ -166,16 +168,7 @@ async def test_a_worker_with_a_backlog_writes_the_runs_a_claim_started_together(
         await permits.get()
         return n
 
-    store = app.store
-    sizes: list[int] = []
-    for name in ("run_finish_claim", "run_finish_many"):
-        write = getattr(store, name)
-
-        async def counted(params, *rest, write=write):
-            sizes.append(len(params))
-            return await write(params, *rest)
-
-        setattr(store, name, counted)
+    sizes = _batches_of(app.store, "run_finish_claim", "run_finish_many")
     handles = await app.submit_many("held", [{"n": n} for n in range(40)])
     worker = app.worker(concurrency=4, finish_gather_s=60)
     task = asyncio.create_task(worker.run())
