@@ -69,18 +69,23 @@ def _insert(check_keys: bool, one: bool = False) -> str:
     submission, see RunInsertParams.key_is_fresh), run_keys takes a plain insert: ON
     CONFLICT's speculative insertion and the join on its result were an eighth of the
     statement's cost, and a collision, which only a retry of the same insert meets, fails
-    it whole (unique_violation), and the caller retries it checking keys."""
+    it whole (unique_violation), and the caller retries it checking keys. So every run
+    numbered is inserted, and the event, the notification and the answer read `numbered`:
+    without a RETURNING and a join back to it, a batch costs 3-5% less (measured, 1,000 a
+    batch). A data-modifying CTE runs whole whether or not anything reads it."""
     keyed = ("    -- DO NOTHING: an existing key is the idempotent case, read below; a concurrent\n"
              "    -- submission of the same key waits here for the other's commit.\n"
              "    ON CONFLICT DO NOTHING\n    RETURNING run_id\n") if check_keys else ""
     join = "JOIN keyed k ON k.run_id = n.id" if check_keys else ""
+    made = "inserted" if check_keys else "numbered"  # the runs the statement makes
+    returning = "    RETURNING id, key, task, queue, priority, parent_id, thread\n" if check_keys else ""
     if one:
         now, channel = f"${len(INSERT_FIELDS) + 1}", f"${len(INSERT_FIELDS) + 2}"
         source = "SELECT " + ", ".join(f"${i}::{kind} AS {name}"
                                        for i, (name, kind) in enumerate(INSERT_FIELDS, 1))
         numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM input i"
         notified = ""
-        answer = f"SELECT 1, id, pg_notify({channel}, queue) FROM inserted"
+        answer = f"SELECT 1, id, pg_notify({channel}, queue) FROM {made}"
     else:
         now, channel = "$2", "$3"
         source = ("SELECT " + ", ".join(f"(e->>{i})::{kind} AS {name}"
@@ -90,9 +95,9 @@ def _insert(check_keys: bool, one: bool = False) -> str:
         # evaluation: a CTE with a volatile function is computed once).
         numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i"
         notified = (f"), notified AS (\n    SELECT pg_notify({channel}, q.queue)"
-                    " FROM (SELECT DISTINCT queue FROM inserted) q\n")
-        answer = ("SELECT n.ord, n.id, (SELECT count(*) FROM notified)"
-                  " FROM inserted i JOIN numbered n ON n.id = i.id")
+                    f" FROM (SELECT DISTINCT queue FROM {made}) q\n")
+        answer = ("SELECT n.ord, n.id, (SELECT count(*) FROM notified) FROM "
+                  + ("inserted i JOIN numbered n ON n.id = i.id" if check_keys else "numbered n"))
     return f"""
 WITH input AS (
     {source}
@@ -109,14 +114,13 @@ WITH input AS (
     SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, {now},
            parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
     FROM numbered n {join}
-    RETURNING id, key, task, queue, priority, parent_id, thread
-), submitted AS (
+{returning}), submitted AS (
     -- Event 1 of every new run's log.
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, 1, 'submitted', json_build_object('task', task, 'key', key, 'queue', queue,
                                                  'priority', priority, 'parent', parent_id,
                                                  'thread', thread)::text, {now}
-    FROM inserted
+    FROM {made}
 {notified})
 -- Each new run's place in the input and its id: the caller has the rest (see
 -- RunInsertParams.as_run), so thirty columns a run are neither sent nor decoded.
