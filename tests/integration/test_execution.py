@@ -331,6 +331,38 @@ async def test_no_more_functions_run_at_once_than_the_workers_concurrency(app):
     assert 1 <= most <= 3
 
 
+@pytest.mark.parametrize("claim_batch", [0, 300])
+async def test_a_claim_asks_for_at_most_claim_batch_else_what_the_store_takes_best(app, store_url,
+                                                                                    claim_batch):
+    """500 slots before a backlog of 450: a claim asks for `claim_batch` runs when it is
+    set; left at 0, for all the free slots, but at most 200 on Redis, which serves one
+    claim at a time (RunStore.claim_most)."""
+    @app.task
+    async def quick(ctx: rw.Context) -> None:
+        return None
+
+    asked: list[int] = []
+    store = app.store
+    claim, finish_claim = store.run_claim, store.run_finish_claim
+
+    async def counted_claim(params):
+        asked.append(params.limit)
+        return await claim(params)
+
+    async def counted_finish_claim(finishes, params):
+        asked.append(params.limit)
+        return await finish_claim(finishes, params)
+
+    store.run_claim, store.run_finish_claim = counted_claim, counted_finish_claim
+    handles = await app.submit_many(quick, [{} for _ in range(450)])
+    async with running_worker(app, concurrency=500, claim_batch=claim_batch):
+        for handle in handles:
+            await handle.result(timeout_s=60)
+    most = claim_batch or (200 if store_url.startswith("redis") else 500)
+    assert asked[0] == most, "the first claim, with every slot free, asks for the most it may"
+    assert max(asked) == most
+
+
 async def test_a_cancelled_blocking_task_holds_its_slot_until_its_thread_returns(app):
     # A plain function runs in a thread that no cancel can stop: its slot must not go to
     # another run while it still runs, and it can see ctx.cancelled to stop early.

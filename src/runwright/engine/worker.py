@@ -78,7 +78,9 @@ class WorkerConfig:
     cancel_poll_s: float = 0.5  # cancel check between notifications. Defaults to 0.5 s.
     drain_grace_s: float = 10.0  # graceful stop: time for running runs. Defaults to 10 s.
     max_recoveries: int = 20  # takeovers before a run goes dead. Defaults to 20.
-    claim_batch: int = 0  # most runs per claim; 0 means `concurrency`. Defaults to 0.
+    # Most runs per claim; 0 means `concurrency`, and at most the store's `claim_most`
+    # (200 on Redis). Defaults to 0.
+    claim_batch: int = 0
     # While a backlog lasts, a batch of finishes waits at most this long for the runs still
     # going, to write them together (see engine.completer); 0: never. Defaults to 5 ms.
     finish_gather_s: float = 0.005
@@ -167,6 +169,10 @@ class Worker:
         self._cohort = 0
         self._cohort_going = 0
         self._claiming = 0  # slots that claims in flight may fill (the loop's, or one along)
+        # The most runs a claim asks for: claim_batch if set, else concurrency, bounded by
+        # what the store takes best in one claim (RunStore.claim_most).
+        self._claim_most = self.config.claim_batch or min(
+            self.config.concurrency, self.store.claim_most or self.config.concurrency)
         # The last claim took all it asked for: more may be due, and the finishes' writes
         # claim for the slots they free (Completer's claim_along) while it lasts.
         self._backlog = False
@@ -358,10 +364,10 @@ class Worker:
         return self.config.concurrency - (len(self._active) - self._finishing) - self._claiming
 
     def _claim_of(self, queues: list[str]) -> RunClaimParams:
-        """A claim for the free slots (at most `claim_batch`), which it holds until
+        """A claim for the free slots (at most `_claim_most`), which it holds until
         `_claimed` gives them back."""
         crash_point("worker.claim_loop")
-        limit = min(self._free(), self.config.claim_batch or self.config.concurrency)
+        limit = min(self._free(), self._claim_most)
         self._claiming += limit
         return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors)
 

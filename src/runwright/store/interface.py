@@ -121,6 +121,10 @@ class Notifications(Protocol):
 
 
 class RunStore(Protocol):
+    # The most runs a worker's claim asks for when its `claim_batch` is left at 0 (None:
+    # as many as it has free slots). A backend that serves one claim at a time says so.
+    claim_most: int | None
+
     async def run_insert_many(self, params: Iterable[RunInsertParams]) -> list[Run]:
         """Insert runs, each with its `submitted` event; an existing (tenant, key) returns
         the existing run, marked `existed`. A store may pull `params` as it writes; an

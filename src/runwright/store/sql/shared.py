@@ -93,6 +93,10 @@ class SqlStore(ABC):
     # a table of their own (see its migration 16).
     get_by_key: str = q.GET_BY_KEY
     forget_keys: str | None = None
+    # A claim as large as a worker's free slots: the database's other sessions (SQLite's
+    # other processes between transactions) go on meanwhile, and a worker of 500 slots
+    # drained 1.6x (PostgreSQL) and 1.5x (SQLite) as fast as one of 64, 2 workers each.
+    claim_most: int | None = None
 
     # -- the dialect's half -------------------------------------------------------------
 
