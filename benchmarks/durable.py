@@ -48,14 +48,22 @@ COUNTS = [
 ]
 
 
-def nothing() -> None:
-    """The step body: as cheap as a step can be, so the step costs only its journal write."""
+async def nothing() -> None:
+    """The step body: as cheap as a step can be (a coroutine runs on the loop), so the
+    step costs only what ctx.step does, its journal write first."""
     return None
 
 
-async def stepper(ctx: rw.Context, steps: int) -> None:
+def nothing_in_thread() -> None:
+    """A plain function as the step body: a step runs it in a thread, as it must any
+    plain function (it may block), so the step costs a thread's round trip more."""
+    return None
+
+
+async def stepper(ctx: rw.Context, steps: int, in_thread: bool = False) -> None:
+    body = nothing_in_thread if in_thread else nothing
     for i in range(steps):
-        await ctx.step(f"s{i}", nothing)
+        await ctx.step(f"s{i}", body)
 
 
 async def emitter(ctx: rw.Context, events: int) -> float:
@@ -90,6 +98,7 @@ class Figures:
     backend: str
     run_ms: tuple[float, float] | None = None  # median run of (0 steps, --steps steps)
     step_us: float | None = None
+    thread_step_us: float | None = None  # the same with a plain function as the body
     raw_step_us: float | None = None
     emit_per_s: float | None = None
     append_per_s: float | None = None
@@ -242,20 +251,24 @@ def duration_ms(run: rw.Run) -> float:
 
 
 async def measure_steps(bench: rw.App, steps: int, figures: Figures) -> None:
-    """Runs of `steps` no-op steps and of none, interleaved; the step's cost is the
-    difference of the medians over `steps`. A first pair warms up and is not counted."""
-    empty, full = [], []
+    """Runs of `steps` no-op steps (a coroutine body, then a plain function's) and of
+    none, interleaved; the step's cost is the difference of the medians over `steps`. A
+    first round warms up and is not counted."""
+    empty, full, threaded = [], [], []
     for i in range(ROUNDS + 1):
         run_0 = await run_once(bench, "stepper", steps=0)
         run_n = await run_once(bench, "stepper", steps=steps)
+        run_t = await run_once(bench, "stepper", steps=steps, in_thread=True)
         if i > 0:
             empty.append(duration_ms(run_0))
             full.append(duration_ms(run_n))
+            threaded.append(duration_ms(run_t))
     figures.run_ms = (statistics.median(empty), statistics.median(full))
     figures.step_us = (figures.run_ms[1] - figures.run_ms[0]) / steps * 1000
+    figures.thread_step_us = (statistics.median(threaded) - figures.run_ms[0]) / steps * 1000
     say(figures.backend, f"run of 0 steps {figures.run_ms[0]:.2f} ms, of {steps} steps "
-                         f"{figures.run_ms[1]:.2f} ms: {figures.step_us:.0f} µs per step "
-                         f"(median of {ROUNDS})")
+                         f"{figures.run_ms[1]:.2f} ms: {figures.step_us:.0f} µs per step, "
+                         f"{figures.thread_step_us:.0f} µs with a plain function (median of {ROUNDS})")
 
 
 async def measure_emit(bench: rw.App, events: int, figures: Figures) -> None:
@@ -398,6 +411,7 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
     rows = [
         ("run of 0 / N steps", lambda f: pair(f.run_ms, "ms")),
         ("ctx.step overhead", lambda f: num(f.step_us, "µs")),
+        ("  a plain function's", lambda f: num(f.thread_step_us, "µs")),
         ("  bare step write", lambda f: num(f.raw_step_us, "µs")),
         ("  step / bare", ratio),
         ("ctx.emit, tight loop", lambda f: num(f.emit_per_s, "/s")),
