@@ -55,6 +55,28 @@ async def test_the_run_an_insert_returns_is_the_run_a_read_returns(store):
     assert returned[1].version == "2.1.0" and returned[2].parent_id == parent.id
 
 
+async def test_a_batch_of_fresh_keys_makes_the_runs_it_was_given(store):
+    """Fresh keys (inserted unchecked): a batch whose runs differ only in key and
+    arguments (PostgreSQL: INSERT_UNIFORM, one chunk and several), and batches whose runs
+    differ in any other field (INSERT_FRESH). Each run returned is what a read gives, in
+    the caller's order, ids rising in it."""
+    full, child, _ = await every_option(store, run_at=T0 + 7.5)
+    alike = [insert() for _ in range(453)]
+    for n, p in enumerate(alike):
+        p.args = f'{{"n":{n}}}'
+    mixed = [insert(), full, child, insert(queue="other", priority=5)]
+    one_off = [insert() for _ in range(3)]
+    one_off[2].max_attempts = 9  # the last run alone differs
+    for batch in (alike[:3], alike[3:], mixed, one_off):
+        for p in batch:
+            p.key_is_fresh = True
+        made = await store.run_insert_many(batch)
+        given = [(p.key, p.args, p.max_attempts) for p in batch]
+        assert [(r.key, r.args, r.max_attempts) for r in made] == given
+        assert made == sorted(await store.run_get_many([r.id for r in made]), key=lambda run: run.id)
+        assert not any(r.existed for r in made)
+
+
 async def test_the_run_a_claim_returns_is_the_run_a_read_returns(store):
     """A store may answer a claim with what it wrote alike on every run it took (owner,
     lease, start) instead of reading it back: each claimed run must be what a read gives,

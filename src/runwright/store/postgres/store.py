@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import json
 import logging
+import operator
 import os
 import time
 import zlib
@@ -435,7 +436,7 @@ class PostgresStore(SqlStore):
                 if len(params) == 1:  # a submit: its values as parameters (see sql.INSERT_ONE)
                     statement, values = sql.INSERT_ONE, _insert_row(params[0], now)
                 else:
-                    statement, values = sql.INSERT_FRESH, (_insert_rows(params, now),)
+                    statement, values = _fresh_insert(params, now)
                 rows = await conn.fetch(self._sql(statement), *values, now, channel)
             except asyncpg.UniqueViolationError:
                 pass  # a retry of an insert that committed: its runs are read below
@@ -469,8 +470,11 @@ class PostgresStore(SqlStore):
         try:
             for chunk in chunks:
                 taken += chunk
-                statement = sql.INSERT_FRESH if all(p.key_is_fresh for p in chunk) else sql.INSERT_MANY
-                args = (self._sql(statement), _insert_rows(chunk, now), now, self.channels["queued"])
+                if all(p.key_is_fresh for p in chunk):
+                    statement, values = _fresh_insert(chunk, now)
+                else:
+                    statement, values = sql.INSERT_MANY, (_insert_rows(chunk, now),)
+                args = (self._sql(statement), *values, now, self.channels["queued"])
                 if sending is not None:
                     made.update(_made(sent, await sending, now))
                 sending, sent = asyncio.ensure_future(conn.fetch(*args)), chunk
@@ -695,6 +699,21 @@ def _insert_row(p: RunInsertParams, now: float) -> tuple[Any, ...]:
 def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
     """The $1 of INSERT_MANY and INSERT_FRESH."""
     return json.dumps([_insert_row(p, now) for p in params])
+
+
+# A row of _insert_row's: the fields its run alone has (sql.PER_RUN), and the others.
+_PER_RUN = [i for i, (name, _) in enumerate(sql.INSERT_FIELDS) if name in sql.PER_RUN]
+_SHARED = operator.itemgetter(*(i for i in range(len(sql.INSERT_FIELDS)) if i not in _PER_RUN))
+
+
+def _fresh_insert(params: Sequence[RunInsertParams], now: float) -> tuple[str, tuple[Any, ...]]:
+    """The insert of a batch of fresh keys and its values before `now`: INSERT_UNIFORM
+    when its runs differ only in sql.PER_RUN, else INSERT_FRESH."""
+    rows = [_insert_row(p, now) for p in params]
+    shared = _SHARED(rows[0])
+    if all(_SHARED(row) == shared for row in rows):
+        return sql.INSERT_UNIFORM, (*([row[i] for row in rows] for i in _PER_RUN), *shared)
+    return sql.INSERT_FRESH, (json.dumps(rows),)
 
 
 def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
