@@ -707,8 +707,8 @@ _SHARED = operator.itemgetter(*(i for i in range(len(sql.INSERT_FIELDS)) if i no
 
 
 def _fresh_insert(params: Sequence[RunInsertParams], now: float) -> tuple[str, tuple[Any, ...]]:
-    """The insert of a batch of fresh keys and its values before `now`: INSERT_UNIFORM
-    when its runs differ only in sql.PER_RUN, else INSERT_FRESH."""
+    """The insert of a batch of fresh keys, and its values up to `now` and the channel:
+    INSERT_UNIFORM when its runs differ only in sql.PER_RUN, else INSERT_FRESH."""
     rows = [_insert_row(p, now) for p in params]
     shared = _SHARED(rows[0])
     if all(_SHARED(row) == shared for row in rows):
