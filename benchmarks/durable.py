@@ -18,6 +18,7 @@ import queue
 import sqlite3
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -100,6 +101,7 @@ class Figures:
     step_us: float | None = None
     thread_step_us: float | None = None  # the same with a plain function as the body
     raw_step_us: float | None = None
+    hop_us: float | None = None  # SQLite: a round trip to the store's thread and back
     emit_per_s: float | None = None
     append_per_s: float | None = None
     follow_ms: tuple[float, float] | None = None  # p50, p99
@@ -181,6 +183,22 @@ def raw_step_sqlite(path: str, steps: int) -> float:
         return statistics.median(per_round)
     finally:
         conn.close()
+
+
+async def thread_round_trip(steps: int) -> float:
+    """µs for one round trip from the event loop to a thread of its own and back, with no
+    work: what the SQLite store pays on each write (its connection lives in such a thread,
+    so that a lock wait or a checkpoint never stops the loop). Median of ROUNDS rounds."""
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(1) as thread:
+        await loop.run_in_executor(thread, int)  # the thread is started
+        per_round = []
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                await loop.run_in_executor(thread, int)
+            per_round.append((time.perf_counter() - t0) / steps * 1e6)
+    return statistics.median(per_round)
 
 
 REDIS_RAW_STEP = """
@@ -385,6 +403,8 @@ async def bench_backend(backend: str, args: argparse.Namespace, tmp: Path) -> Fi
         await session.bench.open()  # creates the schema, where the raw tables go too
         if backend == "sqlite":
             figures.raw_step_us = raw_step_sqlite(str(tmp / "raw.db"), args.steps)
+            figures.hop_us = await thread_round_trip(args.steps)
+            say(backend, f"a thread's round trip, no work: {figures.hop_us:.0f} µs")
         elif backend == "redis":
             figures.raw_step_us = await raw_step_redis(session.schema, args.steps)
         else:
@@ -414,6 +434,7 @@ def summary(all_figures: list[Figures], args: argparse.Namespace) -> str:
         ("  a plain function's", lambda f: num(f.thread_step_us, "µs")),
         ("  bare step write", lambda f: num(f.raw_step_us, "µs")),
         ("  step / bare", ratio),
+        ("  a thread's round trip", lambda f: num(f.hop_us, "µs")),
         ("ctx.emit, tight loop", lambda f: num(f.emit_per_s, "/s")),
         ("store.event_append", lambda f: num(f.append_per_s, "/s")),
         ("follow latency p50/p99", lambda f: pair(f.follow_ms, "ms")),
