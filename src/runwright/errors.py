@@ -153,8 +153,9 @@ class RunNotRetryable(InvalidTransition):
     a retry would supersede its claim and run its step twice) or one that ended in a way
     a retry does not undo (succeeded, cancelled, interrupted). Nothing was changed."""
 
-    def __init__(self, run_id: int, state: str) -> None:
-        super().__init__(f"run {run_id} is {state}: only a dead or failed run can be retried")
+    def __init__(self, run_id: int, state: str, ended: bool) -> None:
+        where = f"already ended {state}" if ended else f"is {state}"
+        super().__init__(f"run {run_id} {where}: only a dead or failed run can be retried")
         self.run_id = run_id
         self.state = state
 

@@ -269,7 +269,7 @@ async def test_retry_refuses_runs_that_are_not_dead_or_failed(store):
         await store.run_retry(RunRetryParams(running.id))
     await store.run_finish_many([
         RunFinishParams(running.id, running.fence, RunState.SUCCEEDED, result="1", now=T0)])
-    with pytest.raises(RunNotRetryable, match="is succeeded"):
+    with pytest.raises(RunNotRetryable, match="already ended succeeded"):
         await store.run_retry(RunRetryParams(running.id))
     with pytest.raises(RunNotFound):
         await store.run_retry(RunRetryParams(999999))

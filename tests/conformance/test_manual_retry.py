@@ -65,7 +65,8 @@ async def test_a_manual_retry_takes_only_dead_or_failed_runs(store, state: RunSt
     assert run.state is state
     before = await seen(store, run.id)
     if state not in RETRYABLE_STATES:
-        with pytest.raises(RunNotRetryable, match=f"is {state}: only a dead or failed run"):
+        where = f"already ended {state}" if run.done else f"is {state}"
+        with pytest.raises(RunNotRetryable, match=f"{where}: only a dead or failed run"):
             await store.run_retry(RunRetryParams(run.id, now=T0 + 2, by="ops"))
         assert await seen(store, run.id) == before
         return

@@ -259,7 +259,7 @@ def check_retryable(run: Run) -> None:
     supersede a live claim and run its step a second time. Each backend checks this on
     the state it is about to write over (under the run's lock, or in its script)."""
     if run.state not in RETRYABLE_STATES:
-        raise RunNotRetryable(run.id, run.state.value)
+        raise RunNotRetryable(run.id, run.state.value, run.done)
     check_transition(run.id, run.state, QUEUED)
 
 
