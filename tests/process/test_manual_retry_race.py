@@ -67,7 +67,8 @@ async def test_retries_racing_a_worker_never_run_a_step_twice(app: rw.App, fleet
 
     for handle in stepped:
         assert await handle.result(timeout_s=5) == sum(range(STEPS))
-    executions = [(run_id, event) for event, run_id, _, _ in fleet.ledger_lines() if event.startswith("step-")]
+    executions = [(run_id, event) for event, run_id, _, _ in fleet.ledger_lines()
+                  if event.startswith("step-")]
     twice = {key: n for key, n in Counter(executions).items() if n > 1}
     assert twice == {}, f"steps run more than once (a live claim was superseded): {twice}"
     assert len(executions) == RUNS * STEPS
