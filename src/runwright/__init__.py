@@ -25,6 +25,7 @@ from .errors import (
     RunExpired,
     RunFailed,
     RunNotFound,
+    RunNotRetryable,
     RunwrightError,
     ScheduleNotFound,
     SchemaError,
@@ -43,7 +44,7 @@ from .handles import RunHandle
 from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
-from .runs import CRITICAL, HIGH, LOW, NORMAL, TERMINAL_STATES, TRANSITIONS, Run, RunState
+from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
 from .threads import ThreadCursor, ThreadHandle, ThreadInfo
 
@@ -54,6 +55,7 @@ __all__ = [
     "HIGH",
     "LOW",
     "NORMAL",
+    "RETRYABLE_STATES",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "AlreadyAnswered",
@@ -89,6 +91,7 @@ __all__ = [
     "RunFailed",
     "RunHandle",
     "RunNotFound",
+    "RunNotRetryable",
     "RunState",
     "RunwrightError",
     "ScheduleNotFound",

@@ -48,7 +48,7 @@ CHILD_RECHECK_S = 60.0
 # re-check only bounds the wait if that wake-up were ever lost.
 ANSWER_RECHECK_S = 3600.0
 RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
-    "submitted", "started", "retrying", "released", "parked", "recovered", "requeued",
+    "submitted", "started", "retrying", "released", "parked", "recovered", "requeued", "retried",
     "cancel_requested", "step", "asked", "answered"}
 
 

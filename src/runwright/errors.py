@@ -20,6 +20,7 @@
     ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
     │   ├── RunEnded                e.g. cancel of a run that already ended
+    │   ├── RunNotRetryable         a manual retry of a run that is not dead or failed
     │   └── AlreadyAnswered         a second, different answer to a question
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
     ├── TaskTimeout                 raised inside a run that passed its timeout (a TimeoutError)
@@ -66,6 +67,7 @@ __all__ = [
     "RunExpired",
     "RunFailed",
     "RunNotFound",
+    "RunNotRetryable",
     "RunwrightError",
     "ScheduleNotFound",
     "SchemaError",
@@ -144,6 +146,18 @@ class InvalidTransition(RunwrightError):
 
 class RunEnded(InvalidTransition):
     """The run has already ended, so it cannot be changed this way."""
+
+
+class RunNotRetryable(InvalidTransition):
+    """A manual retry of a run that is not dead or failed: a live run (queued or running:
+    a retry would supersede its claim and run its step twice) or one that ended in a way
+    a retry does not undo (succeeded, cancelled, interrupted). Nothing was changed."""
+
+    def __init__(self, run_id: int, state: str, ended: bool) -> None:
+        where = f"already ended {state}" if ended else f"is {state}"
+        super().__init__(f"run {run_id} {where}: only a dead or failed run can be retried")
+        self.run_id = run_id
+        self.state = state
 
 
 class AlreadyAnswered(InvalidTransition):

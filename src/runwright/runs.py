@@ -14,6 +14,7 @@ __all__ = [
     "HIGH",
     "LOW",
     "NORMAL",
+    "RETRYABLE_STATES",
     "TERMINAL_STATES",
     "TRANSITIONS",
     "Run",
@@ -47,7 +48,8 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset(
         {RunState.RUNNING, RunState.CANCELLED, RunState.FAILED, RunState.INTERRUPTED}
     ),
-    # running -> queued: a retry waiting out its backoff, a graceful give-back, a takeover.
+    # running -> queued: a retry waiting out its backoff, a graceful give-back, a takeover;
+    # never a manual retry, which takes only RETRYABLE_STATES (a live claim stays live).
     RunState.RUNNING: frozenset(
         {RunState.QUEUED, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.DEAD,
          RunState.INTERRUPTED}
@@ -61,6 +63,14 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 TERMINAL_STATES = frozenset(
     {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.DEAD, RunState.INTERRUPTED}
 )
+
+# What a manual retry (`app.retry`, `runwright retry`, `POST /runs/{id}/retry`) takes back
+# to queued: an end that another try may change. Not a live run (queued or running: its
+# claim would be superseded and its step run twice), nor an end a person or the run's
+# thread chose: succeeded, cancelled (someone said stop; its children were cancelled
+# too), interrupted (its thread moved on to a newer message; answering the older one
+# again would reorder the conversation). Those are submitted anew instead.
+RETRYABLE_STATES = frozenset({RunState.DEAD, RunState.FAILED})
 
 
 def sources_of(target: RunState) -> tuple[str, ...]:

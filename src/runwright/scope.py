@@ -193,12 +193,14 @@ class RunScope:
             raise await self._missing(own) from None
 
     async def retry(self, run_id: int) -> RunHandle:
-        """Re-queue a dead (or failed) run with fresh attempts. A run of a thread only
+        """Re-queue a dead (or failed) run with fresh attempts; any other state is
+        RunNotRetryable and nothing changes (a live run keeps its claim). Its log gets a
+        `retried` event, so its followers see the new attempt. A run of a thread only
         while that thread stands: ThreadDeleted once it was deleted, even after its name
         was given to a new thread (the run is not that thread's)."""
         own = await self._own(run_id)
         try:
-            run = await self._runtime.store.run_retry(RunRetryParams(own))
+            run = await self._runtime.store.run_retry(RunRetryParams(own, by=self.tenant_name or "operator"))
         except RunNotFound:
             raise await self._missing(own) from None
         return RunHandle(self, run)

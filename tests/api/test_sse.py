@@ -73,6 +73,44 @@ async def test_a_run_retried_after_dying_streams_to_its_real_end(server: str,  #
     assert got == log and replayed == log
 
 
+async def test_a_reconnect_after_the_end_learns_of_a_later_retry(server: str,  # noqa: F811
+                                                                 worker_app: rw.App) -> None:  # noqa: F811
+    """A follower that saw `dead` ends, and its reconnect is told so (204). Once the run
+    is retried by hand, the same reconnect resumes: `retried` (from what, by whom) and the
+    new attempt, to its end; `run.events(after=...)` gives the library's follower as much."""
+    async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
+        run = (await http.post("/runs", json={"task": "doomed"})).json()
+        async with running_worker(worker_app):
+            with pytest.raises(rw.RunFailed):
+                await (await worker_app.get(run["id"])).result(timeout_s=60)
+        first_life = await read_stream(http, run["id"])
+        dead_seq = first_life[-1][0]
+        assert first_life[-1][1] == "dead"
+        path, resume = f"/runs/{run['id']}/events/stream", {"Last-Event-ID": str(dead_seq)}
+        assert (await http.get(path, headers=resume)).status_code == 204
+        assert (await http.post(f"/runs/{run['id']}/retry")).json()["state"] == "queued"
+        got: list[dict] = []
+
+        async def reconnect() -> None:
+            async with http.stream("GET", path, headers=resume, timeout=120) as stream:
+                assert stream.status_code == 200
+                async for line in stream.aiter_lines():
+                    if line.startswith("data: "):
+                        got.append(json.loads(line[6:]))
+
+        follower = asyncio.create_task(reconnect())
+        await wait_until(lambda: got, "the reconnect resumed")
+        assert (got[0]["seq"], got[0]["kind"], got[0]["data"]) == (
+            dead_seq + 1, "retried", {"previous": "dead", "by": "alice"})
+        async with running_worker(worker_app):
+            await asyncio.wait_for(follower, 60)
+        handle = await worker_app.get(run["id"])
+        library = [(e.seq, e.kind) async for e in handle.events(after=dead_seq)]
+    log = await logged(worker_app, run["id"])
+    assert [(e["seq"], e["kind"]) for e in got] == library == log[dead_seq:]
+    assert log[-1][1] == "dead" and [kind for _, kind in log[dead_seq:]].count("started") == 2
+
+
 async def test_a_follower_far_behind_gets_every_page_of_the_backlog(server: str,  # noqa: F811
                                                                     worker_app: rw.App) -> None:  # noqa: F811
     """1505 events logged while the run waits: A follows live from 1400, then B joins at

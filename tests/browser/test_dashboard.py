@@ -250,11 +250,19 @@ async def test_a_run_page_follows_live_and_shows_attempts_steps_and_children(
         await page.locator("#events .event[data-kind='dead']").wait_for()  # the whole log is in
         assert await page.locator("#events .event[data-kind='trying']").count() == 2
         await shot(page, "run", backend)
+        await page.locator("#run-follow:has-text('its log is complete')").wait_for()
         await page.click("#run-retry")
         await page.locator("#run-state .state-queued").wait_for()
         assert (await doomed.refresh()).state is rw.RunState.QUEUED
+        # The log goes on past `dead`: the page says the run was retried, and by whom.
+        retried = page.locator("#events .event[data-kind='retried']")
+        await retried.wait_for()
+        assert '"previous":"dead"' in await retried.inner_text()
         await page.click("#run-cancel")
         await page.locator("#run-state .state-cancelled").wait_for()
+        await page.locator("#events .event[data-kind='cancelled']").wait_for()
+        kinds = await page.locator("#events .event").evaluate_all("e => e.map(x => x.dataset.kind)")
+        assert kinds[-3:] == ["dead", "retried", "cancelled"] and kinds.count("dead") == 1
 
 
 THREADS_SHOWN = 50  # a page of the threads list

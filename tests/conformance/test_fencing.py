@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from runwright.errors import InvalidTransition, RunEnded, RunNotFound
+from runwright.errors import RunEnded, RunNotFound, RunNotRetryable
 from runwright.runs import RunState
 from runwright.store.params import (
     EventListParams,
@@ -263,11 +263,13 @@ async def test_retry_moves_a_dead_run_back_to_queued_with_fresh_attempts(store):
 async def test_retry_refuses_runs_that_are_not_dead_or_failed(store):
     _, running = await _claimed(store)
     (queued,) = await store.run_insert_many([insert()])
-    with pytest.raises(InvalidTransition):
+    with pytest.raises(RunNotRetryable):
         await store.run_retry(RunRetryParams(queued.id))
+    with pytest.raises(RunNotRetryable, match="is running"):
+        await store.run_retry(RunRetryParams(running.id))
     await store.run_finish_many([
         RunFinishParams(running.id, running.fence, RunState.SUCCEEDED, result="1", now=T0)])
-    with pytest.raises(RunEnded):
+    with pytest.raises(RunNotRetryable, match="already ended succeeded"):
         await store.run_retry(RunRetryParams(running.id))
     with pytest.raises(RunNotFound):
         await store.run_retry(RunRetryParams(999999))

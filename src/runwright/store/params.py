@@ -256,10 +256,12 @@ class RunCancelParams:
 @dataclass(slots=True)
 class RunRetryParams:
     """dead/failed -> queued with fresh attempts (see `rules.retry_drops`); a run of a
-    thread only while that thread stands (`rules.check_retry_on_thread`)."""
+    thread only while that thread stands (`rules.check_retry_on_thread`). `by` names
+    who asked, in the `retried` event (None: not known)."""
 
     run_id: int
     now: float | None = None
+    by: str | None = None
 
 
 @dataclass(slots=True)

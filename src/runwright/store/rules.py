@@ -17,6 +17,7 @@ from ..errors import (
     QuestionNotFound,
     RunEnded,
     RunNotFound,
+    RunNotRetryable,
     SchemaError,
     ThreadBusy,
     ThreadDeleted,
@@ -24,7 +25,7 @@ from ..errors import (
 )
 from ..journal import SNAPSHOT, StepRecord
 from ..questions import Question, check_answer
-from ..runs import Run, RunState, check_transition
+from ..runs import RETRYABLE_STATES, Run, RunState, check_transition
 from .params import (
     ON_BUSY,
     BucketTakeParams,
@@ -39,6 +40,7 @@ from .params import (
 
 __all__ = [
     "REQUEUE_STOPS",
+    "RETRYABLE",
     "TRIMMED",
     "BucketTake",
     "BusyPlan",
@@ -54,6 +56,8 @@ __all__ = [
     "check_schema_known",
     "check_schema_current",
     "check_retry_on_thread",
+    "check_retryable",
+    "retried_event",
     "check_thread_readable",
     "deadline_error",
     "interrupted_error",
@@ -245,13 +249,33 @@ def plan_cancel(run: Run, descendants: Sequence[Run]) -> CancelPlan:
 # -- a manual retry ---------------------------------------------------------------------
 
 
+RETRYABLE = tuple(sorted(state.value for state in RETRYABLE_STATES))  # for SQL and Lua
+
+
+def check_retryable(run: Run) -> None:
+    """A manual retry takes an ended run that can be retried (RETRYABLE_STATES) back to
+    queued; any other state is RunNotRetryable. running -> queued is an allowed edge (a
+    backoff, a give-back, a takeover), so the transition table alone would let a retry
+    supersede a live claim and run its step a second time. Each backend checks this on
+    the state it is about to write over (under the run's lock, or in its script)."""
+    if run.state not in RETRYABLE_STATES:
+        raise RunNotRetryable(run.id, run.state.value, run.done)
+    check_transition(run.id, run.state, QUEUED)
+
+
+def retried_event(run: Run, by: str | None) -> dict[str, object]:
+    """The data of the `retried` event a manual retry appends: the run's log goes on past
+    its end, so a follower (or an SSE reconnect after the end) sees the new attempt."""
+    return {"previous": run.state.value, "by": by}
+
+
 def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
     """Check that `run` may be retried, and return the journal positions to forget.
 
     A retry asked for by hand means "try again": journaled failures run again, while
     completed steps keep their results. An OutcomeUnknown stays: that call may have
     happened, and at-most-once means never again."""
-    check_transition(run.id, run.state, QUEUED)
+    check_retryable(run)
     failed = [record.position for record in journal if record.status == "failed"
               and json.loads(record.error or "{}").get("type") != "OutcomeUnknown"]
     if not failed:

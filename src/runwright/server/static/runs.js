@@ -63,9 +63,12 @@
   let following = null;
   let runId = null;
   let reloading = null;
+  let lastSeq = 0;  // the last event of the run's log shown
+  let followEnded = false;  // the server said the log was complete (204)
 
   async function showRun(arg) {
     runId = Number(arg);
+    lastSeq = 0;
     document.getElementById("run-id").textContent = runId;
     document.getElementById("events").replaceChildren();
     await load();
@@ -106,8 +109,15 @@
       cells: [rw.runLink(c.id), c.task, rw.state(c.state), rw.took(c)]})));
   }
 
+  // A retry (or any change) of a run whose log was complete goes on with its log: the
+  // stream is opened again after the last event shown, so the page says `retried` and
+  // shows the new attempt (the server answers 204 again if nothing was added).
   async function act(path) {
-    try { await rw.post(path); await load(); } catch (error) { rw.flash(error.message); }
+    try {
+      await rw.post(path);
+      await load();
+      if (followEnded && runId !== null) follow(runId);
+    } catch (error) { rw.flash(error.message); }
   }
 
   function fields(run) {
@@ -158,16 +168,22 @@
     const control = following = new AbortController();
     const note = document.getElementById("run-follow");
     note.textContent = "(following live)";
+    followEnded = false;
     try {
-      await rw.follow(`/runs/${id}/events/stream`, 0, control.signal, show);
+      await rw.follow(`/runs/${id}/events/stream`, lastSeq, control.signal, show);
     } catch (error) {
       if (!control.signal.aborted) { note.textContent = ""; rw.flash(error.message); }
       return;
     }
-    if (!control.signal.aborted) note.textContent = "(the run has ended: its log is complete)";
+    if (!control.signal.aborted) {
+      followEnded = true;
+      note.textContent = "(the run has ended: its log is complete)";
+    }
   }
 
   function show(event) {
+    if (event.seq <= lastSeq) return;  // a resumed stream never shows an event twice
+    lastSeq = event.seq;
     const line = JSON.stringify(event.data);  // short payloads on the line, long ones indented
     const data = line === "{}" ? "" : line.length <= 120 ? ` ${line}` : `\n${rw.json(event.data)}`;
     document.getElementById("events").append(rw.el("div", {className: "event", dataset: {seq: event.seq, kind: event.kind}},

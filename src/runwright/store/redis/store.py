@@ -715,7 +715,8 @@ class RedisStore:
                 rules.check_retry_on_thread(run, found, found is not None and
                                             fields.get("thread_no") == str(found.incarnation))
             reply = await self._script("retry", self._now_arg(params.now), run.id, run.state.value,
-                                       json.dumps({"previous": run.state.value}), ident, *forget)
+                                       json.dumps(rules.retried_event(run, params.by)), ident,
+                                       run.fence, ",".join(rules.RETRYABLE), *forget)
             if reply[0] == "ok":
                 self.hub.fire(QUEUED)
                 self.hub.fire(events_topic(run.id))

@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...clock import Clock
-from ...errors import RunNotFound, ThreadDeleted
+from ...errors import RunNotFound, StoreError, ThreadDeleted
 from ...journal import Event, StepRecord, ThreadEvent
 from ...questions import Question
 from ...runs import Run, RunState
@@ -317,10 +317,11 @@ class SqlStore(ABC):
             forget = rules.retry_drops(run, journal)
             # A run is its thread's when it is not older than the thread's first run.
             rules.check_retry_on_thread(run, found, found is not None and run.id >= found.incarnation)
-            await conn.execute(q.RETRY_RESET, run.id, now)
+            if not await conn.execute(q.RETRY_RESET, run.id, now, run.fence):
+                raise StoreError(f"run {run.id}: its state changed during the retry; try again")
             if forget:
                 await conn.execute(q.DROP_STEPS, run.id, self.dialect.array(forget))
-            await self._log(conn, run.id, "requeued", {"previous": run.state.value}, now)
+            await self._log(conn, run.id, "retried", rules.retried_event(run, params.by), now)
             await conn.notify("queued")
             run = await self._locked_run(conn, run.id)
         self.hub.fire(QUEUED)

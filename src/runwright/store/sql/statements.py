@@ -8,7 +8,7 @@ fenced by `(id, fence)` and `state = 'running'`.
 
 from __future__ import annotations
 
-from ..rules import REQUEUE_STOPS
+from ..rules import REQUEUE_STOPS, RETRYABLE
 from .columns import RUN_COLUMNS, SCHEDULE_COLUMNS, WORKER_COLUMNS
 
 __all__ = [
@@ -193,10 +193,13 @@ def stop_error_case(otherwise: str, table: str = "") -> str:
 
 # -- retry, rescue, deadlines -------------------------------------------------------
 
-RETRY_RESET = """
+# A manual retry writes over the state it was judged on, and only a retryable one: the
+# row is locked already, and the state and fence are checked again here all the same, so
+# no reading of the run outside this statement can let a retry supersede a live claim.
+RETRY_RESET = f"""
 UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = $2, result = NULL,
     error = NULL, finished_at = NULL, owner = NULL, lease_expires_at = NULL
-WHERE id = $1
+WHERE id = $1 AND fence = $3 AND state IN ({", ".join(f"'{state}'" for state in RETRYABLE)})
 """
 # Running runs whose lease ran out or whose owner is no longer registered (the dialect
 # unregisters dead owners first). The partial index runs_running serves it.
