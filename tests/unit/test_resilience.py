@@ -1,13 +1,18 @@
-"""The retry helpers never swallow a cancellation that surfaced as a store error."""
+"""The retry helpers never swallow a cancellation that surfaced as a store error, and tell
+a store failure (logged, waited out) from a bug of ours (fatal)."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
+import asyncpg
 import pytest
 
-from runwright.errors import StoreUnreachable
-from runwright.resilience import store_call, through_blinks
+from runwright.errors import StoreError, StoreUnreachable
+from runwright.resilience import is_store_failure, store_call, through_blinks
+
+from ..conftest import PG_BASE
 
 
 async def _read_that_turns_a_cancel_into_an_outage() -> None:
@@ -70,3 +75,63 @@ async def test_a_loop_that_waits_out_redis_outages_itself_still_stops_when_cance
     task.cancel()
     done, _ = await asyncio.wait([task], timeout=30)
     assert task in done and task.cancelled() and outages == []
+
+
+# -- a store failure or a bug of ours: what the databases really raise ----------------
+
+
+def _sqlite_error(statement: str) -> BaseException:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (id integer PRIMARY KEY)")
+    conn.execute("CREATE TRIGGER refuse BEFORE DELETE ON t BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    conn.execute("INSERT INTO t VALUES (1)")
+    try:
+        conn.execute(statement)
+    except sqlite3.Error as exc:
+        return exc
+    finally:
+        conn.close()
+    raise AssertionError(f"{statement!r} did not fail")
+
+
+async def _postgres_error(statement: str) -> BaseException:
+    conn = await asyncpg.connect(PG_BASE)
+    try:
+        await conn.execute(statement)
+    except asyncpg.PostgresError as exc:
+        return exc
+    finally:
+        await conn.close()
+    raise AssertionError(f"{statement!r} did not fail")
+
+
+@pytest.mark.parametrize(("statement", "theirs"), [
+    ("DELETE FROM t", True),  # a trigger refused: the database said no
+    ("INSERT INTO t VALUES (1)", True),  # a constraint
+    ("SELEKT 1", False),  # our statement is malformed
+    ("SELECT nope FROM t", False),
+])
+def test_sqlite_refusals_are_the_stores_and_a_malformed_statement_is_ours(
+        statement: str, theirs: bool) -> None:
+    assert is_store_failure(_sqlite_error(statement)) is theirs
+
+
+@pytest.mark.parametrize(("statement", "theirs"), [
+    ("DO $$ BEGIN RAISE EXCEPTION 'refused'; END $$", True),
+    ("CREATE TEMP TABLE t (id integer PRIMARY KEY); INSERT INTO t VALUES (1), (1)", True),  # the issue's
+    ("SELEKT 1", False),
+    ("SELECT nope FROM pg_class", False),
+])
+async def test_postgres_refusals_are_the_stores_and_a_malformed_statement_is_ours(
+        statement: str, theirs: bool) -> None:
+    assert is_store_failure(await _postgres_error(statement)) is theirs
+
+
+@pytest.mark.parametrize("error", [TypeError("x"), KeyError("x"), AssertionError("x"), ValueError("x")])
+def test_a_python_error_is_a_bug_of_ours(error: Exception) -> None:
+    assert not is_store_failure(error)
+
+
+def test_store_errors_connections_and_timeouts_are_the_stores() -> None:
+    assert all(is_store_failure(e) for e in (StoreError("x"), StoreUnreachable("x"),
+                                             ConnectionResetError(), TimeoutError()))

@@ -27,7 +27,7 @@ from ..errors import ConfigError, LeaseLost, StoreError
 from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..logs import event
 from ..parking import RunSignals
-from ..resilience import jittered, store_call
+from ..resilience import is_store_failure, jittered, store_call
 from ..runs import Run, RunState
 from ..store.hub import CANCEL, QUEUED
 from ..store.params import (
@@ -54,6 +54,9 @@ __all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
+# A side task that a store failure ended starts again after this, doubled each time up to
+# the most (the failure may stand: a permission taken away, a table locked for long).
+SIDE_BACKOFF_S, SIDE_BACKOFF_MAX_S = 0.5, 30.0
 
 
 class WorkerCrashed(RuntimeError):
@@ -236,7 +239,7 @@ class Worker:
                              self.schedule_clock())
         if self.member is not None:
             await self.member.resync()
-        sides = [asyncio.create_task(coro(), name=coro.__name__) for coro in (
+        sides = [asyncio.create_task(self._side(loop), name=loop.__name__) for loop in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
             self._scheduler, self._sweeper, self._fleet_watch)]
         self._loops = [completer, *sides]
@@ -589,6 +592,28 @@ class Worker:
             await asyncio.Event().wait()
         else:
             await self.member.watch()
+
+    async def _side(self, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run a side task; a store failure that escaped its own calls (`is_store_failure`)
+        is logged and the task starts again after a backoff: no store error stops a worker.
+        Anything else, a bug of ours, ends the task, and the worker stops, loudly (see
+        _boot_and_work)."""
+        backoff_s = SIDE_BACKOFF_S
+        while True:
+            started_at = time.monotonic()
+            try:
+                await loop()
+                return
+            except Exception as exc:
+                if not is_store_failure(exc):
+                    raise
+                if time.monotonic() - started_at > SIDE_BACKOFF_MAX_S:
+                    backoff_s = SIDE_BACKOFF_S  # it ran a while since the last failure: a new one
+                event(WARNING, "side task met a store error; it goes on", worker=self.id,
+                      task=loop.__name__, error=f"{type(exc).__name__}: {exc}",
+                      retry_in_s=round(backoff_s, 2))
+                await asyncio.sleep(jittered(backoff_s))
+                backoff_s = min(SIDE_BACKOFF_MAX_S, backoff_s * 2)
 
     async def _store_call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await store_call(fn, *args, worker=self.id)

@@ -159,9 +159,10 @@ GET_BY_KEYS = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id IN"
                f" (SELECT run_id FROM run_keys WHERE tenant = $1 AND key = ANY($2::text[]))")
 GET_BY_KEY = (f"SELECT {RUN_COLUMNS} FROM runs WHERE id ="
               f" (SELECT run_id FROM run_keys WHERE tenant = $1 AND key = $2)")
-# The keys of runs about to be removed ($1: their ids), freed with them.
+# The keys of runs just removed ($1: their tenants, '' for none; $2: their keys), freed
+# with them.
 FORGET_KEYS = ("DELETE FROM run_keys WHERE (tenant, key) IN"
-               " (SELECT coalesce(tenant, ''), key FROM runs WHERE id IN_ARRAY($1))")
+               " (SELECT t, k FROM unnest($1::text[], $2::text[]) AS gone(t, k))")
 
 # Two planner traps. (1) `queue = ANY(...)` cannot walk runs_due in (priority, run_at, id)
 # order, so the planner would read and sort every queued run of those queues (a full

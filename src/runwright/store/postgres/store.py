@@ -303,6 +303,14 @@ class PostgresStore(SqlStore):
             self.lock_namespace)
         return self._unmarked.dead([row[0] for row in rows], now)
 
+    async def _lock_reclaimed(self, conn: Any) -> None:
+        """Under read committed, two passes that both read the ranges would both rewrite
+        them (the second collided on a range's first id, or dropped the first's ids): the
+        rewrites take turns on the table, while readers of it go on (SHARE ROW EXCLUSIVE
+        conflicts with itself and with writes, not with reads). Taken last in a pass, after
+        its runs' rows, so it waits on no run and no run waits on it."""
+        await conn.execute(f'LOCK TABLE "{self.schema}".reclaimed IN SHARE ROW EXCLUSIVE MODE')
+
     async def _schema_table_exists(self, conn: Any) -> bool:
         return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
                                         f"{self.schema}.schema_versions"))

@@ -784,31 +784,27 @@ class RedisStore:
                                        params.holder, float(params.lease_s)))
 
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:
-        for _ in range(STALE_RETRIES):
-            # The plan reads the server's clock; the script judges the age again by its own.
-            ended_before = params.ended_before
-            if ended_before is None and params.max_age_s is not None:
-                ended_before = await self._now(params.now) - params.max_age_s
-            plan = await self._reclaim_plan(params, ended_before)
-            if plan is None:
-                return RunReclaimed()
-            cursor, hashes, reclaimed = plan
-            age = "" if params.ended_before is not None or params.max_age_s is None else params.max_age_s
-            if params.dry_run or not hashes or await self._reclaim(cursor, hashes, reclaimed,
-                                                                   self._now_arg(params.now), age):
-                return reclaimed
-        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+        # The plan reads the server's clock; the script judges the age again by its own.
+        ended_before = params.ended_before
+        if ended_before is None and params.max_age_s is not None:
+            ended_before = await self._now(params.now) - params.max_age_s
+        plan = await self._reclaim_plan(params, ended_before)
+        if plan is None:
+            return RunReclaimed()
+        start, cursor, hashes, reclaimed = plan
+        if params.dry_run or not hashes:
+            return reclaimed
+        age_s = params.max_age_s if params.ended_before is None and params.max_age_s is not None else ""
+        keep_cursor = "" if params.run_ids is not None else cursor
+        return await self._reclaim(hashes, keep_cursor, start, self._now_arg(params.now),
+                                   "" if params.ended_before is None else params.ended_before,
+                                   age_s, "")
 
     async def thread_run_reclaim(self, params: ThreadRunReclaimParams) -> RunReclaimed:
-        for _ in range(STALE_RETRIES):
-            hashes = await self._thread_cap_plan(params)
-            reclaimed = await self._reclaim_sizes(hashes)
-            if params.dry_run or not hashes:
-                return reclaimed
-            cursor = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
-            if await self._reclaim(cursor, hashes, reclaimed):
-                return reclaimed
-        raise StoreError("retention: the runs kept changing during the reclaim; try again")
+        hashes = await self._thread_cap_plan(params)
+        if params.dry_run or not hashes:
+            return await self._reclaim_sizes(hashes)
+        return await self._reclaim(hashes, "", 0, self._now_arg(params.now), "", "", params.keep)
 
     async def _thread_cap_plan(self, params: ThreadRunReclaimParams) -> list[dict[str, str]]:
         """Every run's thread, a window of `runs` at a time (a thread's runs are spread
@@ -821,19 +817,20 @@ class RedisStore:
         chosen = set(rules.runs_beyond_thread_cap([run for _, run in threaded], params.keep)[:params.limit])
         return sorted((h for h, run in threaded if run.id in chosen), key=lambda h: int(h["id"]))
 
-    async def _reclaim(self, cursor: int, hashes: list[dict[str, str]], reclaimed: RunReclaimed,
-                       now: str = "", age_s: float | str = "") -> bool:
-        """The script's removal of the runs planned: False when one changed meanwhile
-        (or, given an age, ended less than that long ago by the server's clock)."""
-        ranges = rules.merge_ranges(await self._reclaimed_ranges(), reclaimed.run_ids)
-        args: list[Any] = [cursor, json.dumps(ranges), now, age_s]
+    async def _reclaim(self, hashes: list[dict[str, str]], cursor: int | str, start: int, now: str,
+                       ended_before: float | str, age_s: float | str, keep: int | str) -> RunReclaimed:
+        """The script's removal of the runs planned: it judges each again (still ended as
+        the plan read it, old enough by the server's clock, beyond its thread's cap) and
+        removes those that are; what it removed is returned."""
+        args: list[Any] = [cursor, start, now, ended_before, age_s, keep]
         for h in hashes:  # what the decision read, as stored, for the script to compare
             args += [h["id"], f"{h['state']}:{h.get('finished_at', '')}",
                      identity(h.get("tenant"), h["key"])]
-        return bool((await self._script("run_reclaim", *args))[0] == "ok")
+        steps, events, *removed = await self._script("run_reclaim", *args)
+        return RunReclaimed([int(run_id) for run_id in removed], int(steps), int(events))
 
     async def _reclaim_plan(self, params: RunReclaimParams, ended_before: float | None,
-                            ) -> tuple[int, list[dict[str, str]], RunReclaimed] | None:
+                            ) -> tuple[int, int, list[dict[str, str]], RunReclaimed] | None:
         """Scan `runs` from the cursor (a window a few times the limit): the ended runs
         older than the cut-off, and the cursor to keep, the lowest id left behind."""
         start = int(await self._call(self.redis.get, self.key("reclaim_cursor")) or 0)
@@ -849,13 +846,13 @@ class RedisStore:
                   and ended_before is not None and r.finished_at < ended_before][:params.limit]
         if params.run_ids is not None:
             hashes = [h for h, _ in picked]
-            return start, hashes, await self._reclaim_sizes(hashes)
+            return start, start, hashes, await self._reclaim_sizes(hashes)
         chosen = [r for _, r in picked]
         taken = {r.id for r in chosen}
         left = [r.id for _, r in found if r.id not in taken]
         cursor = min(left) if left else int(ids[-1]) + 1
         hashes = [h for h, _ in picked]
-        return cursor, hashes, await self._reclaim_sizes(hashes)
+        return start, cursor, hashes, await self._reclaim_sizes(hashes)
 
     async def _reclaim_sizes(self, hashes: list[dict[str, str]]) -> RunReclaimed:
         """The runs' ids, and the sizes of their journals and logs."""

@@ -22,6 +22,7 @@ __all__ = [
     "DROP_STEPS",
     "DUE_KINDS",
     "DUE_KINDS_OF_TENANT",
+    "ENDED",
     "END_QUEUED",
     "EXPIRE",
     "FAIL_UNRUNNABLE",
@@ -37,6 +38,8 @@ __all__ = [
     "LOCK_RUNS",
     "MESSAGES_BEYOND",
     "MESSAGE_DROP",
+    "MESSAGE_RUNS",
+    "MESSAGE_RUNS_LOCK",
     "NEXT_DUE",
     "OWNS_RUN",
     "QUESTIONS_ASKING",
@@ -47,6 +50,8 @@ __all__ = [
     "RECLAIMABLE",
     "RECLAIMABLE_OF",
     "RECLAIMED_HAS",
+    "RECLAIM_CAPPED",
+    "RECLAIM_OLD",
     "RECLAIM_LOCK",
     "REQUEST_CANCEL",
     "REQUEST_INTERRUPT",
@@ -419,37 +424,65 @@ INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, NOW($3) + $4)
 ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE leases.holder = excluded.holder OR leases.expires_at <= NOW($3)
 """
+# The states a run can be reclaimed in: ended. A run that a retry made live again is
+# none of them, and every statement that removes runs says so again itself.
+ENDED = "('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')"
+# The age cut-off: {ended_before} when given, else the store's clock {now} minus the age
+# {age}, read in the statement (NOW: the database's own clock unless a time was injected),
+# so that the age is judged against the end times the rows carry by one clock, not a
+# worker's.
+_CUT_OFF = ("coalesce(CAST(${ended_before} AS double precision),"
+            " NOW(${now}) - CAST(${age} AS double precision))")
 # Ended before the cut-off, oldest ids first: the state index orders each state by id.
 # Locked as they are chosen, skipping rows another reclaim holds: two passes at once (a
 # worker's and `runwright sweep`'s) take disjoint runs instead of deadlocking on them.
-# The cut-off is $1 when given, else the store's clock minus the age $4, read here in the
-# statement (NOW($3): the database's own clock unless a time was injected), so that the
-# age is judged against the end times the rows carry by one clock, not a worker's.
-RECLAIMABLE = """
-SELECT id FROM runs WHERE state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
-AND finished_at < coalesce(CAST($1 AS double precision), NOW($3) - CAST($4 AS double precision))
+RECLAIMABLE = f"""
+SELECT id FROM runs WHERE state IN {ENDED}
+AND finished_at < {_CUT_OFF.format(ended_before=1, now=3, age=4)}
 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
 # The same, of named runs only ($5): a caller removing what it made.
-RECLAIMABLE_OF = """
+RECLAIMABLE_OF = f"""
 SELECT id FROM runs WHERE id IN_ARRAY($5)
-AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
-AND finished_at < coalesce(CAST($1 AS double precision), NOW($3) - CAST($4 AS double precision))
+AND state IN {ENDED}
+AND finished_at < {_CUT_OFF.format(ended_before=1, now=3, age=4)}
 ORDER BY id LIMIT $2 FOR_UPDATE_SKIP_LOCKED
+"""
+# The removal itself judges again, of the runs chosen ($1), that each is still ended and
+# old enough: what it removes is what it returns (with the key it frees), and a run
+# that became live since it was chosen (a retry that committed in between) stays.
+RECLAIM_OLD = f"""
+DELETE FROM runs WHERE id IN_ARRAY($1) AND state IN {ENDED}
+AND finished_at < {_CUT_OFF.format(ended_before=2, now=3, age=4)}
+RETURNING id, coalesce(tenant, ''), key
 """
 RECLAIMED_HAS = "SELECT 1 FROM reclaimed WHERE lo <= $1 AND hi >= $1"
 # rules.runs_beyond_thread_cap in SQL: of each thread's runs, all but its newest $1 (by
 # id), the ended ones. A window over the threaded runs (runs_thread orders each by id).
-THREAD_RUNS_BEYOND = """
+THREAD_RUNS_BEYOND = f"""
 SELECT id FROM (
     SELECT id, state, row_number() OVER (PARTITION BY coalesce(tenant, ''), thread ORDER BY id DESC) AS newer
     FROM runs WHERE thread IS NOT NULL) AS ranked
-WHERE newer > $1 AND state IN ('succeeded', 'failed', 'dead', 'cancelled', 'interrupted')
+WHERE newer > $1 AND state IN {ENDED}
 ORDER BY id LIMIT $2
 """
 # PostgreSQL locks no rows under a window: the chosen runs are locked apart, skipping
-# those another reclaim holds (see RECLAIMABLE).
-RECLAIM_LOCK = "SELECT id FROM runs WHERE id IN_ARRAY($1) ORDER BY id FOR_UPDATE_SKIP_LOCKED"
+# those another reclaim holds (see RECLAIMABLE), and only while they are still ended (a
+# retry that committed since the window was read made its run live).
+RECLAIM_LOCK = f"""
+SELECT id FROM runs WHERE id IN_ARRAY($1) AND state IN {ENDED} ORDER BY id FOR_UPDATE_SKIP_LOCKED
+"""
+# The thread cap's removal judges again, of the runs chosen ($1), that each is ended and
+# still beyond its thread's cap ($2 newer runs of its thread at least: the $2-th newer one
+# exists; $2 - 1 = $3, the offset, never below 0), as RECLAIM_OLD does for ages.
+RECLAIM_CAPPED = f"""
+DELETE FROM runs WHERE id IN_ARRAY($1) AND state IN {ENDED} AND thread IS NOT NULL
+AND (CAST($2 AS integer) <= 0 OR EXISTS (
+    SELECT 1 FROM runs newer WHERE newer.thread = runs.thread
+    AND coalesce(newer.tenant, '') = coalesce(runs.tenant, '') AND newer.id > runs.id
+    ORDER BY newer.id LIMIT 1 OFFSET $3))
+RETURNING id, coalesce(tenant, ''), key
+"""
 # Logs longer than the bound (the marker aside). A scan of runs, no index: two columns a
 # row, once a pass, cheaper than an index every append would have to move. Locked as
 # chosen, skipping runs another transaction holds (see SqlStore.event_trim).
@@ -470,30 +503,47 @@ TRIM_MARKER = "UPDATE events SET kind = $3, data = $4, at = $5 WHERE run_id = $1
 # delete did not finish (an open run left) keeps its tombstone: the name stays taken
 # until its runs are over. Locked as chosen, skipping rows another sweep holds; a
 # submission to the name waits on the lock and then finds the row gone (a new thread).
-TOMBSTONES = """
-SELECT tenant, id FROM threads
-WHERE deleted_at IS NOT NULL AND deleted_at < NOW($1) - CAST($2 AS double precision)
+_TOMBSTONE_OLD = """
+deleted_at IS NOT NULL AND deleted_at < NOW(${now}) - CAST(${age} AS double precision)
 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.thread = threads.id
                 AND coalesce(runs.tenant, '') = threads.tenant AND runs.state IN ('queued', 'running'))
+"""
+TOMBSTONES = f"""
+SELECT tenant, id FROM threads WHERE {_TOMBSTONE_OLD.format(now=1, age=2)}
 ORDER BY deleted_at LIMIT $3 FOR_UPDATE_SKIP_LOCKED
 """
-TOMBSTONE_DROP = "DELETE FROM threads WHERE tenant = $1 AND id = $2 AND deleted_at IS NOT NULL"
+# The removal judges again that the tombstone is old enough and that no run of it is open;
+# the thread's history and log go only once its row went.
+TOMBSTONE_DROP = f"""
+DELETE FROM threads WHERE tenant = $1 AND id = $2 AND {_TOMBSTONE_OLD.format(now=3, age=4)}
+"""
 TOMBSTONE_MESSAGES_DROP = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
 TOMBSTONE_EVENTS_DROP = "DELETE FROM thread_events WHERE tenant = $1 AND thread_id = $2"
 # Of each thread's history, all but its newest $1 messages, sparing those of runs still
 # open (a resume reads them). A window over the primary key's order; PostgreSQL locks no
-# rows under a window, and none is needed: an append adds newer rows, a rollback removes
-# an open run's, so neither meets these.
+# rows under a window, so the rows it names are locked apart as they are taken, skipping
+# those another trim holds: two trims at once take disjoint messages.
 MESSAGES_BEYOND = """
-SELECT tenant, thread_id, run_id, idx FROM (
-    SELECT tenant, thread_id, run_id, idx,
-           row_number() OVER (PARTITION BY tenant, thread_id ORDER BY run_id DESC, idx DESC) AS newer
-    FROM thread_messages) AS ranked
-WHERE newer > $1 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = ranked.run_id
-                                 AND runs.state IN ('queued', 'running'))
-ORDER BY tenant, thread_id, run_id, idx LIMIT $2
+SELECT tenant, thread_id, run_id, idx FROM thread_messages WHERE (tenant, thread_id, run_id, idx) IN (
+    SELECT tenant, thread_id, run_id, idx FROM (
+        SELECT tenant, thread_id, run_id, idx,
+               row_number() OVER (PARTITION BY tenant, thread_id ORDER BY run_id DESC, idx DESC) AS newer
+        FROM thread_messages) AS ranked
+    WHERE newer > $1 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = ranked.run_id
+                                     AND runs.state IN ('queued', 'running')))
+ORDER BY tenant, thread_id, run_id, idx LIMIT $2 FOR_UPDATE_SKIP_LOCKED
 """
-MESSAGE_DROP = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2 AND run_id = $3 AND idx = $4"
+# Of the runs whose messages were chosen ($1), those still there, and of them the ended
+# ones this trim holds now (skipping runs another transaction holds: a retry in flight).
+# A run that is gone cannot come back (ids are never reused), so its messages may go; a
+# run that exists and is not held here keeps its messages this pass.
+MESSAGE_RUNS = "SELECT id FROM runs WHERE id IN_ARRAY($1)"
+MESSAGE_RUNS_LOCK = RECLAIM_LOCK
+# The removal judges again that the message's run is not open.
+MESSAGE_DROP = """
+DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2 AND run_id = $3 AND idx = $4
+AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = $3 AND runs.state IN ('queued', 'running'))
+"""
 
 # -- rate limits: token buckets (rules.take_from_bucket decides) ---------------------------
 # Made first (full), so that two first takes lock one row instead of both inserting.
