@@ -27,6 +27,7 @@ from .params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -74,6 +75,7 @@ __all__ = [
     "LimitStore",
     "Notifications",
     "QuestionStore",
+    "QueueStore",
     "RetentionStore",
     "RunStore",
     "ScheduleStore",
@@ -297,6 +299,15 @@ class ScheduleStore(Protocol):
     async def schedule_delete(self, name: str) -> bool: ...
 
 
+class QueueStore(Protocol):
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        """Pause or resume a queue for one fleet; True if that changed the set. From the
+        write on, no claim of that fleet takes a run of a paused queue."""
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        """The queues `fleet` paused."""
+
+
 class WorkerStore(Protocol):
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 
@@ -317,5 +328,5 @@ class LimitStore(Protocol):
 
 
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, WorkerStore, LimitStore, Protocol):
+            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, Protocol):
     """What every backend provides."""

@@ -92,6 +92,7 @@ from ..params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -518,8 +519,8 @@ class RedisStore:
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
-        value = await self._script("next_due", len(params.queues), *params.queues, len(params.tasks),
-                                   *params.tasks, *keys)
+        value = await self._script("next_due", params.fleet or "", len(params.queues), *params.queues,
+                                   len(params.tasks), *params.tasks, *keys)
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
@@ -582,7 +583,8 @@ class RedisStore:
     def _claim_args(self, params: RunClaimParams) -> list[Any]:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
         return [self._now_arg(params.now), params.limit, params.worker_id, float(params.lease_s),
-                len(params.queues), *params.queues, len(params.tasks), *params.tasks, *keys]
+                params.fleet or "", len(params.queues), *params.queues, len(params.tasks), *params.tasks,
+                *keys]
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
@@ -1161,6 +1163,19 @@ class RedisStore:
 
     async def schedule_delete(self, name: str) -> bool:
         return bool(await self._script("schedule_delete", name))
+
+    # -- paused queues: one set per fleet root ------------------------------------------
+
+    def _paused_key(self, fleet: str) -> str:
+        # Under the fleet's keys (`fleet:<root>:`), read by the claim and next_due scripts.
+        return self.key(f"fleet:{fleet}:paused")
+
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        change = self.redis.sadd if params.paused else self.redis.srem
+        return bool(await self._call(change, self._paused_key(params.fleet), params.queue))
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        return {str(queue) for queue in await self._call(self.redis.smembers, self._paused_key(fleet))}
 
     # -- workers: a liveness key with a TTL ---------------------------------------------
 

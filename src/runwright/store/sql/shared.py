@@ -32,6 +32,7 @@ from ..params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunCountDueParams,
@@ -233,7 +234,8 @@ class SqlStore(ABC):
         async with self._reading() as conn:
             keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
             value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
-                                        self.dialect.array(params.tasks), self.dialect.array(keys))
+                                        self.dialect.array(params.tasks), self.dialect.array(keys),
+                                        params.fleet)
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
@@ -753,6 +755,17 @@ class SqlStore(ABC):
 
     async def schedule_delete(self, name: str) -> bool:
         return await self._change(q.SCHEDULE_DELETE, name) == 1
+
+    # -- paused queues --------------------------------------------------------------------
+
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        if params.paused:
+            return await self._change(q.QUEUE_PAUSE, params.fleet, params.queue,
+                                      self.clock.judged(params.now)) == 1
+        return await self._change(q.QUEUE_RESUME, params.fleet, params.queue) == 1
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        return {str(row[0]) for row in await self._fetch(q.QUEUES_PAUSED, fleet)}
 
     # -- workers ------------------------------------------------------------------------
 

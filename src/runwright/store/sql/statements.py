@@ -39,6 +39,9 @@ __all__ = [
     "MESSAGE_DROP",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUEUES_PAUSED",
+    "QUEUE_PAUSE",
+    "QUEUE_RESUME",
     "QUESTIONS_ASKING",
     "QUESTION_ANSWER",
     "QUESTION_COLUMNS",
@@ -114,12 +117,14 @@ WITH RECURSIVE tree(id) AS (
 )
 SELECT id FROM tree ORDER BY id
 """
-# Only of runs the worker could claim (claim keys as in the claim, '*': any major): a
-# due run of another major must not wake it.
+# Only of runs the worker could claim (claim keys as in the claim, '*': any major; not of
+# a queue its fleet $4 paused): a due run it may not take must not wake it.
 NEXT_DUE = """
 SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND task IN_ARRAY($2)
   AND (CAST('*' AS text) IN_ARRAY($3) OR major IS NULL
        OR (CAST(major AS text) || ':' || task) IN_ARRAY($3))
+  AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p
+                  WHERE p.root = CAST($4 AS text) AND p.queue = runs.queue)
 """
 COUNT_DUE_BY_TASK = """
 SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < $2 AND queue IN_ARRAY($1)
@@ -246,6 +251,17 @@ WHERE state = 'queued' AND queue = $3 AND task = $4 AND coalesce(major, -1) = $5
   AND run_at <= NOW($1) - CAST($2 AS double precision)
 RETURNING {RUN_COLUMNS}
 """
+
+# -- paused queues --------------------------------------------------------------------
+
+# The queues a fleet ($1, its root) paused: every claim of that fleet skips them (see the
+# claims of each backend), so the set is the truth, not what a worker last heard of it.
+QUEUE_PAUSE = """
+INSERT INTO fleet_paused_queues (root, queue, paused_at) VALUES ($1, $2, NOW($3))
+ON CONFLICT (root, queue) DO NOTHING
+"""
+QUEUE_RESUME = "DELETE FROM fleet_paused_queues WHERE root = $1 AND queue = $2"
+QUEUES_PAUSED = "SELECT queue FROM fleet_paused_queues WHERE root = $1"
 
 # -- threads ------------------------------------------------------------------------
 
