@@ -182,6 +182,11 @@ class RunStore(Protocol):
         """Due runs that no live worker can run (`rules.unrunnable_kinds` over the workers
         table), by (queue, task, major), with their counts."""
 
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        """How long (s, by the store's clock) the longest-due of those runs (of every
+        tenant) has been due; None when there is none. The rescuer wakes when it will have been due for
+        `unrunnable_after_s`, rather than polling for it."""
+
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
         """End `failed` (`rules.unrunnable_error`) the runs that no live worker can run and
         that have been due for `params.due_for_s`, judged by the store's clock."""

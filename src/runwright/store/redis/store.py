@@ -528,15 +528,25 @@ class RedisStore:
         return {task: int(count) for task, count in zip(flat[::2], flat[1::2])}
 
     async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
-        flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
-        if not flat:
-            return []
-        kinds = [(queue, task, int(major) if major else None, int(count))
-                 for queue, task, major, count in zip(flat[::4], flat[1::4], flat[2::4], flat[3::4])]
-        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        unrunnable = [kind for kind, _ in await self._unrunnable_aged(params)]
         if params.tenant is None or not unrunnable:
             return unrunnable
         return await self._of_tenant(unrunnable, params)
+
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        return max((age_s for _, age_s in await self._unrunnable_aged(params)), default=None)
+
+    async def _unrunnable_aged(self, params: RunUnrunnableParams) -> list[tuple[UnrunnableKind, float]]:
+        """The unrunnable kinds of every tenant, each with how long its longest-due run has
+        been due (a kind of several priorities comes once per priority)."""
+        flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
+        if not flat:
+            return []
+        rows = [flat[i:i + 5] for i in range(0, len(flat), 5)]
+        kinds = [(queue, task, int(major) if major else None, int(count))
+                 for queue, task, major, count, _ in rows]
+        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        return [(kind, float(row[4])) for kind, row in zip(kinds, rows) if kind in unrunnable]
 
     async def _of_tenant(self, kinds: list[UnrunnableKind],
                          params: RunUnrunnableParams) -> list[UnrunnableKind]:

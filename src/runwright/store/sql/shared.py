@@ -392,6 +392,11 @@ class SqlStore(ABC):
         async with self._reading() as conn:
             return await self._unrunnable(conn, params)
 
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
+        async with self._reading() as conn:
+            return max((age_s for _, age_s in await self._unrunnable_aged(conn, params)), default=None)
+
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
         """Every worker sweeps: runs that no live worker can run (as the workers table
         says now) and that were due for `params.due_for_s` end `failed`."""
@@ -419,6 +424,11 @@ class SqlStore(ABC):
             await self._wake_parents(conn, runs, now)
 
     async def _unrunnable(self, conn: SqlConnection, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        return [kind for kind, _ in await self._unrunnable_aged(conn, params)]
+
+    async def _unrunnable_aged(self, conn: SqlConnection,
+                               params: RunUnrunnableParams) -> list[tuple[UnrunnableKind, float]]:
+        """The unrunnable kinds, each with how long its longest-due run has been due."""
         judged, due_for_s = self.clock.judged(params.now), float(params.due_for_s)
         rows = await (conn.fetch(q.DUE_KINDS, judged, due_for_s) if params.tenant is None else
                       conn.fetch(q.DUE_KINDS_OF_TENANT, judged, due_for_s, params.tenant))
@@ -426,7 +436,8 @@ class SqlStore(ABC):
             return []
         workers = [worker_from_row(row) for row in await conn.fetch(q.WORKER_LIST)]
         kinds = [(row[0], row[1], None if row[2] is None else int(row[2]), int(row[3])) for row in rows]
-        return rules.unrunnable_kinds(kinds, workers)
+        unrunnable = rules.unrunnable_kinds(kinds, workers)
+        return [(kind, float(row[4])) for kind, row in zip(kinds, rows) if kind in unrunnable]
 
     # -- threads ------------------------------------------------------------------------
 

@@ -232,11 +232,12 @@ RETURNING {RUN_COLUMNS}
 
 # -- unrunnable runs ----------------------------------------------------------------
 
-# Due runs by what decides who can run them; due for at least $2 s by `now` (the injected
-# time, else the database's clock). A walk of the queued runs (the partial index runs_due),
-# as often as the rescuer's orphan check, not on the claim's path.
+# Due runs by what decides who can run them, and how long the longest due of each has
+# been; due for at least $2 s by `now` (the injected time, else the database's clock). A
+# walk of the queued runs (the partial index runs_due), as often as the rescuer's checks
+# (see engine.rescuer: at most every half `unrunnable_after_s`), not on the claim's path.
 DUE_KINDS = """
-SELECT queue, task, major, count(*) FROM runs
+SELECT queue, task, major, count(*), NOW($1) - min(run_at) FROM runs
 WHERE state = 'queued' AND run_at <= NOW($1) - CAST($2 AS double precision)
 GROUP BY queue, task, major
 """
