@@ -173,3 +173,19 @@ async def test_closing_an_unrunnable_child_wakes_its_parked_parent(store):
     woken = await store.run_get(parent.id)
     assert woken.state is RunState.QUEUED and woken.run_at <= T0
     assert json.loads(closed.error)["type"] == "Unrunnable"
+
+
+async def test_the_age_of_the_longest_due_unrunnable_run_is_by_the_store_clock(store):
+    """What the rescuer wakes by: how long the longest-due run that no live worker can run
+    has been due (runnable runs, and runs not due yet, do not count)."""
+    await store.worker_register(worker_of({"t": [2]}))
+    assert await store.run_age_unrunnable(RunUnrunnableParams(now=T0)) is None
+    await store.run_insert_many([versioned("2.0.0", run_at=T0 - 500), versioned("1.0.0", run_at=T0 + 5)])
+    assert await store.run_age_unrunnable(RunUnrunnableParams(now=T0)) is None
+    await store.run_insert_many([versioned("1.0.0", run_at=T0 - 7.5, tenant="a"),
+                                 versioned("2.0.0", task="gpu", run_at=T0 - 2, priority=0),
+                                 versioned("2.0.0", task="gpu", run_at=T0 - 12.25, priority=3)])
+    assert await store.run_age_unrunnable(RunUnrunnableParams(now=T0)) == 12.25
+    assert await store.run_age_unrunnable(RunUnrunnableParams(now=T0 + 10)) == 22.25
+    await store.run_fail_unrunnable_many(RunUnrunnableParams(due_for_s=10, now=T0))
+    assert await store.run_age_unrunnable(RunUnrunnableParams(now=T0)) == 7.5

@@ -170,3 +170,36 @@ async def test_a_paused_queue_is_claimed_by_no_worker_including_later_ones(clien
     report = await client.fleet.broadcast("resume-queue", {"queue": "default"}, timeout_s=10)
     assert [r.outcome for r in report] == [Outcome.APPLIED, Outcome.APPLIED]
     assert await handle.result(timeout_s=60) == 7
+
+
+async def test_a_worker_stopped_while_a_queue_was_paused_never_claims_from_it(client, processes):
+    """SIGSTOP a worker, pause its queue (it misses the op), submit to the queue, SIGCONT:
+    the wakened worker holds claims and notifications it had not read, and a heartbeat that
+    has not re-read the paused set yet. The store's claim skips the queue all the same."""
+    worker = processes.start()
+    rows = await ready_rows(client, 1)
+    name = name_of(rows, worker.pid)
+    try:
+        worker.send_signal(signal.SIGSTOP)
+        report = await client.fleet.broadcast("pause-queue", {"queue": "default"}, timeout_s=1)
+        assert [(r.name, r.outcome) for r in report] == [(name, Outcome.MISSING)]
+        handles = [await client.submit("work", n=n) for n in range(5)]
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    woken_at = time.time()
+    # Awake: a fresh heartbeat since SIGCONT (its re-read of the paused set comes with it),
+    # then a few claim polls and notifications more; no run of the paused queue started.
+    await wait_until(lambda: _beat_since(client, name, woken_at), "it heartbeats again")
+    await asyncio.sleep(1.5)
+    runs = [(await client.get(h.id)).run for h in handles]
+    assert [r.state.value for r in runs] == ["queued"] * 5
+    assert not list(processes.ledger.glob("*.log")), "a run of the paused queue was executed"
+    report = await client.fleet.broadcast("resume-queue", {"queue": "default"}, timeout_s=10)
+    assert [(r.name, r.outcome) for r in report] == [(name, Outcome.APPLIED)]
+    assert [await h.result(timeout_s=60) for h in handles] == list(range(5))
+
+
+async def _beat_since(app: rw.App, name: str, at: float) -> dict | None:
+    row = next((r for r in await app.fleet.workers() if r["name"] == name), None)
+    fresh = row is not None and row["state"] == "ready" and row["heartbeat_age_s"] < time.time() - at
+    return row if fresh else None

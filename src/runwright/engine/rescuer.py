@@ -20,6 +20,10 @@ from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams, 
 
 __all__ = ["Rescuer"]
 
+# The shortest time between two looks for unrunnable runs (a store read of the due runs by
+# kind): a tiny `unrunnable_after_s` does not make every worker read it at every tick.
+UNRUNNABLE_LOOK_MIN_S = 0.5
+
 
 class Rescuer:
     def __init__(self, store: Store, queues: Sequence[str], tasks: Collection[str],
@@ -39,11 +43,19 @@ class Rescuer:
         self._orphan_check_s = orphan_check_s
         self._orphan_age_s = orphan_age_s
         self._next_orphan_check = time.monotonic() + orphan_check_s
+        # Unrunnable runs are looked for every half `unrunnable_after_s` (at least every
+        # UNRUNNABLE_LOOK_MIN_S, at most every orphan check): a run that became unrunnable
+        # is seen before it is due to close, and the close is then made when it is due (see
+        # _watch_unrunnable), not at the next look. The first look is at once.
+        self._unrunnable_look_s = min(orphan_check_s, max(UNRUNNABLE_LOOK_MIN_S, unrunnable_after_s / 2))
+        self._next_unrunnable_look = time.monotonic()
 
     async def tick(self, worker_id: int, on_rescued: Callable[[Run], None]) -> None:
         if time.monotonic() >= self._next_orphan_check:
             self._next_orphan_check = time.monotonic() + self._orphan_check_s
             await self._report_orphans(worker_id)
+        if time.monotonic() >= self._next_unrunnable_look:
+            await self._watch_unrunnable(worker_id)
         for run in await store_call(self._store.run_expire_many, RunExpireParams(),
                                     worker=worker_id) or ():
             event(logging.WARNING, "run failed: its deadline passed", run_id=run.id,
@@ -74,6 +86,19 @@ class Rescuer:
                   f"run them ({of}, queue {queue!r}); no live worker can (closed failed once due "
                   f"for {self._unrunnable_after_s:g} s)", worker=worker_id, task=task, runs=count)
         await self._report_others(worker_id, {task for _, task, _, _ in unrunnable})
+
+    async def _watch_unrunnable(self, worker_id: int) -> None:
+        """How long the longest-due unrunnable run has been due: close what is due to
+        close now, and look next when the next one will be (or at the next look)."""
+        look_s = self._unrunnable_look_s
+        age_s = await store_call(self._store.run_age_unrunnable,
+                                 RunUnrunnableParams(now=self._clock.judged()), worker=worker_id)
+        if age_s is not None and age_s >= self._unrunnable_after_s:
+            # Closed some: the next oldest may be due at once (looked at next tick).
+            look_s = 0.0 if await self._close_unrunnable(worker_id) else look_s
+        elif age_s is not None:
+            look_s = min(look_s, self._unrunnable_after_s - age_s)
+        self._next_unrunnable_look = time.monotonic() + look_s
 
     async def _close_unrunnable(self, worker_id: int) -> int:
         closed = await store_call(self._store.run_fail_unrunnable_many, RunUnrunnableParams(

@@ -362,6 +362,12 @@ class Worker:
         mine = [queue for queue in self.config.queues if queue not in paused]
         return mine + [queue for queue in self.member.serving() if queue not in mine]
 
+    @property
+    def _fleet_root(self) -> str | None:
+        """The fleet whose paused queues the store's claim skips: what `_claimable` knows
+        of them may be stale (a worker stopped while a pause went out)."""
+        return None if self.member is None else self.member.settings.root
+
     def _free(self) -> int:
         """Slots that neither a run nor a claim in flight holds."""
         return self.config.concurrency - (len(self._active) - self._finishing) - self._claiming
@@ -372,7 +378,8 @@ class Worker:
         crash_point("worker.claim_loop")
         limit = min(self._free(), self._claim_most)
         self._claiming += limit
-        return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors)
+        return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors,
+                              fleet=self._fleet_root)
 
     def _claimed(self, claim: RunClaimParams, runs: list[Run] | None) -> None:
         """Start what `claim` brought (None: the store failed it), give its slots back."""
@@ -442,7 +449,7 @@ class Worker:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
         next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
-            queues, self._tasks, self._majors))
+            queues, self._tasks, self._majors, self._fleet_root))
         if next_due is not None:
             wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():

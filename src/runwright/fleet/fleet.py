@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import InvalidInput, StoreError
 from ..store.interface import Store
+from ..store.params import QueuePauseParams
 from ..waiting import wait_set
 from .boot import StartingShape, check_apply_window, check_one_host, check_unchanged
 from .broadcast import ReportRow, Tally
@@ -128,7 +129,8 @@ class Fleet:
         check_apply_window(self.settings, drain_s)
         transport = await self.open()
         await check_one_host(self.store)
-        self.member = Member(transport, self.settings, kind, self._handlers, self._resync)
+        self.member = Member(transport, self.settings, kind, self._handlers, self._resync,
+                             self.paused_queues)
         self.member.drain_s = drain_s
         return self.member
 
@@ -156,8 +158,9 @@ class Fleet:
         if not window_s > 0:
             raise InvalidInput(f"timeout_s must be positive, got {timeout_s!r}")
         transport = await self.open()
-        if op in ("pause-queue", "resume-queue"):  # durable first: later workers read it
-            await transport.queue_set_paused(message["payload"]["queue"], op == "pause-queue")
+        if op in ("pause-queue", "resume-queue"):  # durable first: every claim reads it
+            await self.store.queue_set_paused(QueuePauseParams(
+                self.root, message["payload"]["queue"], op == "pause-queue"))
         tally = Tally(await transport.census(), self.settings.stale_s, targets)
         changed = asyncio.Event()
         self._waiting[message["id"]] = (tally, changed)
@@ -218,7 +221,10 @@ class Fleet:
         return await roll(self, kind)
 
     async def paused_queues(self) -> set[str]:
-        return await (await self.open()).queues_paused()
+        """The queues this fleet paused: the store's set, which every claim of the fleet
+        skips (a worker's `member.paused` is what it last read of it)."""
+        await self._connect()
+        return await self.store.queue_list_paused(self.root)
 
     # -- built-in handlers --------------------------------------------------------------
 
@@ -227,8 +233,9 @@ class Fleet:
 
     async def _queue_changed(self, _payload: dict[str, Any]) -> dict[str, Any]:
         """Re-read the durable set (the broadcaster wrote it): idempotent, and a process
-        that missed an earlier op is right again too."""
-        if self.member is None:
-            return {"paused": sorted(await self.paused_queues())}
-        self.member.paused = await self.member.transport.queues_paused()
-        return {"paused": sorted(self.member.paused)}
+        that missed an earlier op is right again too. (The claims do not wait for this:
+        they read the set themselves.)"""
+        paused = await self.paused_queues()
+        if self.member is not None:
+            self.member.paused = paused
+        return {"paused": sorted(paused)}

@@ -39,14 +39,18 @@ class Member:
 
     def __init__(self, transport: Transport, settings: FleetSettings, kind: str,
                  handlers: Mapping[str, Handler],
-                 resync: Callable[[Member], Awaitable[None]]) -> None:
+                 resync: Callable[[Member], Awaitable[None]],
+                 read_paused: Callable[[], Awaitable[set[str]]]) -> None:
         self.transport = transport
         self.settings = settings
         self.kind = kind
         self.life: Life | None = None
         self.state = State.RESYNCING
         self.drain_s = 0.0
+        # The queues paused fleet-wide, as last read (`read_paused`, the store's set): the
+        # worker leaves them out of its claims, and the store's claim skips them anyway.
         self.paused: set[str] = set()
+        self._read_paused = read_paused
         # Queues served while told to (`verify-serve`, see fleet.verify_ops): each until its
         # deadline on this process's monotonic clock, so a verify that died stops them.
         self.served: dict[str, float] = {}
@@ -102,7 +106,7 @@ class Member:
 
     async def resync(self) -> None:
         """The boot (or reconnect) resync: what is durable in the store, then the user's."""
-        self.paused = await self.transport.queues_paused()
+        self.paused = await self._read_paused()
         await self._resync(self)
 
     async def ready(self) -> None:
@@ -172,7 +176,7 @@ class Member:
             return
         if await self.transport.presence_refresh(self.life, self._writing()):
             if self.state is State.READY:
-                self.paused = await self.transport.queues_paused()  # a lost op heals here
+                self.paused = await self._read_paused()  # a lost op heals here
             return
         if self.state is State.RECYCLING:  # leaving anyway: no new life to begin
             event(WARNING, "fleet life ended during the drain", name=self.life.name)

@@ -1,9 +1,9 @@
 """The one interface every transport provides, and the messages it carries.
 
 A transport stores presence rows (with the store's clock), claims a slot only if no live
-row holds it (atomically, bumping the slot's generation), carries messages to every
-process of its root, and keeps the durable set of paused queues. It decides nothing:
-the rules are in `presence` and `broadcast`.
+row holds it (atomically, bumping the slot's generation), and carries messages to every
+process of its root. It decides nothing: the rules are in `presence` and `broadcast`.
+(The durable set of paused queues is the store's, which its claims read.)
 
 Messages are small JSON objects on one channel per root: an op
 (`{"type": "op", "id", "op", "payload", "targets"}`) and its replies
@@ -70,10 +70,6 @@ class Transport(Protocol):
     async def subscribe(self, deliver: Deliver, hearing: Hearing) -> None:
         """Deliver every message of the root to `deliver` from now on (idempotent), and
         tell `hearing` when a subscription that may lose messages drops and comes back."""
-
-    async def queue_set_paused(self, queue: str, paused: bool) -> None: ...
-
-    async def queues_paused(self) -> set[str]: ...
 
 
 def encode(message: Mapping[str, Any]) -> str:

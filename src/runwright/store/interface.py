@@ -27,6 +27,7 @@ from .params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -74,6 +75,7 @@ __all__ = [
     "LimitStore",
     "Notifications",
     "QuestionStore",
+    "QueueStore",
     "RetentionStore",
     "RunStore",
     "ScheduleStore",
@@ -179,6 +181,11 @@ class RunStore(Protocol):
     async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
         """Due runs that no live worker can run (`rules.unrunnable_kinds` over the workers
         table), by (queue, task, major), with their counts."""
+
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        """How long (s, by the store's clock) the longest-due of those runs (of every
+        tenant) has been due; None when there is none. The rescuer wakes when it will have been due for
+        `unrunnable_after_s`, rather than polling for it."""
 
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
         """End `failed` (`rules.unrunnable_error`) the runs that no live worker can run and
@@ -297,6 +304,15 @@ class ScheduleStore(Protocol):
     async def schedule_delete(self, name: str) -> bool: ...
 
 
+class QueueStore(Protocol):
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        """Pause or resume a queue for one fleet; True if that changed the set. From the
+        write on, no claim of that fleet takes a run of a paused queue."""
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        """The queues `fleet` paused."""
+
+
 class WorkerStore(Protocol):
     async def worker_register(self, params: WorkerRegisterParams) -> int: ...
 
@@ -317,5 +333,5 @@ class LimitStore(Protocol):
 
 
 class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, WorkerStore, LimitStore, Protocol):
+            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, Protocol):
     """What every backend provides."""

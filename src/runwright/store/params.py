@@ -23,6 +23,7 @@ __all__ = [
     "EventTrimParams",
     "EventsTrimmed",
     "LeaseTakeParams",
+    "QueuePauseParams",
     "QueueStat",
     "QuestionAnswerParams",
     "QuestionListParams",
@@ -183,7 +184,10 @@ class RunClaimParams:
     """Claim up to `limit` due runs of `queues` whose task is one of `tasks`, and, with
     `majors` (task -> the majors its code can run), whose recorded major is one of its
     task's (a run that recorded no version is any worker's that has its task). None
-    claims runs of any major: for tools and tests, never a worker."""
+    claims runs of any major: for tools and tests, never a worker. With `fleet` (a fleet
+    root, `{namespace}:v{major}`), the queues that fleet paused are skipped in the claim
+    itself (see QueuePauseParams): a worker that missed the pause never claims from them.
+    None skips none: for tools and tests, never a worker in a fleet."""
 
     worker_id: int
     queues: Sequence[str]
@@ -192,6 +196,7 @@ class RunClaimParams:
     lease_s: float
     now: float | None = None
     majors: Mapping[str, Sequence[int]] | None = None
+    fleet: str | None = None
 
 
 @dataclass(slots=True)
@@ -289,11 +294,13 @@ class RunExpireParams:
 @dataclass(slots=True)
 class RunNextDueParams:
     """The earliest run_at among queued runs of `queues` and `tasks` (and, with `majors`,
-    of the runs that a claim with those `majors` would take)."""
+    of the runs that a claim with those `majors` would take; with `fleet`, not of the
+    queues that fleet paused, which a claim skips)."""
 
     queues: Sequence[str]
     tasks: Sequence[str]
     majors: Mapping[str, Sequence[int]] | None = None
+    fleet: str | None = None
 
 
 @dataclass(slots=True)
@@ -524,6 +531,21 @@ class SchedulePauseParams:
     name: str
     paused: bool
     next_fire_at: float | None = None
+    now: float | None = None
+
+
+# -- queues -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueuePauseParams:
+    """Pause `queue` for the workers of `fleet` (a fleet root, `{namespace}:v{major}`: two
+    majors are two fleets), or resume it. Durable: every claim of that fleet skips a paused
+    queue (RunClaimParams.fleet), whatever its worker has heard."""
+
+    fleet: str
+    queue: str
+    paused: bool
     now: float | None = None
 
 

@@ -23,7 +23,7 @@ from ..transport import Deliver, Hearing, Writing, decode, encode
 
 __all__ = ["RedisTransport"]
 
-SCRIPTS = ("claim", "refresh", "delete", "census", "pause")
+SCRIPTS = ("claim", "refresh", "delete", "census")
 
 
 class RedisTransport:
@@ -121,19 +121,6 @@ class RedisTransport:
             subscription = Subscription(self._client, [self._key("bus")], message, up, down, "fleet")
             self._listener = subscription
             await subscription.start()
-
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
-        await self._run("pause", [self._key("paused")], [queue, "1" if paused else "0"])
-
-    async def queues_paused(self) -> set[str]:
-        assert self._redis is not None, "fleet transport is not open"
-        try:
-            members = await self._redis.smembers(self._key("paused"))
-            return {str(member) for member in members}
-        except FAILURES as exc:
-            if is_down(exc):
-                raise store_error(exc) from exc
-            raise
 
 
 def _pairs(flat: list[str]) -> dict[str, str]:

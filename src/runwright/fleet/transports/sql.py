@@ -1,6 +1,7 @@
-"""What the PostgreSQL and SQLite transports share: the statements on `fleet_slots` and
-`fleet_paused_queues` (migration 0012 of each), written once with `$n` placeholders and
-a `NOW` marker for the store's clock in epoch seconds, rewritten per dialect.
+"""What the PostgreSQL and SQLite transports share: the statements on `fleet_slots`
+(migration 0012 of each), written once with `$n` placeholders and a `NOW` marker for the
+store's clock in epoch seconds, rewritten per dialect. (The paused queues of that
+migration are the store's: its claims read them.)
 
 A slot's row is kept forever, so that its generation keeps growing across lives; a
 `state` of NULL means no process holds it. "Free" is decided here in one place: no
@@ -49,16 +50,10 @@ SELECT kind, ordinal, generation, state, host, pid, drain_s, claimed_at, heartbe
 FROM fleet_slots WHERE root = $1 AND state IS NOT NULL
 """
 NOW_ONLY = "SELECT NOW"
-PAUSE = """
-INSERT INTO fleet_paused_queues (root, queue, paused_at) VALUES ($1, $2, NOW)
-ON CONFLICT (root, queue) DO NOTHING
-"""
-RESUME = "DELETE FROM fleet_paused_queues WHERE root = $1 AND queue = $2"
-PAUSED = "SELECT queue FROM fleet_paused_queues WHERE root = $1"
 
 
 class SqlTransport(abc.ABC):
-    """Presence and paused queues in SQL; each dialect brings its connection and its
+    """Presence in SQL; each dialect brings its connection and its
     messages (NOTIFY, or a polled table)."""
 
     dialect: Dialect
@@ -95,12 +90,6 @@ class SqlTransport(abc.ABC):
 
     async def presence_delete(self, life: Life) -> None:
         await self._execute(DELETE, self.root, life.kind, life.ordinal, life.generation)
-
-    async def queue_set_paused(self, queue: str, paused: bool) -> None:
-        await self._execute(PAUSE if paused else RESUME, self.root, queue)
-
-    async def queues_paused(self) -> set[str]:
-        return {str(row[0]) for row in await self._fetch(PAUSED, self.root)}
 
 
 def _presence(row: Sequence[Any]) -> Presence:

@@ -173,7 +173,9 @@ FORGET_KEYS = ("DELETE FROM run_keys WHERE (tenant, key) IN"
 # claiming right now; rows locked but not picked are released when the statement commits.
 # Due-ness, deadlines and the lease are judged by `now` (the injected time, else the
 # database's clock: a worker whose clock is off neither starts runs early nor leases them
-# short).
+# short). A queue its fleet ($9, the root; NULL: none) paused is not probed at all: the
+# pause holds in the claim itself, for a worker that has not heard of it too (one primary
+# key probe per queue, before its walk).
 _CLAIM_CTES = f"""
 picked AS MATERIALIZED (
     SELECT c.id FROM unnest($1::text[]) AS q(name)
@@ -181,6 +183,7 @@ picked AS MATERIALIZED (
         SELECT t.id, t.priority, t.run_at FROM runs t
         WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= NOW($3)
           AND t.task = ANY($2::text[])
+          AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p WHERE p.root = $9::text AND p.queue = q.name)
           -- Only a major the task's code can run, as "<major>:<task>" keys ($8; NULL: any
           -- major); a run that recorded no version is any worker's that has its task. A
           -- filter on the row the probe already reads: the walk of runs_due is unchanged.
@@ -280,7 +283,7 @@ def _shifted(statement: str, by: int) -> str:
 
 
 # A worker's finishes and its next claim in one statement (FINISH_MANY's $1..$5, then
-# CLAIM's as $6..$13): one commit, one round trip and one plan's start-up where there were
+# CLAIM's as $6..$14): one commit, one round trip and one plan's start-up where there were
 # two, which at the batches a busy worker writes (30-40 runs) was the larger part of the
 # server's cost of a run. The two touch different rows (running ones, queued ones) under
 # one snapshot: a run this finish puts back in the queue is claimable from the next

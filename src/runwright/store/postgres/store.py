@@ -516,10 +516,10 @@ class PostgresStore(SqlStore):
         return _claimed(rows)
 
     def _claim_args(self, params: RunClaimParams) -> tuple[Any, ...]:
-        """CLAIM's $1..$8."""
+        """CLAIM's $1..$9."""
         return (list(params.queues), list(params.tasks), self.clock.judged(params.now), params.limit,
                 params.worker_id, params.lease_s, self.channels["events"],
-                None if params.majors is None else rules.claim_keys(params.majors))
+                None if params.majors is None else rules.claim_keys(params.majors), params.fleet)
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:

@@ -92,6 +92,7 @@ from ..params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunClaimParams,
@@ -518,8 +519,8 @@ class RedisStore:
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
-        value = await self._script("next_due", len(params.queues), *params.queues, len(params.tasks),
-                                   *params.tasks, *keys)
+        value = await self._script("next_due", params.fleet or "", len(params.queues), *params.queues,
+                                   len(params.tasks), *params.tasks, *keys)
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
@@ -527,15 +528,25 @@ class RedisStore:
         return {task: int(count) for task, count in zip(flat[::2], flat[1::2])}
 
     async def run_count_unrunnable(self, params: RunUnrunnableParams) -> list[UnrunnableKind]:
-        flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
-        if not flat:
-            return []
-        kinds = [(queue, task, int(major) if major else None, int(count))
-                 for queue, task, major, count in zip(flat[::4], flat[1::4], flat[2::4], flat[3::4])]
-        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        unrunnable = [kind for kind, _ in await self._unrunnable_aged(params)]
         if params.tenant is None or not unrunnable:
             return unrunnable
         return await self._of_tenant(unrunnable, params)
+
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        return max((age_s for _, age_s in await self._unrunnable_aged(params)), default=None)
+
+    async def _unrunnable_aged(self, params: RunUnrunnableParams) -> list[tuple[UnrunnableKind, float]]:
+        """The unrunnable kinds of every tenant, each with how long its longest-due run has
+        been due (a kind of several priorities comes once per priority)."""
+        flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
+        if not flat:
+            return []
+        rows = [flat[i:i + 5] for i in range(0, len(flat), 5)]
+        kinds = [(queue, task, int(major) if major else None, int(count))
+                 for queue, task, major, count, _ in rows]
+        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        return [(kind, float(row[4])) for kind, row in zip(kinds, rows) if kind in unrunnable]
 
     async def _of_tenant(self, kinds: list[UnrunnableKind],
                          params: RunUnrunnableParams) -> list[UnrunnableKind]:
@@ -582,7 +593,8 @@ class RedisStore:
     def _claim_args(self, params: RunClaimParams) -> list[Any]:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
         return [self._now_arg(params.now), params.limit, params.worker_id, float(params.lease_s),
-                len(params.queues), *params.queues, len(params.tasks), *params.tasks, *keys]
+                params.fleet or "", len(params.queues), *params.queues, len(params.tasks), *params.tasks,
+                *keys]
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
         if not params.runs:
@@ -1159,6 +1171,19 @@ class RedisStore:
 
     async def schedule_delete(self, name: str) -> bool:
         return bool(await self._script("schedule_delete", name))
+
+    # -- paused queues: one set per fleet root ------------------------------------------
+
+    def _paused_key(self, fleet: str) -> str:
+        # Under the fleet's keys (`fleet:<root>:`), read by the claim and next_due scripts.
+        return self.key(f"fleet:{fleet}:paused")
+
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        change = self.redis.sadd if params.paused else self.redis.srem
+        return bool(await self._call(change, self._paused_key(params.fleet), params.queue))
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        return {str(queue) for queue in await self._call(self.redis.smembers, self._paused_key(fleet))}
 
     # -- workers: a liveness key with a TTL ---------------------------------------------
 

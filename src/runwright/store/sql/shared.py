@@ -32,6 +32,7 @@ from ..params import (
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
+    QueuePauseParams,
     QueueStat,
     RunCancelParams,
     RunCountDueParams,
@@ -233,7 +234,8 @@ class SqlStore(ABC):
         async with self._reading() as conn:
             keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
             value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
-                                        self.dialect.array(params.tasks), self.dialect.array(keys))
+                                        self.dialect.array(params.tasks), self.dialect.array(keys),
+                                        params.fleet)
         return None if value is None else float(value)
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
@@ -391,6 +393,11 @@ class SqlStore(ABC):
         async with self._reading() as conn:
             return await self._unrunnable(conn, params)
 
+    async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
+        params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
+        async with self._reading() as conn:
+            return max((age_s for _, age_s in await self._unrunnable_aged(conn, params)), default=None)
+
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
         """Every worker sweeps: runs that no live worker can run (as the workers table
         says now) and that were due for `params.due_for_s` end `failed`."""
@@ -418,6 +425,11 @@ class SqlStore(ABC):
             await self._wake_parents(conn, runs, now)
 
     async def _unrunnable(self, conn: SqlConnection, params: RunUnrunnableParams) -> list[UnrunnableKind]:
+        return [kind for kind, _ in await self._unrunnable_aged(conn, params)]
+
+    async def _unrunnable_aged(self, conn: SqlConnection,
+                               params: RunUnrunnableParams) -> list[tuple[UnrunnableKind, float]]:
+        """The unrunnable kinds, each with how long its longest-due run has been due."""
         judged, due_for_s = self.clock.judged(params.now), float(params.due_for_s)
         rows = await (conn.fetch(q.DUE_KINDS, judged, due_for_s) if params.tenant is None else
                       conn.fetch(q.DUE_KINDS_OF_TENANT, judged, due_for_s, params.tenant))
@@ -425,7 +437,8 @@ class SqlStore(ABC):
             return []
         workers = [worker_from_row(row) for row in await conn.fetch(q.WORKER_LIST)]
         kinds = [(row[0], row[1], None if row[2] is None else int(row[2]), int(row[3])) for row in rows]
-        return rules.unrunnable_kinds(kinds, workers)
+        unrunnable = rules.unrunnable_kinds(kinds, workers)
+        return [(kind, float(row[4])) for kind, row in zip(kinds, rows) if kind in unrunnable]
 
     # -- threads ------------------------------------------------------------------------
 
@@ -793,6 +806,17 @@ class SqlStore(ABC):
 
     async def schedule_delete(self, name: str) -> bool:
         return await self._change(q.SCHEDULE_DELETE, name) == 1
+
+    # -- paused queues --------------------------------------------------------------------
+
+    async def queue_set_paused(self, params: QueuePauseParams) -> bool:
+        if params.paused:
+            return await self._change(q.QUEUE_PAUSE, params.fleet, params.queue,
+                                      self.clock.judged(params.now)) == 1
+        return await self._change(q.QUEUE_RESUME, params.fleet, params.queue) == 1
+
+    async def queue_list_paused(self, fleet: str) -> set[str]:
+        return {str(row[0]) for row in await self._fetch(q.QUEUES_PAUSED, fleet)}
 
     # -- workers ------------------------------------------------------------------------
 

@@ -42,6 +42,9 @@ __all__ = [
     "MESSAGE_RUNS_LOCK",
     "NEXT_DUE",
     "OWNS_RUN",
+    "QUEUES_PAUSED",
+    "QUEUE_PAUSE",
+    "QUEUE_RESUME",
     "QUESTIONS_ASKING",
     "QUESTION_ANSWER",
     "QUESTION_COLUMNS",
@@ -119,12 +122,14 @@ WITH RECURSIVE tree(id) AS (
 )
 SELECT id FROM tree ORDER BY id
 """
-# Only of runs the worker could claim (claim keys as in the claim, '*': any major): a
-# due run of another major must not wake it.
+# Only of runs the worker could claim (claim keys as in the claim, '*': any major; not of
+# a queue its fleet $4 paused): a due run it may not take must not wake it.
 NEXT_DUE = """
 SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND task IN_ARRAY($2)
   AND (CAST('*' AS text) IN_ARRAY($3) OR major IS NULL
        OR (CAST(major AS text) || ':' || task) IN_ARRAY($3))
+  AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p
+                  WHERE p.root = CAST($4 AS text) AND p.queue = runs.queue)
 """
 COUNT_DUE_BY_TASK = """
 SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < $2 AND queue IN_ARRAY($1)
@@ -235,11 +240,12 @@ RETURNING {RUN_COLUMNS}
 
 # -- unrunnable runs ----------------------------------------------------------------
 
-# Due runs by what decides who can run them; due for at least $2 s by `now` (the injected
-# time, else the database's clock). A walk of the queued runs (the partial index runs_due),
-# as often as the rescuer's orphan check, not on the claim's path.
+# Due runs by what decides who can run them, and how long the longest due of each has
+# been; due for at least $2 s by `now` (the injected time, else the database's clock). A
+# walk of the queued runs (the partial index runs_due), as often as the rescuer's checks
+# (see engine.rescuer: at most every half `unrunnable_after_s`), not on the claim's path.
 DUE_KINDS = """
-SELECT queue, task, major, count(*) FROM runs
+SELECT queue, task, major, count(*), NOW($1) - min(run_at) FROM runs
 WHERE state = 'queued' AND run_at <= NOW($1) - CAST($2 AS double precision)
 GROUP BY queue, task, major
 """
@@ -254,6 +260,17 @@ WHERE state = 'queued' AND queue = $3 AND task = $4 AND coalesce(major, -1) = $5
   AND run_at <= NOW($1) - CAST($2 AS double precision)
 RETURNING {RUN_COLUMNS}
 """
+
+# -- paused queues --------------------------------------------------------------------
+
+# The queues a fleet ($1, its root) paused: every claim of that fleet skips them (see the
+# claims of each backend), so the set is the truth, not what a worker last heard of it.
+QUEUE_PAUSE = """
+INSERT INTO fleet_paused_queues (root, queue, paused_at) VALUES ($1, $2, NOW($3))
+ON CONFLICT (root, queue) DO NOTHING
+"""
+QUEUE_RESUME = "DELETE FROM fleet_paused_queues WHERE root = $1 AND queue = $2"
+QUEUES_PAUSED = "SELECT queue FROM fleet_paused_queues WHERE root = $1"
 
 # -- threads ------------------------------------------------------------------------
 

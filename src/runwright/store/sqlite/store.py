@@ -394,7 +394,10 @@ class _Due:
     # A thread's run waits while an earlier run of its thread (same tenant) is open:
     # runs of one thread never overlap.
     # Past its deadline, a run is the rescuer's to end, not a worker's to start.
+    # A queue the claim's fleet (?6, its root; NULL: none) paused yields nothing, for a
+    # worker that has not heard of the pause too (a constant subquery: once per probe).
     PROBE = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
+             " AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues WHERE root = ?6 AND queue = ?1)"
              " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
              # Only a major the task's code can run (a run that recorded none: any).
              " AND (?5 IS NULL OR major IS NULL"
@@ -412,7 +415,7 @@ class _Due:
 
     def ids(self, conn: sqlite3.Connection, limit: int) -> list[int]:
         found = [row for queue in self.params.queues for row in conn.execute(
-            self.PROBE, (queue, self.now, self.tasks, limit, self.keys)).fetchall()]
+            self.PROBE, (queue, self.now, self.tasks, limit, self.keys, self.params.fleet)).fetchall()]
         found.sort(key=lambda row: (row[1], row[2], row[0]))
         return [row[0] for row in found[:limit]]
 

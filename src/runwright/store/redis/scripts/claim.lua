@@ -5,8 +5,9 @@
 -- ARGV[2]  limit (the worker's free slots)
 -- ARGV[3]  worker id
 -- ARGV[4]  lease_s
--- ARGV[5]  q, the number of queues; ARGV[6 .. 5+q] the queues
--- ARGV[6+q] t, the number of tasks; then the t tasks; the rest, "<major>:<task>" of
+-- ARGV[5]  the worker's fleet root ('' = none): a queue it paused is skipped
+-- ARGV[6]  q, the number of queues; ARGV[7 .. 6+q] the queues
+-- ARGV[7+q] t, the number of tasks; then the t tasks; the rest, "<major>:<task>" of
 --          each major each task can run, or '*' alone: any major (rules.claim_keys)
 -- Returns  nothing when nothing was claimed; else first {started_at, lease_expires_at}, the
 --          same for every run claimed, then the claimed runs, each as the values of
@@ -22,13 +23,18 @@ local now = now_of(ARGV[1])
 local limit = tonumber(ARGV[2])
 local worker, lease_s = ARGV[3], tonumber(ARGV[4])
 local worker_no = tonumber(worker)
-local queue_count = tonumber(ARGV[5])
+local queue_count = tonumber(ARGV[6])
 local queues, tasks, majors = {}, {}, {}
-for i = 6, 5 + queue_count do queues[#queues + 1] = ARGV[i] end
-local task_count = tonumber(ARGV[6 + queue_count])
-for i = 7 + queue_count, 6 + queue_count + task_count do tasks[ARGV[i]] = true end
+-- A queue the worker's fleet paused is not walked: the pause holds here, in the claim,
+-- for a worker that has not heard of it too (the fleet's set, see RedisStore.queue_set_paused).
+local paused_key = ARGV[5] ~= '' and (P .. 'fleet:' .. ARGV[5] .. ':paused') or nil
+for i = 7, 6 + queue_count do
+  if not paused_key or redis.call('SISMEMBER', paused_key, ARGV[i]) == 0 then queues[#queues + 1] = ARGV[i] end
+end
+local task_count = tonumber(ARGV[7 + queue_count])
+for i = 8 + queue_count, 7 + queue_count + task_count do tasks[ARGV[i]] = true end
 local any_major = false
-for i = 7 + queue_count + task_count, #ARGV do
+for i = 8 + queue_count + task_count, #ARGV do
   if ARGV[i] == '*' then any_major = true else majors[ARGV[i]] = true end
 end
 -- A due set this worker may take from: its task, at a major it can run (or unrecorded).

@@ -1,21 +1,26 @@
 -- next_due: the earliest run_at among queued runs of some queues and tasks (read only).
 --
 -- KEYS[1]  <prefix>ids
--- ARGV[1]  q, the number of queues; ARGV[2 .. 1+q] the queues; ARGV[2+q] t, the number
+-- ARGV[1]  the worker's fleet root ('' = none)
+-- ARGV[2]  q, the number of queues; ARGV[3 .. 2+q] the queues; ARGV[3+q] t, the number
 --          of tasks; then the t tasks; the rest, claim keys as in claim.lua ('*': any major)
 -- Returns  the run_at, or false when there is none
 --
--- Only of runs the worker could claim: a due run of another major must not wake it.
-local queue_count = tonumber(ARGV[1])
-local task_count = tonumber(ARGV[2 + queue_count])
+-- Only of runs the worker could claim: a due run of another major, or of a queue its
+-- fleet paused, must not wake it.
+local queue_count = tonumber(ARGV[2])
+local task_count = tonumber(ARGV[3 + queue_count])
 local tasks, majors, any_major = {}, {}, false
-for i = 3 + queue_count, 2 + queue_count + task_count do tasks[ARGV[i]] = true end
-for i = 3 + queue_count + task_count, #ARGV do
+for i = 4 + queue_count, 3 + queue_count + task_count do tasks[ARGV[i]] = true end
+for i = 4 + queue_count + task_count, #ARGV do
   if ARGV[i] == '*' then any_major = true else majors[ARGV[i]] = true end
 end
+local paused_key = ARGV[1] ~= '' and (P .. 'fleet:' .. ARGV[1] .. ':paused') or nil
 local best = nil
-for i = 2, 1 + queue_count do
-  for _, due in ipairs(dues_of(ARGV[i])) do
+for i = 3, 2 + queue_count do
+  local walked = {}
+  if not paused_key or redis.call('SISMEMBER', paused_key, ARGV[i]) == 0 then walked = dues_of(ARGV[i]) end
+  for _, due in ipairs(walked) do
     if tasks[due.task] and (any_major or not due.major or majors[due.major .. ':' .. due.task]) then
       local first = redis.call('ZRANGE', due.key, 0, 0, 'WITHSCORES')
       if first[2] then
