@@ -38,7 +38,10 @@ CREATE TABLE runs (
     version          text,
     major            integer,
     -- the seq of the log's `trimmed` marker (0: never trimmed; migration 14)
-    trimmed_seq      integer NOT NULL DEFAULT 0
+    trimmed_seq      integer NOT NULL DEFAULT 0,
+    -- its place in its thread's order when it went ahead of waiting runs (NULL: its id;
+    -- migration 18)
+    turn             double precision
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -101,8 +104,9 @@ CREATE TABLE threads (
 -- The tombstones a sweep looks for, oldest first (migration 15).
 CREATE INDEX threads_deleted ON threads (deleted_at) WHERE deleted_at IS NOT NULL;
 
--- A thread's history, in (run, index) order: runs of a thread never overlap, and run
--- ids grow in submission order. Keyed so that a replayed append is a no-op.
+-- A thread's history, in (turn, run, index) order: runs of a thread never overlap, and
+-- run ids grow in submission order, but for a run that went ahead of waiting ones (its
+-- turn, see runs.turn; NULL: its run id). Keyed so that a replayed append is a no-op.
 CREATE TABLE thread_messages (
     thread_id  text    NOT NULL,
     run_id     bigint  NOT NULL,
@@ -110,6 +114,7 @@ CREATE TABLE thread_messages (
     message    text    NOT NULL,
     created_at double precision NOT NULL,
     tenant     text NOT NULL DEFAULT '',
+    turn       double precision,
     PRIMARY KEY (tenant, thread_id, run_id, idx)
 );
 

@@ -186,11 +186,15 @@ picked AS MATERIALIZED (
           AND ($8::text[] IS NULL OR t.major IS NULL OR (t.major::text || ':' || t.task) = ANY($8::text[]))
           -- Past its deadline, a run is the rescuer's to end, not a worker's to start.
           AND (t.deadline_at IS NULL OR t.deadline_at >= NOW($3))
-          -- A thread's run waits while an earlier run of its thread is open.
+          -- A thread's run waits while another run of its thread is running, or queued
+          -- ahead of it in the thread's order, (turn, id) (rules.thread_turn; a NULL turn
+          -- is the id): runs of a thread never overlap, and take their turns in order.
           AND (t.thread IS NULL OR NOT EXISTS (
                 SELECT 1 FROM runs o WHERE o.thread = t.thread
-                AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id < t.id
-                AND o.state IN ('queued', 'running')))
+                AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id <> t.id
+                AND o.state IN ('queued', 'running')
+                AND (o.state = 'running' OR coalesce(o.turn, o.id) < coalesce(t.turn, t.id)
+                     OR (coalesce(o.turn, o.id) = coalesce(t.turn, t.id) AND o.id < t.id))))
         ORDER BY t.priority, t.run_at, t.id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
