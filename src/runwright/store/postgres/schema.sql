@@ -77,8 +77,12 @@ CREATE TABLE events (
     kind   text    NOT NULL,
     data   text    NOT NULL,
     at     double precision NOT NULL,
+    -- an emit's place in its run's code, "<position>.<n>" (NULL: not an emit; migration 19)
+    mark   text,
     PRIMARY KEY (run_id, seq)
 );
+-- The emits of a run by place: a replayed emit is found, not appended again.
+CREATE INDEX events_mark ON events (run_id, mark) WHERE mark IS NOT NULL;
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;

@@ -334,6 +334,33 @@ SELECT seq, (SELECT count(*) FROM notified) FROM appended ORDER BY seq
 """
 
 
+# An emit, appended once (EventAppendParams.mark): when the run's log holds an event at
+# that place ($6) of that kind ($3), found through events_mark, nothing is appended;
+# else, unless the caller replays ($7), it is appended as APPEND_EVENTS_FENCED does (the
+# UPDATE is the fence, ordered against a takeover by the row lock). `ours` reads the
+# claim for the found case, which writes nothing. Returns (ours, appended seq, found seq).
+APPEND_MARKED = """
+WITH ours AS (
+    SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running'
+), found AS (
+    SELECT seq FROM events WHERE run_id = $1 AND mark = $6 AND kind = $3 ORDER BY seq LIMIT 1
+), bumped AS (
+    UPDATE runs SET last_seq = last_seq + 1
+    WHERE id = $1 AND fence = $2 AND state = 'running' AND NOT $7::bool
+      AND NOT EXISTS (SELECT 1 FROM found)
+    RETURNING last_seq
+), appended AS (
+    INSERT INTO events (run_id, seq, kind, data, at, mark)
+    SELECT $1, last_seq, $3, $4, $5, $6 FROM bumped
+    RETURNING seq
+), notified AS (
+    SELECT pg_notify($8, $1::text) FROM bumped
+)
+SELECT EXISTS (SELECT 1 FROM ours), (SELECT seq FROM appended), (SELECT seq FROM found),
+       (SELECT count(*) FROM notified)
+"""
+
+
 # The fence check is the UPDATE of the run's row (bumping last_seq for the `step` event):
 # it takes the row lock, so a takeover's UPDATE of that row is ordered strictly before
 # (and this writes nothing) or after (and then the new owner reads this entry).

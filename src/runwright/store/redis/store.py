@@ -33,6 +33,8 @@ Keys (after the prefix):
     ended                                runs ended in the last hour, by finished_at; the
                                          newest ENDED_KEEP of them
     children:<id>                        a run's child runs
+    emarks:<id>                          a run's emits: [mark, kind] -> the seq of its first
+                                         append (see event_append.lua)
     ev:<id>                              a run's log: seq n is index n-1, or n-trimmed_seq
                                          once trimmed (run:<id>'s trimmed_seq: the marker)
     steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
@@ -645,9 +647,13 @@ class RedisStore:
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         pairs = [value for kind, data in params.events for value in (kind, data)]
         seqs = await self._script("event_append", self._now_arg(params.now), params.run_id,
-                                  params.fence, *pairs)
+                                  params.fence, params.mark, "1" if params.replayed else "0", *pairs)
+        if not seqs:
+            return None
+        if seqs == ["none"]:  # a replayed emit whose mark is unknown: nothing appended
+            return []
         self.hub.fire(events_topic(params.run_id))
-        return [int(s) for s in seqs] or None
+        return [int(s) for s in seqs]
 
     # -- the journal and the log --------------------------------------------------------
 

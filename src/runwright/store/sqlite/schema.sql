@@ -78,8 +78,12 @@ CREATE TABLE events (
     kind   TEXT    NOT NULL,
     data   TEXT    NOT NULL,
     at     REAL    NOT NULL,
+    -- an emit's place in its run's code, "<position>.<n>" (NULL: not an emit; migration 17)
+    mark   TEXT,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+-- The emits of a run by place: a replayed emit is found, not appended again.
+CREATE INDEX events_mark ON events (run_id, mark) WHERE mark IS NOT NULL;
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;

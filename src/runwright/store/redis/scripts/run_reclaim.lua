@@ -33,7 +33,7 @@ for _, r in ipairs(runs) do
     redis.call('ZREM', P .. 'qpending', id .. ':' .. position)
   end
   redis.call('DEL', run_key(id), P .. 'ev:' .. id, P .. 'steps:' .. id, P .. 'steps_old:' .. id,
-             P .. 'children:' .. id, P .. 'qs:' .. id)
+             P .. 'children:' .. id, P .. 'qs:' .. id, P .. 'emarks:' .. id)
 end
 redis.call('DEL', P .. 'reclaimed')
 for _, range in ipairs(cjson.decode(ARGV[2])) do
