@@ -165,3 +165,34 @@ async def test_rollback_of_a_queued_run_drops_its_additions_and_a_deleted_thread
     with pytest.raises(ThreadDeleted):
         await store.run_insert_threaded(threaded("z", "enqueue"))
     assert not await store.thread_delete(ThreadDeleteParams("never-made", purge=True))
+
+
+@pytest.mark.parametrize("round_", range(3))
+async def test_concurrent_submissions_take_their_places_and_run_one_at_a_time(store, round_):
+    """Twenty submissions race onto a thread whose run is running (many connections at
+    once, enqueue and interrupt mixed). Each takes its place as it is serialized on the
+    thread, which its id shows: an enqueue goes last, an interrupt first, ahead of every
+    run waiting then. Drained one claim at a time, the thread runs exactly that order,
+    one run at a time; only the running run is interrupted."""
+    import asyncio
+    import random
+    from collections import deque
+
+    wid = await store.worker_register(worker())
+    await store.run_insert_threaded(threaded(f"r{round_}", "enqueue"))
+    (running,) = await store.run_claim(claim(wid))
+    modes = [random.choice(["enqueue", "interrupt"]) for _ in range(20)]
+    submitted = await asyncio.gather(*[
+        store.run_insert_threaded(threaded(f"s{round_}-{i}", mode)) for i, mode in enumerate(modes)])
+    expected: deque[int] = deque()
+    for run, mode in sorted(zip(submitted, modes), key=lambda pair: pair[0].id):
+        expected.appendleft(run.id) if mode == "interrupt" else expected.append(run.id)
+
+    assert await store.run_claim(claim(wid, limit=10)) == []
+    state = RunState.INTERRUPTED if "interrupt" in modes else RunState.SUCCEEDED
+    await store.run_finish_many([RunFinishParams(running.id, running.fence, state, result="1", now=T0)])
+    for run_id in expected:
+        await _run_alone(store, wid, run_id)
+    assert await store.run_claim(claim(wid, limit=10)) == []
+    for run in submitted:
+        assert (await store.run_get(run.id)).state is RunState.SUCCEEDED
