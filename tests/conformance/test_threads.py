@@ -196,3 +196,21 @@ async def test_concurrent_submissions_take_their_places_and_run_one_at_a_time(st
     assert await store.run_claim(claim(wid, limit=10)) == []
     for run in submitted:
         assert (await store.run_get(run.id)).state is RunState.SUCCEEDED
+
+
+async def test_retention_keeps_the_newest_messages_in_the_historys_order(store):
+    """The history is in the order the runs took their turns: a run that went ahead of
+    a waiting one is older in it than that run, whatever their ids, so a trim to the
+    newest messages keeps the waiting run's, not the interrupting run's."""
+    from runwright.store.params import ThreadMessageTrimParams
+
+    wid = await store.worker_register(worker())
+    await store.run_insert_threaded(threaded("r", "enqueue"))
+    (running,) = await store.run_claim(claim(wid))
+    waiting = await store.run_insert_threaded(threaded("e", "enqueue"))
+    newest = await store.run_insert_threaded(threaded("i", "interrupt"))
+    await store.run_finish_many([RunFinishParams(running.id, running.fence, RunState.INTERRUPTED, now=T0)])
+    await _run_alone(store, wid, newest.id, "i")
+    await _run_alone(store, wid, waiting.id, "e")
+    await store.thread_message_trim(ThreadMessageTrimParams(keep=1))
+    assert [json.loads(m) for _, _, m in await store.thread_messages(ThreadMessagesParams("t1"))] == ["e"]
