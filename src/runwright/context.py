@@ -14,6 +14,7 @@ import datetime as dt
 import inspect
 import json
 from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
 from .blocking import in_thread
@@ -47,6 +48,10 @@ CHILD_RECHECK_S = 60.0
 # A run waiting for an answer is woken by the answer itself, in the same write; this
 # re-check only bounds the wait if that wake-up were ever lost.
 ANSWER_RECHECK_S = 3600.0
+# Set while a step's function runs: an emit there belongs to that execution of the step
+# (made again whenever the step runs again, as a model call's streamed tokens are), not to
+# the run's history between durable operations, which is appended once.
+_IN_STEP: ContextVar[bool] = ContextVar("runwright_in_step", default=False)
 RESERVED_KINDS = TERMINAL_EVENT_KINDS | {
     "submitted", "started", "retrying", "released", "parked", "recovered", "requeued", "retried",
     "cancel_requested", "step", "asked", "answered"}
@@ -70,6 +75,8 @@ class Context:
         self._base = min(self._journal, default=0)
         self._position = 0
         self._trace: RunTrace | None = None
+        # The emits made so far before the durable operation at `_emit_position`.
+        self._emit_position, self._emits_here = 0, 0
 
     @property
     def trace(self) -> RunTrace:
@@ -222,7 +229,7 @@ class Context:
         policy = RetryPolicy(retries=retry) if isinstance(retry, int) else retry or RetryPolicy(0)
         with self._span(name, position):
             try:
-                value = await _call_with_retries(fn, args, kwargs, policy)
+                value = await _step_body(fn, args, kwargs, policy)
             except Exception as exc:
                 if not policy.is_final(exc):
                     raise
@@ -390,16 +397,34 @@ class Context:
     # -- events ---------------------------------------------------------------------
 
     async def emit(self, kind: str, data: Any = None) -> int:
-        """Append an event to this run's log (fenced); returns its seq."""
+        """Append an event to this run's log (fenced); returns its seq.
+
+        An emit between durable operations is part of the run's history, like a step: it
+        is appended once, however often the code runs again (a replay after a takeover,
+        a retry, a resume), and followers see it once. Made again, it appends nothing and
+        returns the seq it got the first time (0 when the log no longer holds it: trimmed
+        by retention, or appended by a runwright that did not mark emits). An emit inside
+        a step's function belongs to that execution of the step: it is appended each time
+        the step runs (as an agent's streamed tokens are, with a reset between)."""
         if kind in RESERVED_KINDS:
             raise ValueError(f"event kind {kind!r} is reserved for runwright's own events")
         payload = encode(data if data is not None else {}, f"data of event {kind!r}",
                          self.runtime.limits.max_payload_bytes)
-        seqs = await through_blinks(self.runtime.store.event_append, EventAppendParams(
-            self.run.id, self.run.fence, [(kind, payload)]))
+        params = EventAppendParams(self.run.id, self.run.fence, [(kind, payload)])
+        if not _IN_STEP.get():
+            params.mark, params.replayed = self._emit_mark(), self.replaying
+        seqs = await through_blinks(self.runtime.store.event_append, params)
         if seqs is None:
             raise LeaseLost(self.run.id, self.run.fence)
-        return seqs[0]
+        return seqs[0] if seqs else 0
+
+    def _emit_mark(self) -> str:
+        """The emit's place in the run's code, the same on every replay: "<position>.<n>",
+        the n-th emit (from 0) before the durable operation at journal position <position>."""
+        if self._position != self._emit_position:
+            self._emit_position, self._emits_here = self._position, 0
+        self._emits_here += 1
+        return f"{self._position}.{self._emits_here - 1}"
 
 
 class ChildRun:
@@ -436,6 +461,16 @@ def _replay(record: StepRecord) -> Any:
     error = json.loads(record.error or "{}")
     kind = OutcomeUnknown if error.get("type") == "OutcomeUnknown" else StepFailed
     raise kind(record.name, record.position, error)
+
+
+async def _step_body(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                     policy: RetryPolicy) -> Any:
+    """The step's function, run (with its retries) as a step body: see `_IN_STEP`."""
+    entered = _IN_STEP.set(True)
+    try:
+        return await _call_with_retries(fn, args, kwargs, policy)
+    finally:
+        _IN_STEP.reset(entered)
 
 
 async def _call_with_retries(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -83,6 +83,38 @@ async def test_a_superseded_owner_cannot_append_events_or_journal_steps(store):
     assert (logged.kind, logged.data) == ("step", {"position": 0, "name": "charge", "status": "done"})
 
 
+def _emit(run, mark: str, kind: str = "progress", data: str = '{"pct":50}', replayed: bool = False,
+          fence: int | None = None) -> EventAppendParams:
+    return EventAppendParams(run.id, run.fence if fence is None else fence, [(kind, data)], now=T0,
+                             mark=mark, replayed=replayed)
+
+
+async def test_an_emit_is_appended_once_by_its_mark_across_claims(store):
+    """An emit (a mark: its place in the run's code) is part of the run's history: made
+    again, under the same claim or a later one, replayed or not, it appends nothing and
+    returns the seq it got first. Another place, or another kind at that place, is
+    another event; a replayed emit never appends; a superseded claim is refused."""
+    _, run = await _claimed(store)
+    assert await store.event_append(_emit(run, "0.0")) == [3]
+    assert await store.event_append(_emit(run, "0.0", data='{"pct":51}')) == [3]
+    assert await store.event_append(_emit(run, "0.1")) == [4]
+    assert await store.event_append(_emit(run, "0.0", kind="other")) == [5]
+    assert await store.event_append(_emit(run, "1.0", replayed=True)) == []  # unknown: not appended
+    new_worker = await store.worker_register(worker())
+    await store.run_rescue_many(RunRescueParams(now=T0 + 3600, worker_stale_s=1e9))
+    (retaken,) = await store.run_claim(claim(new_worker, now=T0 + 3600))
+    assert await store.event_append(_emit(run, "0.1")) is None  # the old claim
+    assert await store.event_append(_emit(run, "9.0", replayed=True)) is None
+    assert await store.event_append(_emit(retaken, "0.1", replayed=True)) == [4]
+    assert await store.event_append(_emit(retaken, "0.0")) == [3]
+    assert await store.event_append(_emit(retaken, "1.0")) == [8]
+    events = await store.event_list(EventListParams(run.id))
+    assert _kinds(events) == ["submitted", "started", "progress", "progress", "other", "recovered",
+                              "started", "progress"]
+    assert events[2].data == {"pct": 50}
+    assert (await store.run_get(run.id)).last_seq == 8
+
+
 async def test_steps_are_journaled_once_per_position(store):
     _, run = await _claimed(store)
     assert await step_record(store, StepRecordParams(run.id, run.fence, 0, "fetch", "done", '"page"', now=T0))

@@ -243,3 +243,41 @@ async def test_a_resume_after_a_snapshot_runs_no_step_twice(app, restores):
     assert made == [*range(26), *range(25, STEPS_WITH_SNAPSHOTS)], "25 ran again (it failed), none else"
     with pytest.raises(ValueError, match="snapshot"):
         await rw.Context(app.runtime, await handle.refresh(), 0).step("snapshot", add, 1)
+
+
+@pytest.mark.parametrize("restores", [True, False], ids=["restore", "no-restore"])
+async def test_an_emit_is_logged_once_across_retries_and_resumes(app, restores):
+    """An emit between steps is part of the run's history: a run retried twice (a step
+    fails once before its snapshot and once after it) and replayed each time (from the
+    top, or from its last snapshot with `ctx.restore()`) logs each emit once, in order,
+    and each replayed emit returns its first seq. An emit inside a step's function is
+    that execution's: made again when the step runs again."""
+    fails_once = {3, 7}
+
+    async def work(ctx: rw.Context, i: int) -> int:
+        await ctx.emit("inner", {"i": i})
+        if i in fails_once:
+            fails_once.discard(i)
+            raise ConnectionError(f"step {i} fails once")
+        return i
+
+    @app.task(retries=3, backoff=FAST)
+    async def emitting(ctx: rw.Context) -> list[int]:
+        state = (await ctx.restore() if restores else None) or {"i": 0, "seqs": []}
+        while state["i"] < 10:
+            state["seqs"].append(await ctx.emit("progress", {"i": state["i"]}))
+            await ctx.step("work", work, ctx, state["i"])
+            state["i"] += 1
+            if state["i"] == 5:
+                await ctx.snapshot(state)
+        return state["seqs"]
+
+    async with running_worker(app):
+        handle = await app.submit(emitting)
+        seqs = await handle.result(timeout_s=30)
+    log = await app.store.event_list(EventListParams(handle.id))
+    progress = [e for e in log if e.kind == "progress"]
+    assert [e.data["i"] for e in progress] == list(range(10)), "each emit once, in order"
+    assert seqs == [e.seq for e in progress], "a replayed emit returns its first seq"
+    assert [e.data["i"] for e in log if e.kind == "inner"] == [0, 1, 2, 3, 3, 4, 5, 6, 7, 7, 8, 9]
+    assert [e.kind for e in log].count("retrying") == 2

@@ -135,12 +135,26 @@ async def steps_with_ledger(ctx: rw.Context, steps: int, min_s: float = 0.0, max
 
 @app.task(retries=0)
 async def narrated_steps(ctx: rw.Context, steps: int, gates: list[int]) -> int:
-    """Journaled steps, each followed by a `progress` event (not journaled: a replay emits
-    it again). A step in `gates` waits at its gate (see gate_file) until the test opens it."""
+    """Journaled steps, each followed by a `progress` event (appended once: a replay
+    passes over it). A step in `gates` waits at its gate (see gate_file) until the test
+    opens it."""
     for i in range(steps):
         await ctx.step(f"step-{i}", ledgered_step, ctx, i, 0.0, 0.0, i in gates)
         await ctx.emit("progress", {"step": i, **identity(ctx)})
     return steps
+
+
+@app.task(retries=0)
+async def emitting_steps(ctx: rw.Context, steps: int) -> list[int]:
+    """Journaled steps with an emit before and after each (between durable operations,
+    so part of the run's history: appended once, however often a replay makes them).
+    Returns the seqs the emits returned, in order (on a replay: the ones first given)."""
+    seqs = []
+    for i in range(steps):
+        seqs.append(await ctx.emit("progress", {"step": i, "phase": "before", **identity(ctx)}))
+        await ctx.step(f"step-{i}", ledgered_step, ctx, i, 0.0, 0.0, False)
+        seqs.append(await ctx.emit("progress", {"step": i, "phase": "after", **identity(ctx)}))
+    return seqs
 
 
 def stall_on_first_start(ctx: rw.Context, tag: str) -> dict:

@@ -248,6 +248,41 @@ async def _waiting_at_gate(app: rw.App, fleet: WorkerFleet, run_id: int, gate: i
     return None
 
 
+EMITTING_STEPS = 8
+# The first owner dies right after step 2's journal write (its emits before it are then
+# replayed); the second right after step 5's side effect, before its journal write (the
+# emit before step 5 was made, but is not behind a journaled step: its mark finds it).
+EMIT_KILLS = ("step.after_journal:step-2=kill", "step.after_side_effect:step-5=kill")
+
+
+async def test_each_emit_is_in_the_log_once_across_two_sigkills(app: rw.App, fleet: WorkerFleet) -> None:
+    """A run that emits before and after each step; its owner is SIGKILLed twice (crash
+    points), each time the run is taken over and its code replayed from the top. The log
+    holds each emit exactly once, in order, as the claim that first made it wrote it; the
+    replayed emits returned their first seqs; a follower in another process sees each once."""
+    handle = await app.submit(apps.emitting_steps, steps=EMITTING_STEPS)
+    follower = fleet.follow(handle.id)
+    for crash in EMIT_KILLS:
+        armed = fleet.start(env={"RUNWRIGHT_CRASH_POINTS": crash})
+        assert await armed.wait_exit(f"the worker armed with {crash} kills itself") == -signal.SIGKILL
+    fleet.start()
+    final = await wait_until(lambda: _done(app, handle.id), "the run ends")
+    assert final.state is RunState.SUCCEEDED, f"the run ended {final.state}: {final.error}"
+    assert (final.recoveries, final.fence) == (2, 3), "taken over twice"
+
+    log = await app.store.event_list(EventListParams(handle.id))
+    emits = [e for e in log if e.kind == "progress"]
+    assert [(e.data["step"], e.data["phase"]) for e in emits] == [
+        (i, phase) for i in range(EMITTING_STEPS) for phase in ("before", "after")], \
+        "each emit once, in order"
+    assert [e.data["fence"] for e in emits] == [1] * 5 + [2] * 6 + [3] * 5, \
+        "each written by the claim that first made it"
+    assert final.value() == [e.seq for e in emits], "a replayed emit returns its first seq"
+    assert [e.seq for e in log] == list(range(1, len(log) + 1)), "the stored log is gapless"
+    assert await follower.wait_exit() == 0, follower.err_path.read_text()
+    assert follower.seen() == [(e.seq, e.kind) for e in log], "the follower saw each event once"
+
+
 # -- 3. a zombie past its lease appends nothing -----------------------------------------
 
 @pytest.mark.parametrize("stall_in", ["step", "emit"])

@@ -209,7 +209,9 @@ class JournalStore(Protocol):
         ("done"/"failed"); nothing else rewrites it."""
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
-        """Append to the run's log; the new seqs, or None when the fence was refused."""
+        """Append to the run's log; the new seqs, or None when the fence was refused. A
+        marked emit (`params.mark`) already in the log appends nothing and answers its
+        first seq; a replayed one never appends ([] when its mark is unknown)."""
 
     async def event_list(self, params: EventListParams) -> list[Event]: ...
 

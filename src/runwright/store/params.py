@@ -345,12 +345,20 @@ class StepRecordParams:
 
 @dataclass(slots=True)
 class EventAppendParams:
-    """Append events (kind, JSON data) to a run's log, fenced."""
+    """Append events (kind, JSON data) to a run's log, fenced.
+
+    `mark` (one event only): the place in the run's code of a `ctx.emit`, which is part of
+    the run's history: when the log holds an event of this run with that mark and kind,
+    nothing is appended and its seq is returned. `replayed`: the caller knows the emit
+    was appended before (its code is replaying journaled steps): nothing is ever
+    appended; the seq is returned if the log still holds the event, else none ([])."""
 
     run_id: int
     fence: int
     events: Sequence[tuple[str, str]]
     now: float | None = None
+    mark: str | None = None
+    replayed: bool = False
 
 
 @dataclass(slots=True)

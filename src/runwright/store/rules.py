@@ -71,8 +71,10 @@ __all__ = [
     "runs_beyond_thread_cap",
     "step_event",
     "take_from_bucket",
+    "thread_turn",
     "trim_marker",
     "submitted_event",
+    "turn_ahead",
     "unrunnable_error",
     "unrunnable_kinds",
     "worker_lost_error",
@@ -192,24 +194,44 @@ class BusyPlan:
 
     mode: str | None = None  # "interrupt" or "rollback" when runs are to be stopped
     ask_to_stop: list[int] = field(default_factory=list)  # running: stop at the next step
-    end_now: list[int] = field(default_factory=list)  # queued (not started, or parked)
+    end_now: list[int] = field(default_factory=list)  # begun and between attempts (parked...)
+    # The new run's place in its thread's order (`thread_turn`), when it goes ahead of runs
+    # already waiting; None: its id, after every run before it.
+    turn: float | None = None
 
     @property
     def drops_history(self) -> bool:
         return self.mode == "rollback"
 
 
+def thread_turn(run: Run, turns: Mapping[int, float]) -> float:
+    """A run's place in its thread's order: its id, unless it was submitted ahead of runs
+    already waiting (an interrupt), then the place it was given (`turns`, by run id). Runs
+    of a thread are claimed, and their messages read as history, in (turn, id) order."""
+    return turns.get(run.id, float(run.id))
+
+
+def _has_begun(run: Run) -> bool:
+    """Running, or between attempts of a run that started (parked on a timer, its children
+    or a person, backing off, given back): the thread's current run, not a waiting one."""
+    return run.state is RUNNING or run.started_at is not None
+
+
 def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
-              asking: Collection[int] = ()) -> BusyPlan:
+              asking: Collection[int] = (), turns: Mapping[int, float] | None = None) -> BusyPlan:
     """reject: ThreadBusy while a run is open; enqueue: the new run waits its turn (the
-    claim never overlaps two runs of a thread); interrupt/rollback: running runs stop at
-    their next step boundary and queued ones end `interrupted` now.
+    claim never overlaps two runs of a thread); interrupt/rollback: the thread's current
+    run stops (a running one at its next step boundary, one between attempts now) and ends
+    `interrupted`; the new run goes next, ahead of the runs already waiting (never
+    started), which keep their order and run after it, untouched (`BusyPlan.turn`).
 
     A run parked on a question to a person (its id in `asking`) does not make the thread
     busy: the next message to the thread is the person's word, whatever `on_busy` says.
     When every open run is such a run, they end `interrupted` now (their questions close
     with them; with rollback, their additions to the thread are dropped) and the new run
-    goes next, seeing the history up to the question."""
+    goes next, seeing the history up to the question.
+
+    `turns`: the places of open runs submitted ahead of others (see `thread_turn`)."""
     if on_busy not in ON_BUSY:
         raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
     waiting = [r.id for r in open_runs if r.state is QUEUED and r.id in asking]
@@ -221,7 +243,22 @@ def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
         raise ThreadBusy(thread, open_runs[0].id, open_runs[0].state.value)
     return BusyPlan(mode=on_busy,
                     ask_to_stop=[r.id for r in open_runs if r.state is RUNNING],
-                    end_now=[r.id for r in open_runs if r.state is QUEUED])
+                    end_now=[r.id for r in open_runs if r.state is QUEUED and _has_begun(r)],
+                    turn=turn_ahead(open_runs, turns or {}))
+
+
+def turn_ahead(open_runs: Sequence[Run], turns: Mapping[int, float]) -> float | None:
+    """The place of a run that goes ahead of the thread's waiting runs (queued, never
+    started): halfway between the first of them and the open run just before it, so that
+    it runs after the current run and before them; None when none waits. A second
+    interrupt while the first still waits goes ahead of it too: each newest message is
+    the next one answered."""
+    waiting = [thread_turn(r, turns) for r in open_runs if r.state is QUEUED and not _has_begun(r)]
+    if not waiting:
+        return None
+    first = min(waiting)
+    before = [thread_turn(r, turns) for r in open_runs if thread_turn(r, turns) < first]
+    return (max(before) + first) / 2 if before else first - 0.5
 
 
 # -- cancelling a run and its descendants -----------------------------------------------

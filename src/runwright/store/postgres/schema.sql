@@ -38,7 +38,10 @@ CREATE TABLE runs (
     version          text,
     major            integer,
     -- the seq of the log's `trimmed` marker (0: never trimmed; migration 14)
-    trimmed_seq      integer NOT NULL DEFAULT 0
+    trimmed_seq      integer NOT NULL DEFAULT 0,
+    -- its place in its thread's order when it went ahead of waiting runs (NULL: its id;
+    -- migration 18)
+    turn             double precision
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -74,8 +77,12 @@ CREATE TABLE events (
     kind   text    NOT NULL,
     data   text    NOT NULL,
     at     double precision NOT NULL,
+    -- an emit's place in its run's code, "<position>.<n>" (NULL: not an emit; migration 19)
+    mark   text,
     PRIMARY KEY (run_id, seq)
 );
+-- The emits of a run by place: a replayed emit is found, not appended again.
+CREATE INDEX events_mark ON events (run_id, mark) WHERE mark IS NOT NULL;
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
@@ -101,8 +108,9 @@ CREATE TABLE threads (
 -- The tombstones a sweep looks for, oldest first (migration 15).
 CREATE INDEX threads_deleted ON threads (deleted_at) WHERE deleted_at IS NOT NULL;
 
--- A thread's history, in (run, index) order: runs of a thread never overlap, and run
--- ids grow in submission order. Keyed so that a replayed append is a no-op.
+-- A thread's history, in (turn, run, index) order: runs of a thread never overlap, and
+-- run ids grow in submission order, but for a run that went ahead of waiting ones (its
+-- turn, see runs.turn; NULL: its run id). Keyed so that a replayed append is a no-op.
 CREATE TABLE thread_messages (
     thread_id  text    NOT NULL,
     run_id     bigint  NOT NULL,
@@ -110,6 +118,7 @@ CREATE TABLE thread_messages (
     message    text    NOT NULL,
     created_at double precision NOT NULL,
     tenant     text NOT NULL DEFAULT '',
+    turn       double precision,
     PRIMARY KEY (tenant, thread_id, run_id, idx)
 );
 

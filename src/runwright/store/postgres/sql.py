@@ -190,11 +190,15 @@ picked AS MATERIALIZED (
           AND ($8::text[] IS NULL OR t.major IS NULL OR (t.major::text || ':' || t.task) = ANY($8::text[]))
           -- Past its deadline, a run is the rescuer's to end, not a worker's to start.
           AND (t.deadline_at IS NULL OR t.deadline_at >= NOW($3))
-          -- A thread's run waits while an earlier run of its thread is open.
+          -- A thread's run waits while another run of its thread is running, or queued
+          -- ahead of it in the thread's order, (turn, id) (rules.thread_turn; a NULL turn
+          -- is the id): runs of a thread never overlap, and take their turns in order.
           AND (t.thread IS NULL OR NOT EXISTS (
                 SELECT 1 FROM runs o WHERE o.thread = t.thread
-                AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id < t.id
-                AND o.state IN ('queued', 'running')))
+                AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id <> t.id
+                AND o.state IN ('queued', 'running')
+                AND (o.state = 'running' OR coalesce(o.turn, o.id) < coalesce(t.turn, t.id)
+                     OR (coalesce(o.turn, o.id) = coalesce(t.turn, t.id) AND o.id < t.id))))
         ORDER BY t.priority, t.run_at, t.id
         LIMIT $4
         FOR UPDATE SKIP LOCKED
@@ -331,6 +335,33 @@ WITH bumped AS (
     SELECT pg_notify($6, $1::text) FROM bumped
 )
 SELECT seq, (SELECT count(*) FROM notified) FROM appended ORDER BY seq
+"""
+
+
+# An emit, appended once (EventAppendParams.mark): when the run's log holds an event at
+# that place ($6) of that kind ($3), found through events_mark, nothing is appended;
+# else, unless the caller replays ($7), it is appended as APPEND_EVENTS_FENCED does (the
+# UPDATE is the fence, ordered against a takeover by the row lock). `ours` reads the
+# claim for the found case, which writes nothing. Returns (ours, appended seq, found seq).
+APPEND_MARKED = """
+WITH ours AS (
+    SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running'
+), found AS (
+    SELECT seq FROM events WHERE run_id = $1 AND mark = $6 AND kind = $3 ORDER BY seq LIMIT 1
+), bumped AS (
+    UPDATE runs SET last_seq = last_seq + 1
+    WHERE id = $1 AND fence = $2 AND state = 'running' AND NOT $7::bool
+      AND NOT EXISTS (SELECT 1 FROM found)
+    RETURNING last_seq
+), appended AS (
+    INSERT INTO events (run_id, seq, kind, data, at, mark)
+    SELECT $1, last_seq, $3, $4, $5, $6 FROM bumped
+    RETURNING seq
+), notified AS (
+    SELECT pg_notify($8, $1::text) FROM bumped
+)
+SELECT EXISTS (SELECT 1 FROM ours), (SELECT seq FROM appended), (SELECT seq FROM found),
+       (SELECT count(*) FROM notified)
 """
 
 

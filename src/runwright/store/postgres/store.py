@@ -621,11 +621,25 @@ class PostgresStore(SqlStore):
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         now = self.clock.now(params.now)
+        if params.mark is not None:
+            return await self._append_marked(params, now)
         kinds, datas = zip(*params.events)
         rows = await self._fetch_raw(sql.APPEND_EVENTS_FENCED, params.run_id, params.fence,
                                      list(kinds), list(datas), now, self.channels["events"])
         self.hub.fire(events_topic(params.run_id))
         return [row[0] for row in rows] or None
+
+    async def _append_marked(self, params: EventAppendParams, now: float) -> list[int] | None:
+        ((kind, data),) = params.events
+        (row,) = await self._fetch_raw(sql.APPEND_MARKED, params.run_id, params.fence, kind, data, now,
+                                       params.mark, params.replayed, self.channels["events"])
+        ours, appended, found = row[0], row[1], row[2]
+        if appended is not None:
+            self.hub.fire(events_topic(params.run_id))
+            return [int(appended)]
+        if not ours or (found is None and not params.replayed):  # refused (or lost meanwhile)
+            return None
+        return [] if found is None else [int(found)]
 
     # -- workers: a session-bound liveness mark -----------------------------------------
 

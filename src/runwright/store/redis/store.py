@@ -33,6 +33,8 @@ Keys (after the prefix):
     ended                                runs ended in the last hour, by finished_at; the
                                          newest ENDED_KEEP of them
     children:<id>                        a run's child runs
+    emarks:<id>                          a run's emits: [mark, kind] -> the seq of its first
+                                         append (see event_append.lua)
     ev:<id>                              a run's log: seq n is index n-1, or n-trimmed_seq
                                          once trimmed (run:<id>'s trimmed_seq: the marker)
     steps:<id>, steps_old:<id>           a run's journal: position -> entry; the entries
@@ -43,6 +45,8 @@ Keys (after the prefix):
     threads, thread:<n>, topen:<n>, tmsg:<n>   threads (identity -> n), each one's hash
                                          {created_at, deleted_at, ident}, open runs, history
     truns:<n>                            a thread's runs (those kept), by id
+    tturn:<n>                            run id -> its turn, of a thread's runs that went
+                                         ahead of waiting ones (topen:<n> scores them so)
     tlist, tlist:<tenant>                every thread's identity by created_at, and each
                                          tenant's ('' for none): listing threads
     tev:<n>                              a thread's log: "<run id>:<seq>", tseq n at index n-1
@@ -386,12 +390,14 @@ class RedisStore:
             hashes = [as_dict(flat) for flat in open_flat]
             open_runs = [run_from_hash(h) for h in hashes]
             asking = {run.id for run, h in zip(open_runs, hashes) if h.get("asking", "0") != "0"}
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            turns = {run.id: float(h["turn"]) for run, h in zip(open_runs, hashes) if "turn" in h}
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking, turns)
             seen = ",".join(f"{run.id}:{run.state.value}:{h.get('asking', '0')}"
                             for run, h in zip(open_runs, hashes))
             reply = await self._script(
                 "insert_threaded", self._now_arg(params.now), seen, plan.mode,
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),
+                None if plan.turn is None else repr(plan.turn),
                 len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
                 *_insert_fields(params))
             if reply[0] == "deleted":
@@ -653,9 +659,13 @@ class RedisStore:
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         pairs = [value for kind, data in params.events for value in (kind, data)]
         seqs = await self._script("event_append", self._now_arg(params.now), params.run_id,
-                                  params.fence, *pairs)
+                                  params.fence, params.mark, "1" if params.replayed else "0", *pairs)
+        if not seqs:
+            return None
+        if seqs == ["none"]:  # a replayed emit whose mark is unknown: nothing appended
+            return []
         self.hub.fire(events_topic(params.run_id))
-        return [int(s) for s in seqs] or None
+        return [int(s) for s in seqs]
 
     # -- the journal and the log --------------------------------------------------------
 
@@ -1040,13 +1050,11 @@ class RedisStore:
         number = await self._thread_number(params.thread, params.tenant, params.incarnation, True)
         if number is None:
             return []
-        entries = await self._call(self.redis.hgetall, self.key(f"tmsg:{number}"))
-        out = []
-        for field in sorted(entries):
-            run_id, idx = int(field[:20]), int(field[20:])
-            if params.before_run is None or run_id < params.before_run:
-                out.append((run_id, idx, entries[field]))
-        return out
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.key(f"tmsg:{number}"))
+        pipe.hgetall(self.key(f"tturn:{number}"))
+        entries, turn_of = await self._call(pipe.execute)
+        return _in_thread_order(entries, turn_of, params.before_run)
 
     async def thread_list(self, params: ThreadListParams) -> list[ThreadInfo]:
         # A range of tlist (or the tenant's) by created_at, newest first: members of one
@@ -1313,3 +1321,21 @@ def _thread_of(ident: str) -> tuple[str | None, str]:
     """(tenant or None, name) of a thread identity (codec.identity)."""
     tenant, name = json.loads(ident)
     return tenant or None, name
+
+
+def _in_thread_order(entries: dict[str, str], turn_of: dict[str, str],
+                     before_run: int | None) -> list[tuple[int, int, str]]:
+    """A thread's messages (tmsg:<n>: "<run id, 20 digits><index, 10 digits>" -> message)
+    in the thread's order, (turn, run, index), those before run `before_run` if given: a
+    run's turn is its id but for one that went ahead of waiting runs (tturn:<n>, see
+    rules.thread_turn)."""
+    def place(run_id: int) -> tuple[float, int]:
+        return float(turn_of.get(str(run_id), run_id)), run_id
+
+    bound = None if before_run is None else place(before_run)
+    out = []
+    for field, message in entries.items():
+        run_id, idx = int(field[:20]), int(field[20:])
+        if bound is None or place(run_id) < bound:
+            out.append((place(run_id), idx, message))
+    return [(run_id, idx, message) for (_, run_id), idx, message in sorted(out)]

@@ -457,18 +457,23 @@ class SqlStore(ABC):
                 run = run_from_row(existing)
                 run.existed = True
                 return run
-            open_runs = [run_from_row(r) for r in await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)]
+            rows = await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)
+            open_runs = [run_from_row(r) for r in rows]
+            turns = {int(row[0]): float(row[30]) for row in rows if row[30] is not None}
             asking = {row[0] for row in await conn.fetch(
                 q.QUESTIONS_ASKING, self.dialect.array([r.id for r in open_runs]))} if open_runs else set()
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking)
+            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking, turns)
             await self._stop_for_thread(conn, plan, now)
             (run,) = await self._insert_runs(conn, [params], now)
+            if plan.turn is not None:  # ahead of the runs waiting on the thread
+                await conn.execute(q.RUN_SET_TURN, run.id, plan.turn)
             await conn.execute(q.THREAD_BEGIN, tenant, params.thread, run.id)
         self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
         return run
 
     async def _stop_for_thread(self, conn: SqlConnection, plan: rules.BusyPlan, now: float) -> None:
-        """Running runs stop at their next step boundary; queued ones end now."""
+        """Running runs stop at their next step boundary; begun ones between attempts end
+        now (the runs waiting their turn are not in the plan: they stay, in order)."""
         for run_id in plan.ask_to_stop:
             await conn.execute(q.REQUEST_INTERRUPT, run_id, plan.mode)
             await self._log(conn, run_id, "interrupt_requested", {"mode": plan.mode}, now)

@@ -60,6 +60,7 @@ __all__ = [
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
     "RETRY_RESET",
+    "RUN_SET_TURN",
     "SCHEDULE_ADVANCE",
     "SCHEDULE_DELETE",
     "SCHEDULE_DUE",
@@ -305,20 +306,29 @@ THREAD_RUNS_FROM = """
 id >= coalesce(CAST(${held} AS bigint),
                (SELECT incarnation FROM threads t WHERE t.tenant = ${tenant} AND t.id = ${thread}), 0)
 """
+# With each run's place in the thread's order (rules.thread_turn; NULL: its id).
 THREAD_OPEN_RUNS = f"""
-SELECT {RUN_COLUMNS} FROM runs
+SELECT {RUN_COLUMNS}, turn FROM runs
 WHERE thread = $2 AND coalesce(tenant, '') = $1 AND state IN ('queued', 'running')
 ORDER BY id FOR_UPDATE
 """
+# A run that goes ahead of the runs waiting on its thread takes its place ($2).
+RUN_SET_TURN = "UPDATE runs SET turn = $2 WHERE id = $1"
+# The history before run $3 (NO_RUN_BEFORE: all of it), in the thread's order: (turn, run,
+# index), a run's turn being its id unless it went ahead of waiting runs. The bound is
+# run $3's own place, read here (its id when there is no such run).
 THREAD_MESSAGES = """
-SELECT run_id, idx, message FROM thread_messages
-WHERE tenant = $1 AND thread_id = $2 AND run_id < $3 ORDER BY run_id, idx
+SELECT m.run_id, m.idx, m.message FROM thread_messages m, (SELECT coalesce(
+    (SELECT coalesce(turn, id) FROM runs WHERE id = $3), CAST($3 AS double precision)) AS turn) b
+WHERE m.tenant = $1 AND m.thread_id = $2
+  AND (coalesce(m.turn, m.run_id) < b.turn OR (coalesce(m.turn, m.run_id) = b.turn AND m.run_id < $3))
+ORDER BY coalesce(m.turn, m.run_id), m.run_id, m.idx
 """
 OWNS_RUN = "SELECT 1 FROM runs WHERE id = $1 AND fence = $2 AND state = 'running' FOR_UPDATE"
 # The thread and tenant are the run's own: a run writes only to its own thread.
 THREAD_APPEND = """
-INSERT INTO thread_messages (tenant, thread_id, run_id, idx, message, created_at)
-SELECT coalesce(tenant, ''), thread, id, CAST($2 AS integer), $3, CAST($4 AS double precision)
+INSERT INTO thread_messages (tenant, thread_id, run_id, idx, message, created_at, turn)
+SELECT coalesce(tenant, ''), thread, id, CAST($2 AS integer), $3, CAST($4 AS double precision), turn
 FROM runs WHERE id = $1 AND thread IS NOT NULL
 ON CONFLICT DO NOTHING
 """
@@ -536,15 +546,16 @@ DELETE FROM threads WHERE tenant = $1 AND id = $2 AND {_TOMBSTONE_OLD.format(now
 """
 TOMBSTONE_MESSAGES_DROP = "DELETE FROM thread_messages WHERE tenant = $1 AND thread_id = $2"
 TOMBSTONE_EVENTS_DROP = "DELETE FROM thread_events WHERE tenant = $1 AND thread_id = $2"
-# Of each thread's history, all but its newest $1 messages, sparing those of runs still
-# open (a resume reads them). A window over the primary key's order; PostgreSQL locks no
-# rows under a window, so the rows it names are locked apart as they are taken, skipping
+# Of each thread's history, all but its newest $1 messages (in the history's order, see
+# THREAD_MESSAGES), sparing those of runs still open (a resume reads them). A window;
+# PostgreSQL locks no rows under a window, so the rows it names are locked apart as they are taken, skipping
 # those another trim holds: two trims at once take disjoint messages.
 MESSAGES_BEYOND = """
 SELECT tenant, thread_id, run_id, idx FROM thread_messages WHERE (tenant, thread_id, run_id, idx) IN (
     SELECT tenant, thread_id, run_id, idx FROM (
         SELECT tenant, thread_id, run_id, idx,
-               row_number() OVER (PARTITION BY tenant, thread_id ORDER BY run_id DESC, idx DESC) AS newer
+               row_number() OVER (PARTITION BY tenant, thread_id
+                                  ORDER BY coalesce(turn, run_id) DESC, run_id DESC, idx DESC) AS newer
         FROM thread_messages) AS ranked
     WHERE newer > $1 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = ranked.run_id
                                      AND runs.state IN ('queued', 'running')))

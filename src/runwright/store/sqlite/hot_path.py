@@ -23,6 +23,11 @@ __all__ = ["append_fenced", "claim_ids", "finish_runs", "insert_runs", "record_s
 
 EventRow = tuple[int, int, str, str, float]
 _INSERT_EVENTS = "INSERT INTO events (run_id, seq, kind, data, at) VALUES (?, ?, ?, ?, ?)"
+_INSERT_MARKED = "INSERT INTO events (run_id, seq, kind, data, at, mark) VALUES (?, ?, ?, ?, ?, ?)"
+_OURS = "SELECT 1 FROM runs WHERE id = ? AND fence = ? AND state = 'running'"
+# The first event of the run at that place (events_mark); of another kind, it is not this
+# emit (the code changed between attempts), which is then appended.
+_MARKED = "SELECT seq FROM events WHERE run_id = ? AND mark = ? AND kind = ? ORDER BY seq LIMIT 1"
 _WAKE_PARENTS = SQLITE.prepare(q.WAKE_PARENTS)
 _GET_BY_KEY = SQLITE.prepare(q.GET_BY_KEY)
 
@@ -193,7 +198,24 @@ def _owns(conn: sqlite3.Connection, run_id: int, fence: int) -> bool:
 
 
 def append_fenced(conn: sqlite3.Connection, p: EventAppendParams, now: float) -> list[int] | None:
-    return _append(conn, p.run_id, p.events, now, p.fence)
+    if p.mark is None:
+        return _append(conn, p.run_id, p.events, now, p.fence)
+    return _append_marked(conn, p, now)
+
+
+def _append_marked(conn: sqlite3.Connection, p: EventAppendParams, now: float) -> list[int] | None:
+    """An emit, appended once (see EventAppendParams.mark), only while the caller's claim
+    is current (None when refused)."""
+    ((kind, data),) = p.events
+    if conn.execute(_OURS, (p.run_id, p.fence)).fetchone() is None:
+        return None
+    found = conn.execute(_MARKED, (p.run_id, p.mark, kind)).fetchone()
+    if found is not None or p.replayed:
+        return [] if found is None else [found[0]]
+    (seq,) = conn.execute("UPDATE runs SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq",
+                          (p.run_id,)).fetchone()
+    conn.execute(_INSERT_MARKED, (p.run_id, seq, kind, data, now, p.mark))
+    return [seq]
 
 
 def _append(conn: sqlite3.Connection, run_id: int, events: Sequence[tuple[str, str]], now: float,

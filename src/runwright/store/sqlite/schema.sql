@@ -40,7 +40,10 @@ CREATE TABLE runs (
     version          TEXT,
     major            INTEGER,
     -- the seq of the log's `trimmed` marker (0: never trimmed; migration 14)
-    trimmed_seq      INTEGER NOT NULL DEFAULT 0
+    trimmed_seq      INTEGER NOT NULL DEFAULT 0,
+    -- its place in its thread's order when it went ahead of waiting runs (NULL: its id;
+    -- migration 16)
+    turn             REAL
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -75,8 +78,12 @@ CREATE TABLE events (
     kind   TEXT    NOT NULL,
     data   TEXT    NOT NULL,
     at     REAL    NOT NULL,
+    -- an emit's place in its run's code, "<position>.<n>" (NULL: not an emit; migration 17)
+    mark   TEXT,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+-- The emits of a run by place: a replayed emit is found, not appended again.
+CREATE INDEX events_mark ON events (run_id, mark) WHERE mark IS NOT NULL;
 
 CREATE INDEX runs_thread ON runs (thread, id) WHERE thread IS NOT NULL;
 CREATE INDEX runs_tenant ON runs (tenant, id) WHERE tenant IS NOT NULL;
@@ -95,8 +102,9 @@ CREATE TABLE threads (
 -- The tombstones a sweep looks for, oldest first (migration 15).
 CREATE INDEX threads_deleted ON threads (deleted_at) WHERE deleted_at IS NOT NULL;
 
--- A thread's history, in (run, index) order: runs of a thread never overlap, and run
--- ids grow in submission order. Keyed so that a replayed append is a no-op.
+-- A thread's history, in (turn, run, index) order: runs of a thread never overlap, and
+-- run ids grow in submission order, but for a run that went ahead of waiting ones (its
+-- turn, see runs.turn; NULL: its run id). Keyed so that a replayed append is a no-op.
 CREATE TABLE thread_messages (
     thread_id  TEXT    NOT NULL,
     run_id     INTEGER NOT NULL,
@@ -104,6 +112,7 @@ CREATE TABLE thread_messages (
     message    TEXT    NOT NULL,
     created_at REAL    NOT NULL,
     tenant     TEXT    NOT NULL DEFAULT '',
+    turn       REAL,
     PRIMARY KEY (tenant, thread_id, run_id, idx)
 ) WITHOUT ROWID;
 

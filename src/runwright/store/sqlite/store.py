@@ -391,8 +391,9 @@ class _Due:
 
     # One probe per queue: `queue = ?` lets SQLite walk runs_due in claim order and stop
     # after `limit` rows; `queue IN (...)` would make it sort every queued run.
-    # A thread's run waits while an earlier run of its thread (same tenant) is open:
-    # runs of one thread never overlap.
+    # A thread's run waits while another run of its thread (same tenant) is running, or
+    # queued ahead of it in the thread's order, (turn, id) (rules.thread_turn; a NULL turn
+    # is the id): runs of one thread never overlap, and take their turns in order.
     # Past its deadline, a run is the rescuer's to end, not a worker's to start.
     # A queue the claim's fleet (?6, its root; NULL: none) paused yields nothing, for a
     # worker that has not heard of the pause too (a constant subquery: once per probe).
@@ -404,7 +405,9 @@ class _Due:
              "  OR major || ':' || task IN (SELECT value FROM json_each(?5)))"
              " AND (deadline_at IS NULL OR deadline_at >= ?2)"
              " AND (thread IS NULL OR NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread = r.thread"
-             "  AND o.tenant IS r.tenant AND o.id < r.id AND o.state IN ('queued', 'running')))"
+             "  AND o.tenant IS r.tenant AND o.id <> r.id AND o.state IN ('queued', 'running')"
+             "  AND (o.state = 'running' OR coalesce(o.turn, o.id) < coalesce(r.turn, r.id)"
+             "   OR (coalesce(o.turn, o.id) = coalesce(r.turn, r.id) AND o.id < r.id))))"
              " ORDER BY priority, run_at, id LIMIT ?4")
 
     def __init__(self, params: RunClaimParams, now: float) -> None:

@@ -52,8 +52,11 @@ local AT = {}
 for i, name in ipairs(CLAIM_READS) do AT[name] = i end
 
 -- Due now and ours to start: a task this worker has, not past its deadline (then it is
--- the deadline expiry's to end), and not waiting behind an earlier open run of its
--- thread. What was read of an eligible run is kept for its claim.
+-- the deadline expiry's to end), and not waiting on its thread: topen:<n> orders the
+-- thread's open runs by turn (the id, but for a run that went ahead of waiting ones), so
+-- the run must be the first there, and none of its thread may be running (runs of a
+-- thread never overlap, even when a retried one comes first). What was read of an
+-- eligible run is kept for its claim.
 local read, thread_of = {}, {}  -- thread_of: a threaded run's thread number
 local function eligible(id)  -- id: its text (ids stay text, see int() in lib.lua)
   local v = redis.call('HMGET', run_key(id), unpack(CLAIM_READS))
@@ -61,8 +64,11 @@ local function eligible(id)  -- id: its text (ids stay text, see int() in lib.lu
   if v[AT.deadline_at] and tonumber(v[AT.deadline_at]) < now then return false end
   if v[AT.thread] then
     local thread_no = redis.call('HGET', run_key(id), 'thread_no')
-    local first = redis.call('ZRANGE', P .. 'topen:' .. thread_no, 0, 0)[1]
-    if first and tonumber(first) < tonumber(id) then return false end
+    local open = redis.call('ZRANGE', P .. 'topen:' .. thread_no, 0, -1)
+    if open[1] and tonumber(open[1]) ~= tonumber(id) then return false end
+    for i = 2, #open do
+      if redis.call('HGET', run_key(open[i]), 'state') == 'running' then return false end
+    end
     thread_of[id] = thread_no
   end
   read[id] = v

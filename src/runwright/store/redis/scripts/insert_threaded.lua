@@ -7,8 +7,10 @@
 --          questions nobody answered yet), comma-separated
 -- ARGV[3]  the plan's mode ("interrupt", "rollback", or NIL)
 -- ARGV[4]  the data of the interrupt events    ARGV[5] the error an interrupted run ends with
--- ARGV[6]  a, the number of running runs to ask to stop; then their ids; then e, the
---          number of queued runs to end now; then their ids
+-- ARGV[6]  the new run's place in its thread's order when it goes ahead of the runs
+--          waiting there (rules.plan_busy; NIL = its id, after them)
+-- ARGV[7]  a, the number of running runs to ask to stop; then their ids; then e, the
+--          number of begun runs to end now; then their ids
 -- then     the run's INSERT_FIELDS values, as in insert.lua
 -- Returns  {'deleted'}, {'stale'} (the thread's open runs changed since the plan: read
 --          and plan again), or {existed (0/1), the run's hash}
@@ -16,8 +18,9 @@
 -- Submissions to one thread take turns (a script runs alone), so two can never both
 -- see the thread idle.
 local now = now_of(ARGV[1])
-local asks = tonumber(ARGV[6])
-local ends_at = 7 + asks
+local turn = opt(ARGV[6])
+local asks = tonumber(ARGV[7])
+local ends_at = 8 + asks
 local ends = tonumber(ARGV[ends_at])
 local fields_at = ends_at + 1 + ends
 local thread_ident = ARGV[fields_at + 15]
@@ -33,7 +36,7 @@ end
 if table.concat(seen, ',') ~= ARGV[2] then return {'stale'} end
 
 local mode = opt(ARGV[3])
-for i = 7, 6 + asks do
+for i = 8, 7 + asks do
   local id = ARGV[i]
   redis.call('HSET', run_key(id), 'interrupt', mode)
   log(id, 'interrupt_requested', ARGV[4], now)
@@ -45,5 +48,12 @@ for i = ends_at + 1, ends_at + ends do
   end_queued(id, 'interrupted', now, 'interrupted', ARGV[4], nil, mode)
 end
 local id = insert_one(fields_at, now)
+if turn then
+  -- Ahead of the runs waiting on the thread: its place orders topen (the claim takes
+  -- the first) and, through tturn:<n> (run id -> turn; absent: the id), the history.
+  redis.call('HSET', run_key(id), 'turn', turn)
+  redis.call('ZADD', P .. 'topen:' .. no, turn, id)
+  redis.call('HSET', P .. 'tturn:' .. no, id, turn)
+end
 publish()
 return {0, redis.call('HGETALL', run_key(id))}

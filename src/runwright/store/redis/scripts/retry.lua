@@ -52,7 +52,7 @@ if last >= 0 then archive_before(id, last) end
 run.run_at = num(now)
 enqueue(id, run)
 -- Open again: it holds its thread and its deadline counts again.
-if run.thread_no then redis.call('ZADD', P .. 'topen:' .. run.thread_no, id, id) end
+if run.thread_no then redis.call('ZADD', P .. 'topen:' .. run.thread_no, run.turn or id, id) end
 if run.deadline_at then redis.call('ZADD', P .. 'deadlines', run.deadline_at, id) end
 log(id, 'retried', ARGV[4], now)
 publish()

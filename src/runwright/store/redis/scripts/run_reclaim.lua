@@ -54,7 +54,7 @@ local function remove(id, run, ident)
     redis.call('ZREM', P .. 'qpending', id .. ':' .. position)
   end
   redis.call('DEL', run_key(id), P .. 'ev:' .. id, P .. 'steps:' .. id, P .. 'steps_old:' .. id,
-             P .. 'children:' .. id, P .. 'qs:' .. id)
+             P .. 'children:' .. id, P .. 'qs:' .. id, P .. 'emarks:' .. id)
 end
 
 -- rules.merge_ranges, here where the ranges are read and written in one step: the

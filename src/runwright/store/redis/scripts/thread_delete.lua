@@ -7,5 +7,5 @@
 local no = thread_no_of(ARGV[1], 0, false)
 if not no then return 0 end
 redis.call('HSETNX', P .. 'thread:' .. no, 'deleted_at', ARGV[2])
-if ARGV[3] == '1' then redis.call('DEL', P .. 'tmsg:' .. no, P .. 'tev:' .. no) end
+if ARGV[3] == '1' then redis.call('DEL', P .. 'tmsg:' .. no, P .. 'tev:' .. no, P .. 'tturn:' .. no) end
 return 1

@@ -22,7 +22,7 @@ for i = 3, #ARGV, 2 do
     redis.call('ZREM', P .. 'tlist', ident)  -- listed no more (see thread_list)
     redis.call('ZREM', P .. 'tlist:' .. cjson.decode(ident)[1], ident)
     redis.call('DEL', P .. 'thread:' .. no, P .. 'topen:' .. no, P .. 'tmsg:' .. no, P .. 'tev:' .. no,
-               P .. 'truns:' .. no)
+               P .. 'truns:' .. no, P .. 'tturn:' .. no)
     out[#out + 1] = ident
   end
 end
