@@ -6,8 +6,9 @@ Decided once for every transport:
   is reported as such at once: it is not handling ops, so waiting for it proves nothing;
 - a reply counts only from the life it was sent to: a reply from another generation
   of the slot (a superseded life, or a newer one started since) is discarded;
-- `departed`: the expected life ended before it answered (its slot absent, or a newer
-  generation holds it), found by re-reading the census once per heartbeat;
+- `departed`: the expected life ended before it answered (its slot absent, a newer
+  generation holds it, or its process is gone: see `presence.departed`), found by
+  re-reading the census once per heartbeat, not at the end of the window;
 - at the end of the window: acknowledged but unfinished reads `timed_out`, silent reads
   `missing`. A failed propagation is never reported as success.
 """
