@@ -670,13 +670,20 @@ class PostgresStore(SqlStore):
         watch.py), or when a missing mark's grace ends, else after `timeout_s`."""
         watch = self._watches.get(params.worker_id)
         if watch is None:
+            await self._drop_watches()
             watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT)
-            watch.start(params.worker_id)
+        watch.start(params.worker_id)
         grace_left_s = self._unmarked.next_look_in(self.clock.now())
         if grace_left_s is not None and grace_left_s < params.timeout_s:
             await watch.wait(grace_left_s)
             return True
         return await watch.wait(params.timeout_s)
+
+    async def _drop_watches(self) -> None:
+        """Close the watches of workers whose mark this process holds no more (declared
+        dead, a worker registered again under a new id): one session each, kept for nothing."""
+        for worker_id in [wid for wid in self._watches if not self._marks.holds(wid)]:
+            await self._watches.pop(worker_id).close()
 
     async def worker_deregister(self, worker_id: int) -> None:
         try:

@@ -60,8 +60,13 @@ class Watch:
     def start(self, watcher: int) -> None:
         """Watch, from now on, the next live worker after `watcher` (the worker whose
         rescuer waits here)."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(watcher), name="mark-watch")
+        if self._task is not None and not self._task.done():
+            return
+        if self._task is not None and not self._task.cancelled() and self._task.exception():
+            # Not the database (that is waited out inside): said loudly, then watched again.
+            log.error("mark watch of worker %s failed; watching again", watcher,
+                      exc_info=self._task.exception())
+        self._task = asyncio.get_running_loop().create_task(self._run(watcher), name="mark-watch")
 
     async def wait(self, timeout_s: float) -> bool:
         """Until a watched mark is released (True) or `timeout_s` passes (False)."""
