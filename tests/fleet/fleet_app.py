@@ -4,13 +4,16 @@ FLEET_TEST_VERSION sets its declared version (its major names the fleet);
 FLEET_TEST_RESYNC_S holds its boot resync that long, and a file `hold-resync` in the ledger
 holds any resync while it exists; the `hold` op writes a marker
 (`held-<pid>` in RUNWRIGHT_TEST_LEDGER) and then holds for `payload["s"]` seconds; the
-`work` task leaves one ledger line per execution (`work run_id fence pid`).
+`block` op writes the same marker and then blocks its process (a sync handler, its event
+loop held) until a file `release` is in the ledger; the `work` task leaves one ledger line
+per execution (`work run_id fence pid`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,14 @@ async def slow_resync() -> None:
 async def hold(payload: dict[str, Any]) -> dict[str, Any]:
     (_ledger() / f"held-{os.getpid()}").touch()
     await asyncio.sleep(float(payload.get("s", 0)))
+    return {"pid": os.getpid()}
+
+
+@app.on_fleet("block")
+def block(payload: dict[str, Any]) -> dict[str, Any]:
+    (_ledger() / f"held-{os.getpid()}").touch()
+    while not (_ledger() / "release").exists():
+        time.sleep(0.05)
     return {"pid": os.getpid()}
 
 

@@ -48,8 +48,38 @@ async def test_a_slow_handler_reads_timed_out_and_a_sigkill_mid_broadcast_depart
     assert (row.name, row.outcome) == (name_of(rows, victim.pid), Outcome.DEPARTED)
     # Reported when the census showed its life gone, not at the window's end.
     assert time.monotonic() - began < window_s
-    after = await client.fleet.broadcast("ping", timeout_s=10)
-    assert [(r.name, r.outcome) for r in after] == [(name_of(rows, survivor.pid), Outcome.APPLIED)]
+    # Its row may outlive it (its TTL): a later broadcast reads that life as departed.
+    after = {r.name: r.outcome for r in await client.fleet.broadcast("ping", timeout_s=10)}
+    assert after.pop(name_of(rows, victim.pid), Outcome.DEPARTED) is Outcome.DEPARTED
+    assert after == {name_of(rows, survivor.pid): Outcome.APPLIED}
+
+
+async def test_a_process_sigkilled_mid_apply_reads_departed_at_the_next_look_not_at_the_deadline(
+        client, processes: Processes):
+    """Its handler blocks the process (a sync handler holding its loop) when it is
+    SIGKILLed: its row is still within its TTL (long here), yet its life has ended, and
+    the census read once per heartbeat says so."""
+    survivor = processes.start()
+    victim = processes.start(env={"RUNWRIGHT_FLEET_TTL_S": "300"})
+    rows = await ready_rows(client, 2)
+    victim_name = name_of(rows, victim.pid)
+    window_s = 60.0
+    sending = asyncio.create_task(client.fleet.broadcast(
+        "block", timeout_s=window_s, targets=[victim_name]))
+    await wait_until(lambda: (processes.ledger / f"held-{victim.pid}").exists(), "its handler began")
+    victim.kill()
+    victim.wait()  # reaped, as any supervisor does
+    killed = time.monotonic()
+    [row] = await sending
+    assert (row.name, row.outcome) == (victim_name, Outcome.DEPARTED)
+    # Ended on the departure: a window's end, or the row's TTL, is far later.
+    assert time.monotonic() - killed < window_s / 2
+    # Its row outlives it (its TTL): a later broadcast reads that life as departed at
+    # once, whether or not its row is past the freshness gate, and never waits for it.
+    began = time.monotonic()
+    after = {r.name: r.outcome for r in await client.fleet.broadcast("ping", timeout_s=window_s)}
+    assert time.monotonic() - began < window_s / 2
+    assert after == {name_of(rows, survivor.pid): Outcome.APPLIED, victim_name: Outcome.DEPARTED}
 
 
 async def test_a_stopped_process_reads_missing_then_stale_and_keeps_its_life(client, processes):

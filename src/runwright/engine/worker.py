@@ -37,6 +37,7 @@ from ..store.params import (
     RunRescueParams,
     WorkerHeartbeatParams,
     WorkerRegisterParams,
+    WorkerWatchParams,
 )
 from ..waiting import halt, wait_set
 from .completer import Completer
@@ -568,7 +569,8 @@ class Worker:
                           unrunnable_after_s=config.unrunnable_after_s,
                           on_closed=self._instruments.unrunnable_closed)
         while True:
-            await asyncio.sleep(jittered(config.rescue_interval_s))
+            # Woken when a worker's session ends (PostgreSQL), else at the next poll.
+            await self.store.worker_watch(WorkerWatchParams(self.id, jittered(config.rescue_interval_s)))
             await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
 
     async def _scheduler(self) -> None:

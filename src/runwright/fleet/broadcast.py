@@ -4,10 +4,13 @@ Decided once for every transport:
 - who is expected to answer: the live rows of the census taken when the op is sent that
   read `ready` (and are targeted). A row that reads `resyncing`, `recycling` or `stale`
   is reported as such at once: it is not handling ops, so waiting for it proves nothing;
+  a row whose life has already departed (its process gone, its row not yet expired)
+  reads `departed` at once;
 - a reply counts only from the life it was sent to: a reply from another generation
   of the slot (a superseded life, or a newer one started since) is discarded;
-- `departed`: the expected life ended before it answered (its slot absent, or a newer
-  generation holds it), found by re-reading the census once per heartbeat;
+- `departed`: the expected life ended before it answered (its slot absent, a newer
+  generation holds it, or its process is gone: see `presence.departed`), found by
+  re-reading the census once per heartbeat, not at the end of the window;
 - at the end of the window: acknowledged but unfinished reads `timed_out`, silent reads
   `missing`. A failed propagation is never reported as success.
 """
@@ -69,7 +72,9 @@ class Tally:
             if self.targets is not None and row.name not in self.targets:
                 continue
             state = self.census.reads_as(row, self.stale_s)
-            if state == State.READY:
+            if departed(row.life, self.census):  # its process is gone: its row outlives it
+                self._settle(row, Outcome.DEPARTED)
+            elif state == State.READY:
                 self._expected[row.name] = row
             else:
                 self._settle(row, Outcome(state))

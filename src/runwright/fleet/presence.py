@@ -3,15 +3,19 @@
 The rules every transport shares, decided here once: which ordinal a new life takes,
 how a row reads (a row past the freshness gate reads `stale`, whatever it last wrote),
 when a row no longer counts (past its TTL: its life ended and its slot is free), and
-when a life has departed (its slot is absent, or a newer generation holds it).
-Transports only store and return rows, with the store's own clock (`Census.now`).
+when a life has departed (its slot is absent, a newer generation holds it, or its process
+is known gone). Transports only store and return rows, with the store's own clock
+(`Census.now`).
 """
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Iterable
+
+from ..store.liveness import pid_alive
 
 __all__ = ["Census", "Life", "Presence", "State", "choose_ordinal", "departed", "parse_name"]
 
@@ -25,6 +29,7 @@ class State(StrEnum):
 
 
 STALE = "stale"  # how a row past the freshness gate reads; never written
+THIS_HOST = socket.gethostname()  # what a process of this machine writes as its host
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +107,14 @@ def choose_ordinal(census: Census, kind: str, tried: Iterable[int] = ()) -> int:
 
 
 def departed(life: Life, census: Census) -> bool:
-    """True when `life` has ended: its slot is absent, or a newer generation holds it."""
+    """True when `life` has ended: its slot is absent, a newer generation holds it, or
+    its process is gone. A process of this machine that runs no more (SIGKILLed, or it
+    crashed) cannot answer or beat again, so its life ends at the census's next read,
+    not when its TTL lapses; of another machine, only its slot tells (a cut connection
+    and a death look alike from here: the TTL decides)."""
     holder = census.holder(life.kind, life.ordinal)
-    return holder is None or holder.generation > life.generation
+    return holder is None or holder.generation > life.generation or (
+        holder.generation == life.generation and holder.host == THIS_HOST and not pid_alive(holder.pid))
 
 
 def parse_name(name: str) -> tuple[str, int] | None:

@@ -68,6 +68,7 @@ from .params import (
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
+    WorkerWatchParams,
 )
 
 __all__ = [
@@ -324,6 +325,12 @@ class WorkerStore(Protocol):
     async def worker_deregister(self, worker_id: int) -> None: ...
 
     async def worker_list(self) -> list[WorkerInfo]: ...
+
+    async def worker_watch(self, params: WorkerWatchParams) -> bool:
+        """Wait, between a rescuer's looks, until another worker may have died (True:
+        PostgreSQL wakes it the moment a worker's session ends, and again when a missing
+        mark's grace ends) or `timeout_s` passed (False; a store that cannot tell only
+        sleeps). Never raises for the store: the rescuer's look does."""
 
 
 class LimitStore(Protocol):

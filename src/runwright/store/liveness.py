@@ -2,35 +2,71 @@
 mark that lapses (PostgreSQL's session lock, Redis's key with a TTL).
 
 A mark can go missing because the worker died, or because its connection was cut or the
-database was away for a moment while the worker lives on and takes the mark again. A
-rescuer therefore counts a worker dead only once its mark has stayed missing for
-MISSING_GRACE_S by its own looks: a blip costs no takeover (and no recovery counted
-toward max_recoveries), a death costs one more look.
+database was away for a moment while the worker lives on and takes the mark again. What a
+rescuer can know decides how long it waits:
+- a worker of this machine whose process no longer runs cannot come back: it is dead at
+  once, with no grace (its pid, read by `pid_alive`);
+- any other worker (alive here, or of another machine, where a rescuer cannot tell a cut
+  from a death) is dead once its mark has stayed missing for MISSING_GRACE_S: a blip costs
+  no takeover (and no recovery counted toward max_recoveries), a death costs the grace.
+A rescuer that can be woken when a mark drops looks again exactly when the grace ends
+(`Unmarked.next_look_in`), not at its next poll.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import os
+from typing import Collection, Iterable
 
-__all__ = ["MISSING_GRACE_S", "Unmarked"]
+__all__ = ["MISSING_GRACE_S", "Unmarked", "pid_alive"]
 
 # A reconnect on a reachable database takes milliseconds and a liveness refresh runs
-# several times a second; rescuers look every 0.5 s, so in practice a mark must be
+# several times a second; a rescuer that only polls (every 0.5 s) sees in practice a mark
 # missing at two looks in a row.
 MISSING_GRACE_S = 0.3
 
 
 class Unmarked:
     """What one rescuer has seen of missing marks: a worker is dead once its mark has
-    been missing for MISSING_GRACE_S by this process's looks."""
+    been missing for MISSING_GRACE_S by this process's looks, or at once when its process
+    is known gone."""
 
     def __init__(self, grace_s: float = MISSING_GRACE_S) -> None:
         self._grace_s = grace_s
         self._since: dict[int, float] = {}
 
-    def dead(self, missing: Iterable[int], now: float) -> list[int]:
+    def dead(self, missing: Iterable[int], now: float, gone: Collection[int] = ()) -> list[int]:
+        """The dead among the workers whose mark is `missing` at `now` (the store's
+        clock); `gone`: those among them whose process is known to run no more."""
         missing = set(missing)
         self._since = {wid: since for wid, since in self._since.items() if wid in missing}
         for wid in missing:
             self._since.setdefault(wid, now)
-        return sorted(wid for wid, since in self._since.items() if now - since >= self._grace_s)
+        return sorted(wid for wid, since in self._since.items()
+                      if now - since >= self._grace_s or wid in gone)
+
+    def next_look_in(self, now: float) -> float | None:
+        """Seconds from `now` until the first missing mark's grace ends (None: none is
+        missing): a rescuer looks again then, to take over a death without waiting for
+        its next poll."""
+        if not self._since:
+            return None
+        return max(0.0, min(self._since.values()) + self._grace_s - now)
+
+
+def pid_alive(pid: int) -> bool:
+    """Does process `pid` of this machine still run?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A killed child that its parent has not reaped yet is a zombie: it answers signal 0
+    # but will never run again.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # no /proc: trust the signal

@@ -68,6 +68,7 @@ __all__ = [
     "WorkerHeartbeatParams",
     "WorkerInfo",
     "WorkerRegisterParams",
+    "WorkerWatchParams",
 ]
 
 ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
@@ -578,6 +579,14 @@ class WorkerRegisterParams:
 class WorkerHeartbeatParams:
     worker_id: int
     now: float | None = None
+
+
+@dataclass(slots=True)
+class WorkerWatchParams:
+    """What a worker's rescuer waits for between its looks: at most `timeout_s`."""
+
+    worker_id: int
+    timeout_s: float
 
 
 @dataclass(slots=True)

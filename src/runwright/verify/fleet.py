@@ -349,6 +349,7 @@ class FleetInjector:
         self._turns: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._landing: set[asyncio.Task[None]] = set()
         self._waits: set[asyncio.Task[None]] = set()  # replacements still awaited
+        self._replacements: set[int] = set()  # pids counted as a kill's replacement
 
     async def run(self, plan: Sequence[Fault], progress: Progress, bar: Any) -> None:
         for fault in plan:
@@ -409,7 +410,10 @@ class FleetInjector:
 
     async def _replaced(self, member: Member) -> None:
         """A kill counts once a new worker process is ready on its host: the supervisor's
-        restart (a fleet without one loses a worker: `not restarted`)."""
+        restart (a fleet without one loses a worker: `not restarted`). New: not a pid
+        known at the kill (a session renewal records every pid it sees, the restarted one
+        too as soon as it joins, resyncing still), nor another kill's replacement."""
+        known = set(self.roster.pids)
         deadline = time.monotonic() + REPLACE_WAIT_S
         while time.monotonic() < deadline:
             try:
@@ -419,9 +423,10 @@ class FleetInjector:
                 continue
             stale_s = self.app.fleet.settings.stale_s
             for row in census.live():
-                if row.kind == "worker" and row.pid not in self.roster.pids and row.host == member.host \
-                        and census.reads_as(row, stale_s) == State.READY:
+                if row.kind == "worker" and row.pid not in known | self._replacements \
+                        and row.host == member.host and census.reads_as(row, stale_s) == State.READY:
                     self.roster.pids.add(row.pid)
+                    self._replacements.add(row.pid)
                     self.counts["kills"] += 1
                     return
             await asyncio.sleep(POLL_S)

@@ -46,6 +46,10 @@ class Marks:
         self._conns[worker_id] = conn
         conn.add_termination_listener(lambda _c: self._dropped(worker_id, conn))
 
+    def holds(self, worker_id: int) -> bool:
+        """Is the worker's mark this process's (held, or being taken again)?"""
+        return worker_id in self._conns and worker_id not in self._lost
+
     def connection(self, worker_id: int) -> asyncpg.Connection | None:
         conn = self._conns.get(worker_id)
         return None if conn is None or conn.is_closed() else conn

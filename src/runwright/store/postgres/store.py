@@ -20,6 +20,7 @@ import json
 import logging
 import operator
 import os
+import socket
 import time
 import zlib
 from contextlib import asynccontextmanager
@@ -33,7 +34,7 @@ from ...runs import Run
 from ...waiting import halt
 from .. import rules
 from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, Hub, done_topic, events_topic
-from ..liveness import Unmarked
+from ..liveness import Unmarked, pid_alive
 from ..migrations import Migration, load_migrations, load_schema
 from ..params import (
     EventAppendParams,
@@ -46,6 +47,7 @@ from ..params import (
     StepRecordParams,
     WorkerHeartbeatParams,
     WorkerRegisterParams,
+    WorkerWatchParams,
 )
 from ..sql import statements as q
 from ..sql.columns import run_from_row, worker_row
@@ -56,6 +58,7 @@ from .kept import Kept
 from .marks import Marks, close_quietly
 from .pooling import refuse_transaction_pooler, require_same_database
 from .pooling import safe_dsn as _safe
+from .watch import Watch
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
@@ -157,6 +160,8 @@ class PostgresStore(SqlStore):
         self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT,
                             self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
         self._unmarked = Unmarked()
+        self._watches: dict[int, Watch] = {}  # by the id of the worker whose rescuer waits
+        self._host = socket.gethostname()
 
     # -- connections ----------------------------------------------------------------
 
@@ -241,6 +246,9 @@ class PostgresStore(SqlStore):
         if self._listener is not None:
             await halt(self._listener)
             self._listener = None
+        for watch in self._watches.values():
+            await watch.close()
+        self._watches.clear()
         await self._marks.close()
         if self._kept is not None:
             await self._kept.close()
@@ -291,17 +299,19 @@ class PostgresStore(SqlStore):
 
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
         """Live workers are those whose session holds their advisory lock (see marks.py):
-        when a worker's process dies, PostgreSQL drops the lock at once, and a mark still
-        missing MISSING_GRACE_S later is a death, so its runs are taken back within a second
-        instead of after a lease timeout; a worker whose session was only cut takes its
-        mark again meanwhile. The lock key is this schema's namespace in this database
-        (pg_locks spans all)."""
+        when a worker's process dies, PostgreSQL drops the lock at once. A worker of this
+        machine whose process runs no more is dead then; any other (its process alive,
+        or on another machine, where a cut session looks the same as a death) once its
+        mark has stayed missing MISSING_GRACE_S, so a worker whose session was only cut
+        takes its mark again meanwhile (see ..liveness). The lock key is this schema's
+        namespace in this database (pg_locks spans all)."""
         rows = await conn.fetch(
-            "SELECT id FROM workers WHERE id NOT IN (SELECT objid::bigint FROM pg_locks"
+            "SELECT id, host, pid FROM workers WHERE id NOT IN (SELECT objid::bigint FROM pg_locks"
             " WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
             self.lock_namespace)
-        return self._unmarked.dead([row[0] for row in rows], now)
+        gone = [row[0] for row in rows if row[1] == self._host and not pid_alive(row[2])]
+        return self._unmarked.dead([row[0] for row in rows], now, gone)
 
     async def _lock_reclaimed(self, conn: Any) -> None:
         """Under read committed, two passes that both read the ranges would both rewrite
@@ -677,11 +687,34 @@ class PostgresStore(SqlStore):
             raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc  # the mark is re-taken
         return bool(status == "UPDATE 1")
 
+    async def worker_watch(self, params: WorkerWatchParams) -> bool:
+        """Woken the moment the session of the worker this one watches ends (see
+        watch.py), or when a missing mark's grace ends, else after `timeout_s`."""
+        watch = self._watches.get(params.worker_id)
+        if watch is None:
+            await self._drop_watches()
+            watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT)
+        watch.start(params.worker_id)
+        grace_left_s = self._unmarked.next_look_in(self.clock.now())
+        if grace_left_s is not None and grace_left_s < params.timeout_s:
+            await watch.wait(grace_left_s)
+            return True
+        return await watch.wait(params.timeout_s)
+
+    async def _drop_watches(self) -> None:
+        """Close the watches of workers whose mark this process holds no more (declared
+        dead, a worker registered again under a new id): one session each, kept for nothing."""
+        for worker_id in [wid for wid in self._watches if not self._marks.holds(wid)]:
+            await self._watches.pop(worker_id).close()
+
     async def worker_deregister(self, worker_id: int) -> None:
         try:
             await super().worker_deregister(worker_id)
         finally:
             await self._marks.release(worker_id)
+            watch = self._watches.pop(worker_id, None)
+            if watch is not None:
+                await watch.close()
 
 
 # The claim's sessions plan it once. PostgreSQL plans a prepared statement anew for every

@@ -137,6 +137,7 @@ from ..params import (
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
+    WorkerWatchParams,
 )
 from .codec import (
     NIL,
@@ -1234,6 +1235,11 @@ class RedisStore:
     async def worker_deregister(self, worker_id: int) -> None:
         self._alive_ids.discard(worker_id)
         await self._script("worker_deregister", worker_id)
+
+    async def worker_watch(self, params: WorkerWatchParams) -> bool:
+        """A worker's key lapses by its TTL: nothing wakes a rescuer at a death, it sleeps."""
+        await asyncio.sleep(params.timeout_s)
+        return False
 
     async def worker_list(self) -> list[WorkerInfo]:
         pipe = self.redis.pipeline(transaction=False)

@@ -9,6 +9,7 @@ here: it asks `rules` for the decision and applies it in the transaction it read
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
@@ -68,6 +69,7 @@ from ..params import (
     WorkerHeartbeatParams,
     WorkerInfo,
     WorkerRegisterParams,
+    WorkerWatchParams,
 )
 from . import statements as q
 from .columns import RUN_COLUMNS, run_from_row, schedule_from_row, worker_from_row, worker_row
@@ -839,6 +841,11 @@ class SqlStore(ABC):
 
     async def worker_list(self) -> list[WorkerInfo]:
         return [worker_from_row(row) for row in await self._fetch(q.WORKER_LIST)]
+
+    async def worker_watch(self, params: WorkerWatchParams) -> bool:
+        """Nothing wakes a rescuer here (PostgreSQL's store does): it sleeps."""
+        await asyncio.sleep(params.timeout_s)
+        return False
 
 
 def _tenant_only(tenant: str | None) -> list[tuple[str, str, object]]:

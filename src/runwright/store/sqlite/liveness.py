@@ -5,8 +5,9 @@ stop a worker, so that it is not stopped inside a write)?"""
 
 from __future__ import annotations
 
-import os
 import sqlite3
+
+from ..liveness import pid_alive
 
 __all__ = ["pid_alive", "write_lock_free"]
 
@@ -23,20 +24,3 @@ def write_lock_free(path: str, timeout_s: float) -> bool:
         return False
     finally:
         conn.close()
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed child that its parent has not reaped yet is a zombie: it answers signal 0
-    # but will never run again.
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True  # no /proc: trust the signal
