@@ -6,6 +6,7 @@ on every backend: one set is enough)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import shutil
@@ -15,7 +16,7 @@ from typing import AsyncIterator
 
 import httpx
 import pytest
-from playwright.async_api import Page, Request, async_playwright
+from playwright.async_api import Page, Request, Route, async_playwright
 
 import runwright as rw
 from runwright.store.params import (
@@ -431,3 +432,104 @@ async def test_the_dashboard_answers_a_question(server: str, worker_app: rw.App,
     assert result["approved"] is True
     (question,) = await worker_app.questions(handle.id, pending=False)
     assert question.answered_by == "question"
+
+
+# Every fetch the page makes, by path (test instrumentation: the dashboard exposes nothing).
+COUNT_FETCHES = """
+window.fetchedPaths = [];
+const realFetch = window.fetch;
+window.fetch = function (input, init) {
+  window.fetchedPaths.push(new URL(typeof input === "string" ? input : input.url, location.href).pathname);
+  return realFetch.apply(this, arguments);
+};
+"""
+REFRESH_PATHS = {"/runs", "/dead", "/summary", "/threads", "/schedules", "/workers"}  # the pages' refreshes
+
+
+async def _fetched(page: Page, path: str | None = None) -> list[str]:
+    """The paths fetched since the last call (only `path`, if given), and forget them."""
+    paths: list[str] = await page.evaluate("window.fetchedPaths.splice(0)")
+    return [p for p in paths if path is None or p == path]
+
+
+async def test_fast_navigation_leaves_one_refresh_timer_and_no_page_error(
+        server: str, worker_app: rw.App, backend: str) -> None:
+    """A page still loading when the next is shown starts no timer of its own: the runs
+    list is held until the dead letters' page has loaded; then the dead letters' page
+    refreshes once every 3 s (not twice), and a run page (no refresh) fetches no refresh
+    and raises nothing. The page's clock is Playwright's: timers fire when the test says."""
+    held = await worker_app.submit(apps.record, n=1, tenant="nav", queue="nav-nowhere")
+    await dead_letter(worker_app, key="nav-dead", tenant="nav")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(LONG)
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            await page.add_init_script(COUNT_FETCHES)
+            await page.clock.install()
+            await page.goto(server + "/")
+            await page.fill("#token", token("nav"))
+            await page.click("#login button")
+            await page.locator("#view-overview").wait_for()
+            await page.clock.pause_at(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1))
+
+            release, arrived = asyncio.Event(), asyncio.Event()
+
+            async def hold(route: Route) -> None:
+                arrived.set()
+                await release.wait()
+                await route.continue_()
+
+            await page.route(lambda url: httpx.URL(url).path == "/runs", hold)
+            await page.evaluate("location.hash = '#/runs'")
+            await asyncio.wait_for(arrived.wait(), LONG / 1000)
+            await page.evaluate("location.hash = '#/dead'")  # while the runs list is still loading
+            await page.locator("#dead tbody tr").first.wait_for()  # shown: its timer is set
+            release.set()
+            await page.wait_for_function("document.getElementById('runs-count').textContent !== ''")
+            await page.unroute_all()
+
+            await _fetched(page)
+            await page.clock.run_for(3000)
+            assert await _fetched(page, "/dead") == ["/dead"], "one refresh timer, not one per page loaded"
+            await page.clock.run_for(3000)
+            assert await _fetched(page, "/dead") == ["/dead"]
+
+            await page.evaluate(f"location.hash = '#/runs/{held.id}'")
+            await page.locator("#run-state .state-queued").wait_for()
+            await _fetched(page)
+            await page.clock.run_for(7000)
+            assert [p for p in await _fetched(page) if p in REFRESH_PATHS] == [], "no timer outlives its page"
+            await page.evaluate("1")  # a round trip: an error the timers raised has been reported
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_a_run_page_that_finds_no_run_disables_cancel_and_retry(
+        server: str, worker_app: rw.App, backend: str) -> None:
+    queued = await worker_app.submit(apps.record, n=1, tenant="gone", queue="gone-nowhere")
+    missing = 987654321
+    async with signed_in(server, token("gone"), f"#/runs/{missing}") as page:
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+        assert await page.locator("#run-retry").is_disabled()
+        # From a run that can be cancelled to one that is not found: nothing of it stays.
+        await page.evaluate(f"location.hash = '#/runs/{queued.id}'")
+        await page.locator("#run-state .state-queued").wait_for()
+        assert await page.locator("#run-cancel").is_enabled()
+        await page.evaluate(f"location.hash = '#/runs/{missing}'")
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+        assert await page.locator("#run-retry").is_disabled()
+        assert await page.locator("#run-fields dd").count() == 0, "the previous run's fields are gone"
+        # Another tenant's run is not found either: its page offers no action on it.
+        others = await worker_app.submit(apps.record, n=1, tenant="nav", queue="gone-nowhere")
+        await page.evaluate(f"location.hash = '#/runs/{others.id}'")
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+    assert (await queued.refresh()).state is rw.RunState.QUEUED
+    assert (await others.refresh()).state is rw.RunState.QUEUED
+

@@ -67,24 +67,45 @@
   async function showRun(arg) {
     runId = Number(arg);
     document.getElementById("run-id").textContent = runId;
-    document.getElementById("events").replaceChildren();
+    blank();  // nothing of the run shown before stays, should this one not be found
     await load();
     follow(runId);
+  }
+
+  function blank() {
+    actions(null);
+    for (const id of ["events", "run-state", "run-fields", "run-timeline", "run-follow"]) {
+      document.getElementById(id).replaceChildren();
+    }
+    for (const id of ["#run-steps", "#run-children"]) rw.fill(id, []);
+    document.getElementById("run-error").hidden = true;
+  }
+
+  // Cancel and Retry as `run` allows; both disabled while no run is known (not found,
+  // expired, not yet read), so that no click acts on a run the page does not show.
+  function actions(run) {
+    const cancel = document.getElementById("run-cancel"), retry = document.getElementById("run-retry");
+    cancel.disabled = run === null || !["queued", "running"].includes(run.state);
+    retry.disabled = run === null || !["dead", "failed"].includes(run.state);
+    cancel.onclick = run === null ? null : () => act(`/runs/${run.id}/cancel`);
+    retry.onclick = run === null ? null : () => act(`/runs/${run.id}/retry`);
   }
 
   async function load() {
     const id = runId;
     if (id === null) return;
-    const [run, attempts, steps, children] = await Promise.all([
-      rw.api(`/runs/${id}`), rw.api(`/runs/${id}/attempts`), rw.api(`/runs/${id}/steps`),
-      rw.api(`/runs/${id}/children`)]);
+    let found;
+    try {
+      found = await Promise.all([rw.api(`/runs/${id}`), rw.api(`/runs/${id}/attempts`),
+                                 rw.api(`/runs/${id}/steps`), rw.api(`/runs/${id}/children`)]);
+    } catch (error) {
+      if (id === runId) actions(null);
+      throw error;
+    }
+    const [run, attempts, steps, children] = found;
     if (id !== runId) return;
     document.getElementById("run-state").replaceChildren(rw.state(run.state));
-    const cancel = document.getElementById("run-cancel"), retry = document.getElementById("run-retry");
-    cancel.disabled = !["queued", "running"].includes(run.state);
-    retry.disabled = !["dead", "failed"].includes(run.state);
-    cancel.onclick = () => act(`/runs/${id}/cancel`);
-    retry.onclick = () => act(`/runs/${id}/retry`);
+    actions(run);
     fields(run);
     const error = document.getElementById("run-error");
     error.hidden = !run.error;
