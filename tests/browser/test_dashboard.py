@@ -10,6 +10,8 @@ import asyncio
 import datetime as dt
 import json
 import shutil
+import subprocess
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
@@ -22,6 +24,7 @@ import runwright as rw
 from runwright.store.params import (
     RunClaimParams,
     RunFinishParams,
+    RunRescueParams,
     ThreadAppendParams,
     WorkerRegisterParams,
 )
@@ -29,7 +32,7 @@ from runwright.store.params import (
 from ..api.test_api import OPERATOR_TOKEN, as_
 from ..integration.conftest import running_worker
 from ..process import apps
-from ..process.harness import wait_until
+from ..process.harness import ROOT, wait_until
 from .conftest import token
 
 pytestmark = pytest.mark.process
@@ -533,3 +536,58 @@ async def test_a_run_page_that_finds_no_run_disables_cancel_and_retry(
     assert (await queued.refresh()).state is rw.RunState.QUEUED
     assert (await others.refresh()).state is rw.RunState.QUEUED
 
+
+async def test_the_run_page_numbers_attempts_as_the_api_and_the_cli_do(
+        server: str, worker_app: rw.App, store_url: str, backend: str) -> None:
+    """A run whose attempt 1 failed and was retried, whose attempt 2 was taken over (its
+    worker deregistered: gone), and which waits to go on with attempt 2: the run page, the
+    API and `runwright show` all say attempt 2, and list its claims as attempt 1 (fence 1)
+    and attempt 2 (fence 2); once a third claim ends it, attempt 2 (fence 3) too."""
+    queue = "attempts-nowhere"
+    handle = await worker_app.submit(apps.doomed, tenant="attempts", queue=queue)
+    store = worker_app.store
+    wid = await store.worker_register(WorkerRegisterParams("h", 1, [queue], ["doomed"]))
+    (first,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    await store.run_finish_many([RunFinishParams(first.id, first.fence, rw.RunState.QUEUED,
+                                                 error=json.dumps({"type": "Boom", "message": "x"}))])
+    (second,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    await store.worker_deregister(wid)
+    assert handle.id in [r.id for r in await store.run_rescue_many(RunRescueParams())]
+    claims = [(1, 1, "retrying"), (2, 2, "taken over")]
+    await _agree(server, store_url, handle.id, 2, claims)
+
+    wid = await store.worker_register(WorkerRegisterParams("h", 1, [queue], ["doomed"]))
+    (third,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    assert (first.attempt, second.attempt, third.attempt) == (1, 2, 2)
+    await store.run_finish_many([RunFinishParams(third.id, third.fence, rw.RunState.SUCCEEDED,
+                                                 result="null")])
+    await store.worker_deregister(wid)
+    await _agree(server, store_url, handle.id, 2, [*claims, (2, 3, "succeeded")])
+
+
+async def _agree(server: str, store_url: str, run_id: int, attempt: int,
+                 claims: list[tuple[int, int, str]]) -> None:
+    """The run page, the API and `runwright show` give the run's `attempt` and its claims
+    as (attempt, fence, outcome)."""
+    async with httpx.AsyncClient(base_url=server, headers=as_(token("attempts"))) as http:
+        run = (await http.get(f"/runs/{run_id}")).json()
+        listed = (await http.get(f"/runs/{run_id}/attempts")).json()
+    assert run["attempt"] == attempt, "the API's run"
+    assert [(a["attempt"], a["fence"], a["outcome"]) for a in listed] == claims, "the API's attempts"
+    shown = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "runwright", "show", str(run_id),
+                                                     "--json", "--url", store_url],
+                                    cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    cli = json.loads(shown.stdout)
+    assert cli["run"]["attempt"] == attempt, "runwright show's run"
+    assert [(a["attempt"], a["fence"], a["outcome"]) for a in cli["attempts"]] == claims, "runwright show"
+    async with signed_in(server, token("attempts"), f"#/runs/{run_id}") as page:
+        await page.locator(f"#run-timeline .attempt[data-fence='{claims[-1][1]}']").wait_for()
+        header = await page.locator("#run-fields dd[data-field=attempt]").inner_text()
+        assert header == f"{attempt} of {run['max_attempts']}", "the run page's header"
+        rows = await page.locator("#run-timeline .attempt").evaluate_all(
+            "e => e.map(x => [Number(x.dataset.attempt), Number(x.dataset.fence), x.dataset.outcome])")
+        assert [tuple(row) for row in rows] == claims, "the run page's attempts"
+        labels = await page.locator("#run-timeline .attempt > span").all_inner_texts()
+        named = [f"attempt {a} (fence {f})" for a, f, _ in claims]
+        assert [label.split(" worker")[0] for label in labels] == named

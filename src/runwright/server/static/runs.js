@@ -119,13 +119,17 @@
       const shown = s.error ? `${s.error.type}: ${s.error.message}` : JSON.stringify(s.result);
       return {props: {dataset: {position: s.position}},
               cells: [s.position, s.name, rw.state(s.status === "done" ? "succeeded" : s.status),
-                      `${attempts.findIndex(a => a.fence === s.fence) + 1 || "?"} (${s.fence})`, rw.time(s.recorded_at),
+                      `${attemptOf(attempts, s.fence)} (${s.fence})`, rw.time(s.recorded_at),
                       rw.duration(Math.max(0, since)),
                       s.child_id ? rw.el("span", {}, "child ", rw.runLink(s.child_id)) : (shown || "").slice(0, 200)]};
     }));
     rw.fill("#run-children", children.items.map(c => ({props: {dataset: {id: c.id}},
       cells: [rw.runLink(c.id), c.task, rw.state(c.state), rw.took(c)]})));
   }
+
+  // The attempt a claim (its fence) served: the run's own numbering, as the API gives it
+  // (a takeover or a park continues an attempt in a new claim), not a claim's rank.
+  const attemptOf = (attempts, fence) => { const a = attempts.find(x => x.fence === fence); return a ? a.attempt : "?"; };
 
   async function act(path) {
     try { await rw.post(path); await load(); } catch (error) { rw.flash(error.message); }
@@ -151,7 +155,7 @@
     const start = run.created_at;
     const end = Math.max(start + 0.001, run.finished_at || now, ...attempts.map(a => a.ended_at || now));
     const at = t => `${(100 * (t - start) / (end - start)).toFixed(2)}%`;
-    const rows = attempts.map((a, i) => {
+    const rows = attempts.map(a => {
       const outcome = a.outcome || "running";
       const bar = rw.el("div", {className: `bar ${outcome}`, title: `${outcome} ${rw.duration((a.ended_at || now) - a.started_at)}`});
       bar.style.left = at(a.started_at);
@@ -161,9 +165,9 @@
         mark.style.left = at(s.recorded_at);
         return mark;
       });
-      const label = `#${i + 1} worker ${a.worker ?? "?"} · ${outcome} · ${rw.duration((a.ended_at || now) - a.started_at)}` +
-                    (a.ended_at ? "" : " so far");
-      return rw.el("div", {className: "attempt", dataset: {attempt: i + 1, outcome}},
+      const label = `attempt ${a.attempt} (fence ${a.fence}) worker ${a.worker ?? "?"} · ${outcome} · ` +
+                    rw.duration((a.ended_at || now) - a.started_at) + (a.ended_at ? "" : " so far");
+      return rw.el("div", {className: "attempt", dataset: {attempt: a.attempt, fence: a.fence, outcome}},
                    rw.el("span", {}, label), rw.el("div", {className: "track"}, bar, ...marks));
     });
     const waited = attempts.length ? `first started ${rw.duration(Math.max(0, attempts[0].started_at - run.created_at))} after its submission` : "not started yet";
