@@ -20,12 +20,14 @@ results, messages or error messages, which may hold a user's data.
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
+from .journal import SNAPSHOT, StepRecord
 from .runs import Run
 from .tracing import RunTrace
 
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 __all__ = ["DERIVED_IDS", "FAILED_OUTCOMES", "active", "annotate", "attempt_lost", "outcome", "run_ended",
-           "span"]
+           "span", "steps_lost"]
 
 TRACER_NAME = "runwright"
 # (trace id, span id) for the span being started: read by otel_setup.DerivedIds.
@@ -166,6 +168,53 @@ def attempt_lost(run: Run, worker_id: int) -> None:
                   start_time_ns=int(run.started_at * 1e9))
     outcome(lost, "worker_lost")
     lost.end(time.time_ns())
+
+
+def steps_lost(run: Run, journal: Sequence[StepRecord], worker_id: int) -> None:
+    """The spans of the steps a lost claim (the `run` just taken over, its fence) had
+    journaled. Its worker ended each span as the step completed, but a SIGKILL takes the
+    exporter's buffer with the process: what the journal holds is all that is durable, so
+    the worker that takes over emits those spans again from it, under the same derived
+    ids. A collector may thus receive such a span twice (the same trace, span id, parent
+    and name), never zero times. The journal keeps when a step was recorded, not when it
+    began: such a span starts where the claim's previous step ended (or the claim began),
+    and says `runwright.span.from_journal`."""
+    tracer = _tracer()
+    if tracer is None or run.started_at is None:
+        return
+    trace = RunTrace.of(run)
+    began_ns = int(run.started_at * 1e9)
+    for record in sorted(journal, key=lambda r: r.position):
+        if record.fence != run.fence or record.status not in ("done", "failed"):
+            continue
+        ended_ns = max(began_ns, int(record.created_at * 1e9))
+        if _spanned(record.name):
+            _step_from_journal(tracer, run, trace, record, began_ns, ended_ns, worker_id)
+        began_ns = ended_ns
+
+
+def _spanned(name: str) -> bool:
+    """Whether a journal entry's operation is a span (`ctx.step`, a tool or model call, a
+    child's submission): a snapshot, a sleep and a question's answer are not."""
+    return name not in (SNAPSHOT, "sleep", "ask") and not name.startswith("approve:")
+
+
+def _step_from_journal(tracer: Tracer, run: Run, trace: RunTrace, record: StepRecord, began_ns: int,
+                       ended_ns: int, worker_id: int) -> None:
+    step = _start(tracer, record.name, trace, trace.step_span_id(record.fence, record.position),
+                  trace.attempt_span_id(record.fence), {
+                      "runwright.run.id": run.id, "runwright.step.name": record.name,
+                      "runwright.step.position": record.position, "runwright.attempt": run.attempt,
+                      "runwright.fence": record.fence, "runwright.span.from_journal": True,
+                      "runwright.rescuer": worker_id}, start_time_ns=began_ns)
+    if record.status == "failed":
+        from opentelemetry import trace as api
+
+        error_type = str(json.loads(record.error or "{}").get("type", "Error"))  # a type name only
+        step.set_attribute("runwright.outcome", "failed")
+        step.set_attribute("error.type", error_type)
+        step.set_status(api.Status(api.StatusCode.ERROR, error_type))
+    step.end(ended_ns)
 
 
 def run_ended(run: Run, result: str, worker_id: int) -> None:

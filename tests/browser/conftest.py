@@ -25,7 +25,7 @@ from ..process.harness import APP_SPEC, ROOT, client
 
 # Every tenant a test signs in as: "<name>-token" is <name>'s token.
 TENANTS = ["alice", "bob", "overview", "runs-a", "runs-b", "run", "threads-a", "threads-b",
-           "schedules", "dead-a", "dead-b", "question", "workers"]
+           "schedules", "dead-a", "dead-b", "question", "workers", "nav", "gone", "attempts"]
 SERVER_START_S = 120.0  # generous: a loaded machine starts Python slowly
 
 

@@ -6,21 +6,25 @@ on every backend: one set is enough)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import shutil
+import subprocess
+import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator
 
 import httpx
 import pytest
-from playwright.async_api import Page, Request, async_playwright
+from playwright.async_api import Page, Request, Route, async_playwright
 
 import runwright as rw
 from runwright.store.params import (
     RunClaimParams,
     RunFinishParams,
+    RunRescueParams,
     ThreadAppendParams,
     WorkerRegisterParams,
 )
@@ -28,7 +32,7 @@ from runwright.store.params import (
 from ..api.test_api import OPERATOR_TOKEN, as_
 from ..integration.conftest import running_worker
 from ..process import apps
-from ..process.harness import wait_until
+from ..process.harness import ROOT, wait_until
 from .conftest import token
 
 pytestmark = pytest.mark.process
@@ -439,3 +443,159 @@ async def test_the_dashboard_answers_a_question(server: str, worker_app: rw.App,
     assert result["approved"] is True
     (question,) = await worker_app.questions(handle.id, pending=False)
     assert question.answered_by == "question"
+
+
+# Every fetch the page makes, by path (test instrumentation: the dashboard exposes nothing).
+COUNT_FETCHES = """
+window.fetchedPaths = [];
+const realFetch = window.fetch;
+window.fetch = function (input, init) {
+  window.fetchedPaths.push(new URL(typeof input === "string" ? input : input.url, location.href).pathname);
+  return realFetch.apply(this, arguments);
+};
+"""
+REFRESH_PATHS = {"/runs", "/dead", "/summary", "/threads", "/schedules", "/workers"}  # the pages' refreshes
+
+
+async def _fetched(page: Page, path: str | None = None) -> list[str]:
+    """The paths fetched since the last call (only `path`, if given), and forget them."""
+    paths: list[str] = await page.evaluate("window.fetchedPaths.splice(0)")
+    return [p for p in paths if path is None or p == path]
+
+
+async def test_fast_navigation_leaves_one_refresh_timer_and_no_page_error(
+        server: str, worker_app: rw.App, backend: str) -> None:
+    """A page still loading when the next is shown starts no timer of its own: the runs
+    list is held until the dead letters' page has loaded; then the dead letters' page
+    refreshes once every 3 s (not twice), and a run page (no refresh) fetches no refresh
+    and raises nothing. The page's clock is Playwright's: timers fire when the test says."""
+    held = await worker_app.submit(apps.record, n=1, tenant="nav", queue="nav-nowhere")
+    await dead_letter(worker_app, key="nav-dead", tenant="nav")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 900})
+            page.set_default_timeout(LONG)
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            await page.add_init_script(COUNT_FETCHES)
+            await page.clock.install()
+            await page.goto(server + "/")
+            await page.fill("#token", token("nav"))
+            await page.click("#login button")
+            await page.locator("#view-overview").wait_for()
+            await page.clock.pause_at(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1))
+
+            release, arrived = asyncio.Event(), asyncio.Event()
+
+            async def hold(route: Route) -> None:
+                arrived.set()
+                await release.wait()
+                await route.continue_()
+
+            await page.route(lambda url: httpx.URL(url).path == "/runs", hold)
+            await page.evaluate("location.hash = '#/runs'")
+            await asyncio.wait_for(arrived.wait(), LONG / 1000)
+            await page.evaluate("location.hash = '#/dead'")  # while the runs list is still loading
+            await page.locator("#dead tbody tr").first.wait_for()  # shown: its timer is set
+            release.set()
+            await page.wait_for_function("document.getElementById('runs-count').textContent !== ''")
+            await page.unroute_all()
+
+            await _fetched(page)
+            await page.clock.run_for(3000)
+            assert await _fetched(page, "/dead") == ["/dead"], "one refresh timer, not one per page loaded"
+            await page.clock.run_for(3000)
+            assert await _fetched(page, "/dead") == ["/dead"]
+
+            await page.evaluate(f"location.hash = '#/runs/{held.id}'")
+            await page.locator("#run-state .state-queued").wait_for()
+            await _fetched(page)
+            await page.clock.run_for(7000)
+            assert [p for p in await _fetched(page) if p in REFRESH_PATHS] == [], "no timer outlives its page"
+            await page.evaluate("1")  # a round trip: an error the timers raised has been reported
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_a_run_page_that_finds_no_run_disables_cancel_and_retry(
+        server: str, worker_app: rw.App, backend: str) -> None:
+    queued = await worker_app.submit(apps.record, n=1, tenant="gone", queue="gone-nowhere")
+    missing = 987654321
+    async with signed_in(server, token("gone"), f"#/runs/{missing}") as page:
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+        assert await page.locator("#run-retry").is_disabled()
+        # From a run that can be cancelled to one that is not found: nothing of it stays.
+        await page.evaluate(f"location.hash = '#/runs/{queued.id}'")
+        await page.locator("#run-state .state-queued").wait_for()
+        assert await page.locator("#run-cancel").is_enabled()
+        await page.evaluate(f"location.hash = '#/runs/{missing}'")
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+        assert await page.locator("#run-retry").is_disabled()
+        assert await page.locator("#run-fields dd").count() == 0, "the previous run's fields are gone"
+        # Another tenant's run is not found either: its page offers no action on it.
+        others = await worker_app.submit(apps.record, n=1, tenant="nav", queue="gone-nowhere")
+        await page.evaluate(f"location.hash = '#/runs/{others.id}'")
+        await page.locator("#flash:has-text('404')").wait_for()
+        assert await page.locator("#run-cancel").is_disabled()
+    assert (await queued.refresh()).state is rw.RunState.QUEUED
+    assert (await others.refresh()).state is rw.RunState.QUEUED
+
+
+async def test_the_run_page_numbers_attempts_as_the_api_and_the_cli_do(
+        server: str, worker_app: rw.App, store_url: str, backend: str) -> None:
+    """A run whose attempt 1 failed and was retried, whose attempt 2 was taken over (its
+    worker deregistered: gone), and which waits to go on with attempt 2: the run page, the
+    API and `runwright show` all say attempt 2, and list its claims as attempt 1 (fence 1)
+    and attempt 2 (fence 2); once a third claim ends it, attempt 2 (fence 3) too."""
+    queue = "attempts-nowhere"
+    handle = await worker_app.submit(apps.doomed, tenant="attempts", queue=queue)
+    store = worker_app.store
+    wid = await store.worker_register(WorkerRegisterParams("h", 1, [queue], ["doomed"]))
+    (first,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    await store.run_finish_many([RunFinishParams(first.id, first.fence, rw.RunState.QUEUED,
+                                                 error=json.dumps({"type": "Boom", "message": "x"}))])
+    (second,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    await store.worker_deregister(wid)
+    assert handle.id in [r.id for r in await store.run_rescue_many(RunRescueParams())]
+    claims = [(1, 1, "retrying"), (2, 2, "taken over")]
+    await _agree(server, store_url, handle.id, 2, claims)
+
+    wid = await store.worker_register(WorkerRegisterParams("h", 1, [queue], ["doomed"]))
+    (third,) = await store.run_claim(RunClaimParams(wid, [queue], ["doomed"], 1, 30))
+    assert (first.attempt, second.attempt, third.attempt) == (1, 2, 2)
+    await store.run_finish_many([RunFinishParams(third.id, third.fence, rw.RunState.SUCCEEDED,
+                                                 result="null")])
+    await store.worker_deregister(wid)
+    await _agree(server, store_url, handle.id, 2, [*claims, (2, 3, "succeeded")])
+
+
+async def _agree(server: str, store_url: str, run_id: int, attempt: int,
+                 claims: list[tuple[int, int, str]]) -> None:
+    """The run page, the API and `runwright show` give the run's `attempt` and its claims
+    as (attempt, fence, outcome)."""
+    async with httpx.AsyncClient(base_url=server, headers=as_(token("attempts"))) as http:
+        run = (await http.get(f"/runs/{run_id}")).json()
+        listed = (await http.get(f"/runs/{run_id}/attempts")).json()
+    assert run["attempt"] == attempt, "the API's run"
+    assert [(a["attempt"], a["fence"], a["outcome"]) for a in listed] == claims, "the API's attempts"
+    shown = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "runwright", "show", str(run_id),
+                                                     "--json", "--url", store_url],
+                                    cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    cli = json.loads(shown.stdout)
+    assert cli["run"]["attempt"] == attempt, "runwright show's run"
+    assert [(a["attempt"], a["fence"], a["outcome"]) for a in cli["attempts"]] == claims, "runwright show"
+    async with signed_in(server, token("attempts"), f"#/runs/{run_id}") as page:
+        await page.locator(f"#run-timeline .attempt[data-fence='{claims[-1][1]}']").wait_for()
+        header = await page.locator("#run-fields dd[data-field=attempt]").inner_text()
+        assert header == f"{attempt} of {run['max_attempts']}", "the run page's header"
+        rows = await page.locator("#run-timeline .attempt").evaluate_all(
+            "e => e.map(x => [Number(x.dataset.attempt), Number(x.dataset.fence), x.dataset.outcome])")
+        assert [tuple(row) for row in rows] == claims, "the run page's attempts"
+        labels = await page.locator("#run-timeline .attempt > span").all_inner_texts()
+        named = [f"attempt {a} (fence {f})" for a, f, _ in claims]
+        assert [label.split(" worker")[0] for label in labels] == named

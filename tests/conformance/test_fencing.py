@@ -159,13 +159,14 @@ async def test_a_finished_run_refuses_a_second_finish(store):
     assert (await store.run_get(run.id)).state is RunState.SUCCEEDED
 
 
-async def test_retry_requeues_at_backoff_keeping_the_attempt(store):
+async def test_retry_requeues_at_backoff_for_the_next_attempt(store):
     wid, run = await _claimed(store)
     error = json.dumps({"type": "Boom", "message": "x"})
     assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED, error=error,
                                                         run_at=T0 + 10, now=T0)]) == []
     stored = await store.run_get(run.id)
-    assert stored.state is RunState.QUEUED and stored.attempt == 1 and stored.run_at == T0 + 10
+    # It waits out its backoff as the attempt it will run next (rules: the attempt a run is on).
+    assert stored.state is RunState.QUEUED and stored.attempt == 2 and stored.run_at == T0 + 10
     assert stored.error_info()["type"] == "Boom"
     assert await store.run_claim(claim(wid, now=T0 + 9)) == []
     (again,) = await store.run_claim(claim(wid, now=T0 + 10))
@@ -177,7 +178,8 @@ async def test_release_gives_the_run_back_without_using_an_attempt(store):
     assert await store.run_finish_many([RunFinishParams(run.id, run.fence, RunState.QUEUED,
                                                         release=True, now=T0)]) == []
     stored = await store.run_get(run.id)
-    assert stored.state is RunState.QUEUED and stored.attempt == 0 and stored.owner is None
+    # Still attempt 1: the next claim continues it.
+    assert stored.state is RunState.QUEUED and stored.attempt == 1 and stored.owner is None
     (again,) = await store.run_claim(claim(wid))
     assert again.attempt == 1 and again.fence == 2
 
@@ -198,7 +200,7 @@ async def test_rescue_of_an_expired_lease_requeues_without_using_the_attempt(sto
     _, run = await _claimed(store, lease_s=5)
     assert await store.run_rescue_many(RunRescueParams(now=T0 + 4, worker_stale_s=1e9)) == []
     (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 6, worker_stale_s=1e9))
-    assert rescued.state is RunState.QUEUED and rescued.recoveries == 1 and rescued.attempt == 0
+    assert rescued.state is RunState.QUEUED and rescued.recoveries == 1 and rescued.attempt == 1
     assert rescued.owner is None and rescued.run_at == T0 + 6
 
 

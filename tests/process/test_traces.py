@@ -11,20 +11,26 @@ condition (the ledger, the receiver, the store).
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
 from typing import Iterator
 
+import httpx
 import pytest
 
 import runwright as rw
+from runwright.journal import Event
 from runwright.runs import Run, RunState
 from runwright.tracing import RunTrace
 
+from ..api.test_api import OPERATOR_TOKEN, as_, serving
 from ..otlp_receiver import OtlpReceiver, ReceivedSpan
 from . import agent_apps, trace_apps
 from .agent_harness import APP_SPEC as AGENT_APP
 from .agent_harness import AgentFleet
-from .harness import WorkerFleet, wait_until
+from .harness import ROOT, WorkerFleet, wait_until
 from .test_agents import ask_once_then_report
 
 pytestmark = pytest.mark.process
@@ -107,6 +113,94 @@ async def test_a_run_is_one_trace_across_a_sigkill_takeover(
     assert attempts[1].attributes["runwright.outcome"] == "worker_lost"
     assert attempts[2].attributes["runwright.outcome"] == "succeeded"
     _assert_no_argument_values(spans)
+
+
+async def test_a_step_done_just_before_a_sigkill_keeps_its_span_and_attempts_their_number(
+        traced_app: rw.App, fleet: WorkerFleet, receiver: OtlpReceiver) -> None:
+    """The first worker would export its spans only after ten minutes: step 0 completes
+    and the worker is SIGKILLed with step 0's span still in its buffer. The worker that
+    takes the run over emits that span from the journal (same ids), and every span of the
+    run names attempt 1: the lost claim's, the takeover's and the steps'."""
+    first = fleet.start(env=receiver.env(delay_ms=600_000), app_spec=TRACE_APP)
+    handle = await traced_app.submit(trace_apps.traced_steps, secret=SECRET, steps=3, gate=1)
+    await wait_until(lambda: ("gate-1", handle.id, 1, first.pid) in fleet.ledger_lines(),
+                     "step 0 is journaled and step 1 waits at its gate")
+    first.kill()
+    assert _of_run(receiver, handle.id) == [], "nothing was exported before the kill"
+    fleet.open_gate(handle.id, 1)
+    fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+    run = await wait_until(lambda: _ended(traced_app, handle.id), "the run ends on the second worker")
+    assert (run.state, run.fence, run.recoveries, run.attempt) == (RunState.SUCCEEDED, 2, 1, 1)
+    spans = await wait_until(
+        lambda: (found := _of_run(receiver, handle.id)) and any(s.name.startswith("run ") for s in found)
+        and found, "the run's own span is exported")
+
+    trace = RunTrace.of(run)
+    (step_0,) = [s for s in spans if s.name == "step-0"]
+    assert (step_0.span_id, step_0.parent_span_id) == (
+        _hex(trace.step_span_id(1, 0)), _hex(trace.attempt_span_id(1))), "the step's own ids, under its claim"
+    assert step_0.attributes["runwright.span.from_journal"] is True
+    assert step_0.start_ns <= step_0.end_ns
+    claims = {s.attributes["runwright.fence"]: s for s in spans if s.name == "attempt traced_steps"}
+    lost, taking_over = claims[1], claims[2]
+    assert lost.attributes["runwright.outcome"] == "worker_lost"
+    assert lost.start_ns <= step_0.start_ns and step_0.end_ns <= lost.end_ns, "the step within its claim"
+    assert {s.name: s.attributes["runwright.attempt"] for s in spans} == {
+        "run traced_steps": 1, "attempt traced_steps": 1, "step-0": 1, "step-1": 1, "step-2": 1}
+    assert (lost.attributes["runwright.attempt"], taking_over.attributes["runwright.attempt"]) == (1, 1), \
+        "a takeover continues attempt 1"
+    _assert_no_argument_values(spans)
+
+
+async def test_every_view_numbers_a_retried_and_taken_over_runs_attempts_alike(
+        traced_app: rw.App, store_url: str, tmp_path, fleet: WorkerFleet, receiver: OtlpReceiver) -> None:
+    """Attempt 1 fails and is retried; attempt 2 is taken over after a SIGKILL and ends on
+    another worker. The library, the `started` events, the spans, the HTTP API and
+    `runwright show` all say: attempt 1 (fence 1, retrying), attempt 2 (fence 2, taken
+    over), attempt 2 (fence 3, succeeded); the run is on attempt 2."""
+    async with serving(store_url, tmp_path, {}) as base:
+        first = fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+        handle = await traced_app.submit(trace_apps.retried_then_taken_over, secret=SECRET)
+        await wait_until(lambda: ("gate-1", handle.id, 2, first.pid) in fleet.ledger_lines(),
+                         "attempt 2 waits at step 1's gate")
+        first.kill()
+        fleet.open_gate(handle.id, 1)
+        fleet.start(env=receiver.env(), app_spec=TRACE_APP)
+        run = await wait_until(lambda: _ended(traced_app, handle.id), "the run ends on the second worker")
+        assert (run.state, run.value(), run.attempt, run.fence) == (RunState.SUCCEEDED, 2, 2, 3)
+        claims = [(1, 1, "retrying"), (2, 2, "taken over"), (2, 3, "succeeded")]
+
+        attempts = await traced_app.attempts(handle.id)
+        assert [(a.attempt, a.fence, a.outcome) for a in attempts] == claims, "the library"
+        started = [e.data for e in await _events(traced_app, handle.id) if e.kind == "started"]
+        assert [(d["attempt"], d["fence"]) for d in started] == [(a, f) for a, f, _ in claims], "the events"
+        async with httpx.AsyncClient(base_url=base, headers=as_(OPERATOR_TOKEN)) as http:
+            api_run = (await http.get(f"/runs/{handle.id}")).json()
+            api_attempts = (await http.get(f"/runs/{handle.id}/attempts")).json()
+        assert (api_run["attempt"], api_run["max_attempts"]) == (2, 2), "the API's run"
+        assert [(a["attempt"], a["fence"], a["outcome"]) for a in api_attempts] == claims, "the API's list"
+        shown = subprocess.run([sys.executable, "-m", "runwright", "show", str(handle.id), "--json",
+                                "--url", store_url], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        cli = json.loads(shown.stdout)
+        assert cli["run"]["attempt"] == 2, "runwright show's run"
+        assert [(a["attempt"], a["fence"], a["outcome"]) for a in cli["attempts"]] == claims, "runwright show"
+
+        spans = await wait_until(
+            lambda: (found := _of_run(receiver, handle.id)) and any(s.name.startswith("run ") for s in found)
+            and sum(s.name.startswith("attempt ") for s in found) == 3 and found, "every claim's span is out")
+        by_fence = {s.attributes["runwright.fence"]: s.attributes["runwright.attempt"]
+                    for s in spans if s.name.startswith("attempt ")}
+        assert by_fence == {fence: attempt for attempt, fence, _ in claims}, "the spans of the claims"
+        for span in spans:
+            if "runwright.fence" in span.attributes:
+                assert span.attributes["runwright.attempt"] == by_fence[span.attributes["runwright.fence"]], \
+                    span.name
+        assert _named(spans, "run retried_then_taken_over").attributes["runwright.attempt"] == 2
+
+
+async def _events(app: rw.App, run_id: int) -> list[Event]:
+    return [event async for event in app.events(run_id, follow=False)]
 
 
 async def test_a_submitted_traceparent_is_continued_by_the_run_and_its_child(

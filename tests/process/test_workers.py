@@ -235,7 +235,7 @@ async def test_sigterm_drains_then_gives_back(app: rw.App, fleet: WorkerFleet) -
 
     given_back = await long.refresh()
     assert given_back.state is RunState.QUEUED, f"the run that outlived the grace: {given_back}"
-    assert given_back.attempt == 0, "a give-back does not count the attempt"
+    assert given_back.attempt == 1, "a give-back keeps its attempt: the next claim continues it"
     assert given_back.owner is None and given_back.recoveries == 0
     assert fleet.events_by_run("finished").get(long.id) is None, "the given-back run never finished"
 

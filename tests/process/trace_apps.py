@@ -32,3 +32,14 @@ async def traced_parent(ctx: rw.Context, secret: str) -> int:
     await ctx.step("before-child", lambda: len(secret))
     child = await ctx.submit(traced_child, secret=secret)
     return int(await child)
+
+
+@app.task(retries=1, backoff=rw.Backoff(base_s=0.01, jitter=0.0))
+async def retried_then_taken_over(ctx: rw.Context, secret: str) -> int:
+    """Step 0, then a failure that is retried; on attempt 2, step 1 waits at its gate
+    (where the test kills its worker, so that another worker takes attempt 2 over)."""
+    await ctx.step("step-0", ledgered_step, ctx, 0, 0.0, 0.0, False)
+    if ctx.attempt == 1:
+        raise ConnectionError("the first attempt fails, and is retried")
+    await ctx.step("step-1", ledgered_step, ctx, 1, 0.0, 0.0, True)
+    return ctx.attempt

@@ -11,11 +11,12 @@ import json
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from .. import telemetry
+from ..journal import StepRecord
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.params import RunFinishParams
 from ..tracing import RunTrace
@@ -175,10 +176,12 @@ class Instruments:
         LEASE_LOSSES.inc()
         telemetry.outcome(span, "lease_lost")
 
-    def rescued(self, run: Run, worker_id: int = 0) -> None:
-        """A run taken over from a lost worker: its lost claim's span is ended here."""
+    def rescued(self, run: Run, worker_id: int = 0, journal: Sequence[StepRecord] = ()) -> None:
+        """A run taken over from a lost worker: its lost claim's span is ended here, and
+        the spans of the steps that claim journaled are emitted from `journal`."""
         self.stats.rescued += 1
         TAKEOVERS.inc()
         telemetry.attempt_lost(run, worker_id)
+        telemetry.steps_lost(run, journal, worker_id)
         if run.state in TERMINAL_STATES:  # it kept killing its workers: dead
             telemetry.run_ended(run, run.state.value, worker_id)

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
+from .. import telemetry
 from ..clock import Clock
 from ..crashpoints import crash_point
 from ..errors import ConfigError, LeaseLost, StoreError
@@ -571,7 +572,17 @@ class Worker:
         while True:
             # Woken when a worker's session ends (PostgreSQL), else at the next poll.
             await self.store.worker_watch(WorkerWatchParams(self.id, jittered(config.rescue_interval_s)))
-            await rescuer.tick(self.id, lambda run: self._instruments.rescued(run, self.id))
+            taken: list[Run] = []
+            await rescuer.tick(self.id, taken.append)
+            for run in taken:
+                await self._rescued(run)
+
+    async def _rescued(self, run: Run) -> None:
+        """A run taken over from a lost worker. When traced, its lost claim's journal is
+        read, so that the spans of the steps that claim completed reach the trace even if
+        its worker died before exporting them (see telemetry.steps_lost)."""
+        journal = await self._store_call(self.store.step_list, run.id) if telemetry.active() else None
+        self._instruments.rescued(run, self.id, journal or ())
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""

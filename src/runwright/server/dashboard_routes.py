@@ -22,8 +22,11 @@ MAX_BUCKETS = 1440
 
 
 class AttemptOut(BaseModel):
-    attempt: int
-    fence: int
+    """One claim of the run (a row per `started` event)."""
+
+    attempt: int = Field(description="The attempt this claim served, as the run's `attempt` counts "
+                                     "them: a takeover or a park continues an attempt in a new claim.")
+    fence: int = Field(description="The claim's token: one per claim.")
     worker: int | None
     started_at: float
     ended_at: float | None
@@ -37,7 +40,7 @@ class StepOut(BaseModel):
     status: str = Field(description="done, failed, or started (an at-most-once call in flight)")
     result: Any = None
     error: dict[str, Any] | None = None
-    fence: int = Field(description="The claim that recorded it: one per attempt.")
+    fence: int = Field(description="The claim that recorded it (see the run's attempts).")
     recorded_at: float
     child_id: int | None = Field(None, description="The child run a `submit:` entry started.")
 

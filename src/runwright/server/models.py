@@ -155,7 +155,8 @@ class RunOut(BaseModel):
     priority: int
     state: str
     args: dict[str, Any]
-    attempt: int
+    attempt: int = Field(description="Which of its max_attempts tries the run is on, from 1; 0 before "
+                                     "its first claim (README: Attempts).")
     max_attempts: int
     run_at: float
     created_at: float

@@ -165,6 +165,21 @@ def unrunnable_kinds(kinds: Sequence[UnrunnableKind], workers: Sequence[WorkerIn
             if not any(can_run(worker, kind[0], kind[1], kind[2]) for worker in workers)]
 
 
+# -- the attempt a run is on -------------------------------------------------------------
+
+# One meaning of `attempt` everywhere (the run record, the `started` event, spans, logs,
+# the API, the CLI, the dashboard): which of its `max_attempts` tries the run is on,
+# from 1; 0 until its first claim (and again after a manual retry, until it is claimed).
+# Each backend applies it in its dialect:
+# - a claim makes it at least 1 and never raises it: a takeover, a give-back and a park
+#   continue the attempt they interrupted in a new claim (a new fence);
+# - a retry (an end that re-queues the run for its backoff, not a release) moves it on to
+#   the next attempt, which the run then waits for: "attempt 2 of 4, due in 4 s";
+# - a takeover and a release keep it; a manual retry resets it to 0 (fresh attempts).
+# A claim is told apart by its fence: a run's attempts list has one row per claim, each
+# with the attempt it served.
+
+
 # -- an attempt's end that meets a stop request ---------------------------------------
 
 
@@ -357,7 +372,8 @@ class Rescue:
 
 
 def rescue_fate(run: Run, max_recoveries: int, now: float) -> Rescue:
-    """Back to the queue at once, without using an attempt; past `max_recoveries`
+    """Back to the queue at once, the same attempt (see "the attempt a run is
+    on"); past `max_recoveries`
     takeovers, dead: a run that kills every worker stops circulating."""
     recoveries = run.recoveries + 1
     if recoveries > max_recoveries:

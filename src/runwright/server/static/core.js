@@ -4,7 +4,7 @@
 // POST /session: script never holds the token, and streams carry the cookie too. A
 // request that changes something sends X-Requested-With, which the server requires of
 // cookie-authenticated writes (another site's form cannot add it).
-const rw = {views: {}, current: null, timer: null, me: null};
+const rw = {views: {}, current: null, timer: null, visit: 0, me: null};
 
 rw.api = async (path, options = {}) => {
   const headers = {"X-Requested-With": "runwright", ...(options.headers || {})};
@@ -121,16 +121,20 @@ rw.route = async () => {
   rw.show(view);
   document.querySelectorAll("#nav a").forEach(a => a.classList.toggle(
     "active", a.dataset.view === view || (a.dataset.view + "s" === view) || a.dataset.view === view + "s"));
-  rw.current = rw.views[view];
+  // This visit's view, held here: a navigation while it loads replaces rw.current (and
+  // counts a new visit), and then this visit neither flashes its error nor starts a timer.
+  const current = rw.current = rw.views[view], visit = rw.visit;
   rw.flash("");
-  try { await rw.current.show(arg, params); } catch (error) { rw.flash(String(error.message || error)); }
-  if (rw.current.refresh) {
-    rw.timer = setInterval(() => rw.current.refresh().catch(error => rw.flash(String(error.message))), 3000);
-  }
+  try { await current.show(arg, params); } catch (error) { if (visit === rw.visit) rw.flash(String(error.message || error)); }
+  if (visit !== rw.visit || !current.refresh) return;
+  rw.timer = setInterval(() => current.refresh().catch(error => rw.flash(String(error.message))), 3000);
 };
 
+// Leave the current page for `name`: its timer stops and a visit still loading is over.
 rw.show = name => {
   clearInterval(rw.timer);
+  rw.timer = null;
+  rw.visit += 1;
   if (rw.current && rw.current.leave) rw.current.leave();
   rw.current = null;
   document.querySelectorAll("main > section").forEach(s => { s.hidden = s.id !== `view-${name}`; });

@@ -70,24 +70,45 @@
     runId = Number(arg);
     lastSeq = 0;
     document.getElementById("run-id").textContent = runId;
-    document.getElementById("events").replaceChildren();
+    blank();  // nothing of the run shown before stays, should this one not be found
     await load();
     follow(runId);
+  }
+
+  function blank() {
+    actions(null);
+    for (const id of ["events", "run-state", "run-fields", "run-timeline", "run-follow"]) {
+      document.getElementById(id).replaceChildren();
+    }
+    for (const id of ["#run-steps", "#run-children"]) rw.fill(id, []);
+    document.getElementById("run-error").hidden = true;
+  }
+
+  // Cancel and Retry as `run` allows; both disabled while no run is known (not found,
+  // expired, not yet read), so that no click acts on a run the page does not show.
+  function actions(run) {
+    const cancel = document.getElementById("run-cancel"), retry = document.getElementById("run-retry");
+    cancel.disabled = run === null || !["queued", "running"].includes(run.state);
+    retry.disabled = run === null || !["dead", "failed"].includes(run.state);
+    cancel.onclick = run === null ? null : () => act(`/runs/${run.id}/cancel`);
+    retry.onclick = run === null ? null : () => act(`/runs/${run.id}/retry`);
   }
 
   async function load() {
     const id = runId;
     if (id === null) return;
-    const [run, attempts, steps, children] = await Promise.all([
-      rw.api(`/runs/${id}`), rw.api(`/runs/${id}/attempts`), rw.api(`/runs/${id}/steps`),
-      rw.api(`/runs/${id}/children`)]);
+    let found;
+    try {
+      found = await Promise.all([rw.api(`/runs/${id}`), rw.api(`/runs/${id}/attempts`),
+                                 rw.api(`/runs/${id}/steps`), rw.api(`/runs/${id}/children`)]);
+    } catch (error) {
+      if (id === runId) actions(null);
+      throw error;
+    }
+    const [run, attempts, steps, children] = found;
     if (id !== runId) return;
     document.getElementById("run-state").replaceChildren(rw.state(run.state));
-    const cancel = document.getElementById("run-cancel"), retry = document.getElementById("run-retry");
-    cancel.disabled = !["queued", "running"].includes(run.state);
-    retry.disabled = !["dead", "failed"].includes(run.state);
-    cancel.onclick = () => act(`/runs/${id}/cancel`);
-    retry.onclick = () => act(`/runs/${id}/retry`);
+    actions(run);
     fields(run);
     const error = document.getElementById("run-error");
     error.hidden = !run.error;
@@ -101,13 +122,17 @@
       const shown = s.error ? `${s.error.type}: ${s.error.message}` : JSON.stringify(s.result);
       return {props: {dataset: {position: s.position}},
               cells: [s.position, s.name, rw.state(s.status === "done" ? "succeeded" : s.status),
-                      `${attempts.findIndex(a => a.fence === s.fence) + 1 || "?"} (${s.fence})`, rw.time(s.recorded_at),
+                      `${attemptOf(attempts, s.fence)} (${s.fence})`, rw.time(s.recorded_at),
                       rw.duration(Math.max(0, since)),
                       s.child_id ? rw.el("span", {}, "child ", rw.runLink(s.child_id)) : (shown || "").slice(0, 200)]};
     }));
     rw.fill("#run-children", children.items.map(c => ({props: {dataset: {id: c.id}},
       cells: [rw.runLink(c.id), c.task, rw.state(c.state), rw.took(c)]})));
   }
+
+  // The attempt a claim (its fence) served: the run's own numbering, as the API gives it
+  // (a takeover or a park continues an attempt in a new claim), not a claim's rank.
+  const attemptOf = (attempts, fence) => { const a = attempts.find(x => x.fence === fence); return a ? a.attempt : "?"; };
 
   // A retry (or any change) of a run whose log was complete goes on with its log: the
   // stream is opened again after the last event shown, so the page says `retried` and
@@ -140,7 +165,7 @@
     const start = run.created_at;
     const end = Math.max(start + 0.001, run.finished_at || now, ...attempts.map(a => a.ended_at || now));
     const at = t => `${(100 * (t - start) / (end - start)).toFixed(2)}%`;
-    const rows = attempts.map((a, i) => {
+    const rows = attempts.map(a => {
       const outcome = a.outcome || "running";
       const bar = rw.el("div", {className: `bar ${outcome}`, title: `${outcome} ${rw.duration((a.ended_at || now) - a.started_at)}`});
       bar.style.left = at(a.started_at);
@@ -150,9 +175,9 @@
         mark.style.left = at(s.recorded_at);
         return mark;
       });
-      const label = `#${i + 1} worker ${a.worker ?? "?"} · ${outcome} · ${rw.duration((a.ended_at || now) - a.started_at)}` +
-                    (a.ended_at ? "" : " so far");
-      return rw.el("div", {className: "attempt", dataset: {attempt: i + 1, outcome}},
+      const label = `attempt ${a.attempt} (fence ${a.fence}) worker ${a.worker ?? "?"} · ${outcome} · ` +
+                    rw.duration((a.ended_at || now) - a.started_at) + (a.ended_at ? "" : " so far");
+      return rw.el("div", {className: "attempt", dataset: {attempt: a.attempt, fence: a.fence, outcome}},
                    rw.el("span", {}, label), rw.el("div", {className: "track"}, bar, ...marks));
     });
     const waited = attempts.length ? `first started ${rw.duration(Math.max(0, attempts[0].started_at - run.created_at))} after its submission` : "not started yet";

@@ -206,7 +206,7 @@ picked AS MATERIALIZED (
     ORDER BY c.priority, c.run_at, c.id
     LIMIT $4
 ), claimed AS (
-    UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = r.attempt + 1,
+    UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = greatest(r.attempt, 1),
         owner = $5, lease_expires_at = NOW($3) + $6::float8, started_at = NOW($3),
         cancel_requested = false, wake_requested = false, last_seq = r.last_seq + 1
     FROM picked WHERE r.id = picked.id
@@ -236,8 +236,9 @@ STOPPED = ", ".join(f"'{stop.ends_as.value}'" for stop in REQUEUE_STOPS)
 
 # One statement for every fenced end of an attempt: a row changes only if its fence is
 # still current and it is still running. `queued` is a retry (run_at = backoff) or, with
-# release, a give-back or a park whose attempt does not count (a park woken meanwhile by
-# its child comes due at once). Each end appends its event under the next seq, and the
+# release, a give-back or a park whose attempt goes on; a retry moves on to the next
+# attempt (rules: the attempt a run is on). A park woken meanwhile by its child comes due
+# at once. Each end appends its event under the next seq, and the
 # notifications ride along: ids of ended runs (or '*' when too many for a payload),
 # "work is due", and "these logs grew".
 _FINISH_CTES = f"""
@@ -258,7 +259,7 @@ mine AS MATERIALIZED (
         finished_at = CASE WHEN {ENDS_AS} = 'queued' THEN NULL ELSE $1::float8 END,
         run_at = CASE WHEN v.state <> 'queued' THEN r.run_at
                       WHEN r.wake_requested THEN least(v.run_at, $1::float8) ELSE v.run_at END,
-        attempt = r.attempt - v.release::int,
+        attempt = r.attempt + ({ENDS_AS} = 'queued' AND NOT v.release)::int,
         wake_requested = false,
         last_seq = r.last_seq + 1
     FROM mine v WHERE r.id = v.id AND {by_key("mine", "id")}

@@ -221,9 +221,10 @@ WHERE state = 'running'
 ORDER BY id FOR_UPDATE
 """
 # Applied only while the run is still running under the fence that was judged stuck: an
-# owner that finished meanwhile wins, and a second rescuer changes nothing.
+# owner that finished meanwhile wins, and a second rescuer changes nothing. The attempt
+# stays: the next claim continues it (rules: the attempt a run is on).
 RESCUE_ONE = f"""
-UPDATE runs SET state = $3, recoveries = $4, attempt = attempt - 1, owner = NULL,
+UPDATE runs SET state = $3, recoveries = $4, owner = NULL,
     lease_expires_at = NULL, run_at = $5, finished_at = $6, error = $7, last_seq = last_seq + 1
 WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING {RUN_COLUMNS}

@@ -68,7 +68,7 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
 def claim_ids(conn: sqlite3.Connection, ids: list[int], worker_id: int, lease_s: float,
               now: float) -> list[Run]:
     rows = conn.execute(
-        f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = attempt + 1,"
+        f"UPDATE runs SET state = 'running', fence = fence + 1, attempt = max(attempt, 1),"
         f" owner = ?, lease_expires_at = ?, started_at = ?, cancel_requested = 0,"
         f" wake_requested = 0, last_seq = last_seq + 1"
         f" WHERE id IN (SELECT value FROM json_each(?)) AND state = 'queued'"
@@ -85,10 +85,11 @@ def claim_ids(conn: sqlite3.Connection, ids: list[int], worker_id: int, lease_s:
 def _finish_sql(target: RunState, release: bool) -> str:
     """The fenced finish: it changes the run only if the caller's fence is still current."""
     if target is RunState.QUEUED:
-        # Retry after backoff keeps the attempt count; a release (give-back or park) gives
-        # the attempt back. A park woken meanwhile by its child comes due at once.
-        attempt = "attempt - 1" if release else "attempt"
+        # A retry after backoff moves on to the next attempt; a release (give-back or
+        # park) keeps it (rules: the attempt a run is on). A park woken meanwhile by its
+        # child comes due at once.
         ends_as = q.stop_state_case("'queued'")
+        attempt = "attempt" if release else f"attempt + ({ends_as} = 'queued')"
         return (f"UPDATE runs SET state = {ends_as}, owner = NULL, lease_expires_at = NULL,"
                 f" attempt = {attempt}, error = {q.stop_error_case('coalesce(?, error)')},"
                 f" finished_at = CASE WHEN {ends_as} = 'queued' THEN NULL ELSE ? END,"

@@ -157,7 +157,7 @@ for _, padded in ipairs(picked) do
   books.state, books.queue, books.tenant = v[AT.state], v[AT.queue], v[AT.tenant] or nil
   shift(books, 'running')
   local fence = int(v[AT.fence] + 1)
-  local attempt = int(v[AT.attempt] + 1)
+  local attempt = int(math.max(tonumber(v[AT.attempt]), 1))
   local seq = int(v[AT.last_seq] + 1)
   redis.call('HSET', run_key(id), 'state', 'running', 'fence', fence, 'attempt', attempt, 'owner', worker,
              'lease_expires_at', lease, 'started_at', started_at, 'cancel_requested', '0',

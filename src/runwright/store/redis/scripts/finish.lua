@@ -11,7 +11,7 @@
 --
 -- A run changes only if the caller's fence is still current and it is still running
 -- (BullMQ's lock-token compare). `queued` is a retry (run_at = backoff) or, with release,
--- a give-back or a park whose attempt does not count; a park woken meanwhile by its
+-- a give-back or a park whose attempt goes on (rules: the attempt a run is on); a park woken meanwhile by its
 -- child comes due at once; a requeue that meets a stop request (a cancel, an interrupt)
 -- ends as that stop instead, so the request is never lost. A refused finish whose run
 -- already shows this fence and target was our own, its reply lost: a success.
@@ -25,7 +25,7 @@ local STOPPED = {}
 for _, stop in ipairs(stops) do STOPPED[stop.ends_as] = true end
 -- What every finish reads of a run (never its args or result): the fence and state it
 -- checks and the books any end updates. A requeue (or a give-back) reads the rest too:
--- its due set, the error it keeps, the wake and stop flags, the attempt it gives back.
+-- its due set, the error it keeps, the wake and stop flags, the attempt a retry moves on.
 -- Two short reads, not one long one: a hash field is found by a scan of the hash, so a
 -- field asked for costs its share of the hash, and most ends need only these.
 local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'interrupt', 'thread_no', 'parent_id',
@@ -76,7 +76,7 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
     shift(run, state)
     put(sets, drops, 'result', result)
     put(sets, drops, 'error', final_error)
-    if release then put(sets, drops, 'attempt', int(run.attempt - 1)) end
+    if state == 'queued' and not release then put(sets, drops, 'attempt', int(run.attempt + 1)) end
     if state == 'queued' then
       run_at = run_at or num(now)  -- a requeue without a time is due now
       if set(run.wake_requested) then run_at = num(math.min(tonumber(run_at), now)) end

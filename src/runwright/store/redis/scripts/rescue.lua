@@ -9,7 +9,7 @@
 --
 -- A fate is applied only while the run is still running under the fence that was
 -- judged stuck: an owner that finished meanwhile wins, and a second rescuer changes
--- nothing. A takeover gives the attempt back.
+-- nothing. A takeover keeps the attempt (rules: the attempt a run is on): the next claim continues it.
 local now = now_of(ARGV[1])
 local dead_count = tonumber(ARGV[2])
 for i = 3, 2 + dead_count do
@@ -27,7 +27,6 @@ for i = 3 + dead_count, #ARGV, 8 do
     disown(id, run)
     move(id, run, state)
     redis.call('HSET', key, 'recoveries', ARGV[i + 3], 'run_at', ARGV[i + 4])
-    redis.call('HINCRBY', key, 'attempt', -1)
     local finished_at, err = opt(ARGV[i + 5]), opt(ARGV[i + 6])
     if finished_at then redis.call('HSET', key, 'finished_at', finished_at) else redis.call('HDEL', key, 'finished_at') end
     if err then redis.call('HSET', key, 'error', err) else redis.call('HDEL', key, 'error') end
