@@ -8,6 +8,7 @@ CLI exit codes (README): 2 a bad input or setting, 3 the store unreachable.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -246,6 +247,19 @@ URL_INTEGER = [("negative", "-1"), ("huge", "99999999999999999999"), ("non-ASCII
                ("NaN", "nan"), ("hex", "0x10"), ("NUL", "%00")]
 URL_NUMBER = [("negative", "-1"), ("inf", "inf"), ("NaN", "nan"), ("overflow", "1e400"),
               ("Arabic-Indic digits", "%D9%A3"), ("empty", ""), ("NUL", "%00")]
+def _cursor(created_at: str, tenant: str, thread: str) -> str:
+    """A thread-list cursor as `after` carries it (base64 of JSON), forged."""
+    text = f"[{created_at}, {tenant}, {thread}]".encode()
+    return base64.urlsafe_b64encode(text).decode().rstrip("=")
+
+
+# Cursors that decode to what no listed thread has: a NUL or lone surrogate in its name
+# or tenant, an infinite time (1e400 is JSON for it), a name over the limit.
+CURSORS = [("a cursor naming a NUL", _cursor("1.0", "null", '"a\\u0000"')),
+           ("a cursor naming a lone surrogate", _cursor("1.0", "null", '"\\ud800"')),
+           ("a cursor of a NUL tenant", _cursor("1.0", '"\\u0000"', '"t"')),
+           ("a cursor of an infinite time", _cursor("1e400", "null", '"t"')),
+           ("a cursor of an over-long name", _cursor("1.0", "null", f'"{OVER_LONG[:300]}"'))]
 # Headers carry bytes (Latin-1 as Starlette reads them): no NUL can be sent.
 HEADER_TEXT = [("non-ASCII digits", b"\xb2"), ("huge", b"99999999999999999999"), ("negative", b"-1"),
                ("over-long", b"9" * 100), ("a colon alone", b":"), ("control characters", b"1\x01")]
@@ -323,6 +337,8 @@ def _param_cases(base: dict[str, Any], param: dict[str, Any],
     values: list[tuple[str, str, bool]] = []
     if {"string", "array of string"} & kinds:
         values += [*URL_TEXT, ("empty", "", True)]
+        if name == "after":  # a page's cursor
+            values += [(label, cursor, True) for label, cursor in CURSORS]
     if {"integer", "array of integer"} & kinds:
         values += [(label, raw, True) for label, raw in URL_INTEGER]
     if "number" in kinds:
