@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from . import inputs
 from .agents.loop import define_agent
 from .agents.rate_limits import RateLimit
 from .clock import Clock
@@ -85,8 +86,7 @@ class App(RunScope):
 
     def tenant(self, name: str) -> TenantView:
         """This app as tenant `name` sees it: its runs, keys and threads only."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a tenant is a non-empty string, got {name!r}")
+        inputs.tenant(name)  # InvalidInput (a ValueError) for a name no tenant may have
         return TenantView(self.runtime, self._follower, self._threads, self.open, tenant=name)
 
     # -- registry -------------------------------------------------------------------

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from . import inputs
 from .errors import InvalidInput
+from .inputs import MAX_ID, MAX_LIMIT
 from .runs import RunState
 from .serde import finite
 from .store.params import RunListParams, ThreadCursor, ThreadListParams
 
 __all__ = ["MAX_LIMIT", "checked_listing", "checked_thread_listing"]
 
-MAX_LIMIT = 2**31 - 1  # an INTEGER in the stores: beyond it there is nothing more to return
-MAX_ID = 2**63 - 1  # ids are 64-bit in every store
+# Each text filter and what it names (`inputs` knows what each may be).
+TEXT_FILTERS = (("task", inputs.name), ("queue", inputs.queue), ("thread", inputs.thread_name),
+                ("key", inputs.key), ("tenant", inputs.tenant))
 
 
 def checked_listing(params: RunListParams) -> RunListParams:
@@ -27,10 +30,10 @@ def checked_listing(params: RunListParams) -> RunListParams:
     if params.before_id is not None:
         _check_int(params.before_id, "before_id", 1, MAX_ID)
     _check_states(params.states)
-    for name in ("task", "queue", "thread", "key"):
+    for name, check in TEXT_FILTERS:
         value = getattr(params, name)
-        if value is not None and not isinstance(value, str):
-            raise InvalidInput(f"{name} must be a string, got {value!r}")
+        if value is not None:
+            check(value, name)
     if params.incarnation is not None:
         if params.thread is None:
             raise InvalidInput("incarnation names one thread's identity: give the thread too")
@@ -44,19 +47,25 @@ def checked_listing(params: RunListParams) -> RunListParams:
 def checked_thread_listing(params: ThreadListParams) -> ThreadListParams:
     """`params`, once the limit and the cursor are of a kind and range the stores take."""
     _check_int(params.limit, "limit", 1, MAX_LIMIT)
+    if params.tenant is not None:
+        inputs.tenant(params.tenant)
     after = params.after
     if after is not None:
         if not isinstance(after, ThreadCursor):
             raise InvalidInput(f"after must be a ThreadCursor (a listed thread's .cursor), got {after!r}")
         finite(after.created_at, "the cursor's created_at")
-        if not isinstance(after.thread, str) or not (after.tenant is None or isinstance(after.tenant, str)):
-            raise InvalidInput(f"the cursor names a thread by strings, got {after!r}")
+        try:  # what a listed thread's cursor holds: its thread's name and tenant
+            inputs.thread_name(after.thread, "the cursor's thread")
+            if after.tenant is not None:
+                inputs.tenant(after.tenant, "the cursor's tenant")
+        except InvalidInput:
+            raise InvalidInput("after: not the cursor of a listed thread (pass a listed thread's "
+                               ".cursor)") from None
     return params
 
 
 def _check_int(value: Any, name: str, low: int, high: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise InvalidInput(f"{name} must be an integer in {low}..{high}, got {value!r}")
+    inputs.integer(value, name, low, high)
 
 
 def _check_states(states: Sequence[Any]) -> None:

@@ -80,7 +80,8 @@ def parse_zone(name: str) -> zoneinfo.ZoneInfo:
 
     try:
         return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+    # ValueError: not a zone's key (a NUL, a path); OSError: a key too long to be a file name.
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidInput(f"unknown time zone {name!r}: use an IANA name such as "
                            f"'Europe/Paris' or 'UTC'") from exc
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from . import inputs
 from .clock import Clock
 from .engine.scheduler import save_schedule
 from .errors import InvalidInput, ScheduleNotFound
@@ -21,8 +22,6 @@ from .submission import Submission, insert_params
 from .tasks import TaskSpec
 
 __all__ = ["Schedules"]
-
-MAX_NAME_CHARS = 200
 
 
 class Schedules:
@@ -58,11 +57,13 @@ class Schedules:
         return await self._store.schedule_list()
 
     async def pause(self, name: str) -> None:
+        _check_name(name)
         if not await self._store.schedule_set_paused(SchedulePauseParams(name, True)):
             raise ScheduleNotFound(f"unknown schedule {name!r}")
 
     async def resume(self, name: str, now: float | None = None) -> None:
         """Resume from now on: fires missed while paused are not made up."""
+        _check_name(name)
         found = {s.name: s for s in await self._store.schedule_list()}.get(name)
         if found is None:
             raise ScheduleNotFound(f"unknown schedule {name!r}")
@@ -71,10 +72,12 @@ class Schedules:
 
     async def delete(self, name: str) -> None:
         """Delete a stored schedule. One declared in code comes back when a worker starts."""
+        _check_name(name)
         if not await self._store.schedule_delete(name):
             raise ScheduleNotFound(f"unknown schedule {name!r}")
 
 
 def _check_name(name: Any) -> None:
-    if not isinstance(name, str) or not name or ":" in name or len(name) > MAX_NAME_CHARS:
+    inputs.name(name, "schedule name")
+    if ":" in name:  # a fire's key is `schedule:{name}:{time}`
         raise InvalidInput(f"schedule name must be a non-empty string without ':', got {name!r}")

@@ -15,6 +15,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
+from . import inputs
 from .attempts import Attempt, attempts_of
 from .budget import Budget
 from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
@@ -50,7 +51,7 @@ from .threads import ThreadHandle, Threads
 
 __all__ = ["Call", "RunScope", "TenantView"]
 
-MAX_RUN_ID = 2**63 - 1  # ids are 64-bit in every store
+MAX_RUN_ID = inputs.MAX_ID  # ids are 64-bit in every store
 # Why a run of a retry of many is left as it is, the others retried all the same.
 RETRY_REFUSALS = (RunNotFound, InvalidTransition, ThreadDeleted)
 
@@ -231,11 +232,14 @@ class RunScope:
         the run has ended and its last event was given. Woken by LISTEN/NOTIFY on
         PostgreSQL and the data-version poll on SQLite, with a slow re-read as a safety."""
         own = await self._own(run_id)
+        inputs.sequence(after)
         async for item in self._follower.events(own, after, follow):
             yield item
 
     async def events_page(self, run_id: int, after: int = 0, limit: int = EVENT_PAGE) -> list[Event]:
         """One page of the run's log: at most `limit` events with seq > `after`."""
+        inputs.sequence(after)
+        inputs.integer(limit, "limit", 1, inputs.MAX_LIMIT)
         run = await self.read_run(run_id)  # a page of no run is a 404, not an empty page
         return await self._follower.page(run.id, after, limit)
 
@@ -304,23 +308,27 @@ class RunScope:
         """A handle on this scope's thread of that name that reads one thread: after its
         first read (or given `incarnation`), ThreadDeleted once that thread is deleted,
         even when a new thread takes the name (see `runwright.threads`)."""
+        _check_thread(thread, incarnation)
         return ThreadHandle(self, thread, incarnation)
 
     async def thread_info(self, thread: str, incarnation: int | None = None) -> ThreadInfo:
         """This scope's thread of that name, with its incarnation: ThreadNotFound before
         its first run, ThreadDeleted once deleted (or when it is not `incarnation`)."""
+        _check_thread(thread, incarnation)
         await self._ready()
         return await self._threads.info(thread, self.tenant_name, incarnation)
 
     async def thread_history(self, thread: str, incarnation: int | None = None) -> list[dict[str, Any]]:
         """The messages of this scope's thread, in order (ThreadDeleted once deleted, or,
         given `incarnation`, once the name names another thread)."""
+        _check_thread(thread, incarnation)
         await self._ready()
         return await self._threads.history(thread, self.tenant_name, incarnation)
 
     async def cancel_thread(self, thread: str) -> list[Run]:
         """Cancel every open run of this scope's thread (queued ones end now, a running one
         stops within a second); the thread and its history stay, and new runs may join it."""
+        inputs.thread_name(thread)
         await self._ready()
         return await self._threads.cancel(thread, self.tenant_name)
 
@@ -333,6 +341,8 @@ class RunScope:
         ThreadNotFound before the thread's first run; ThreadDeleted once deleted. It
         follows one thread: `incarnation`, else the one that bears the name as it begins
         (a new thread that takes the name is not followed on)."""
+        _check_thread(thread, incarnation)
+        inputs.sequence(after)
         await self._ready()
         async for item in self._follower.thread_events(thread, self.tenant_name, after, follow, incarnation):
             yield item
@@ -341,12 +351,18 @@ class RunScope:
                                  incarnation: int | None = None) -> list[ThreadEvent]:
         """One page of the thread's log: at most `limit` events with tseq > `after`
         (ThreadDeleted, given `incarnation`, once the name names another thread)."""
+        _check_thread(thread, incarnation)
+        inputs.sequence(after)
+        inputs.integer(limit, "limit", 1, inputs.MAX_LIMIT)
         await self._ready()
         return await self._follower.thread_page(thread, self.tenant_name, after, limit, incarnation)
 
     async def delete_thread(self, thread: str, timeout_s: float | None = 60) -> None:
         """Refuse new runs on the thread, cancel its open runs, wait for them to end, then
         delete its history. Reading it afterwards raises ThreadDeleted."""
+        inputs.thread_name(thread)
+        if timeout_s is not None:
+            inputs.seconds(timeout_s, "timeout_s")
         await self._ready()
         await self._threads.delete(thread, self.tenant_name, timeout_s)
 
@@ -374,9 +390,7 @@ class RunScope:
         again is accepted; another one raises AlreadyAnswered, an ended run RunEnded."""
         if not isinstance(question_id, int) or isinstance(question_id, bool) or question_id < 0:
             raise InvalidInput(f"a question id is an integer >= 0, got {question_id!r}")
-        who = by if by is not None else (self.tenant_name or "operator")
-        if not isinstance(who, str) or not who.strip() or len(who) > 200:
-            raise InvalidInput("`by` names who answers: a non-empty string of at most 200 characters")
+        who = inputs.answerer(by if by is not None else (self.tenant_name or "operator"))
         answer = encode(value, "the answer", self._runtime.limits.max_payload_bytes)
         await self._ready()
         try:
@@ -445,6 +459,13 @@ class TenantView(RunScope):
 
     def __repr__(self) -> str:
         return f"<TenantView {self.tenant_name!r}>"
+
+
+def _check_thread(thread: Any, incarnation: Any) -> None:
+    """Refuse a name no thread may have, or an incarnation no thread has (InvalidInput)."""
+    inputs.thread_name(thread)
+    if incarnation is not None:
+        inputs.integer(incarnation, "incarnation", 1, inputs.MAX_ID)
 
 
 def _run_id(run_id: Any) -> int:

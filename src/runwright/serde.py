@@ -10,6 +10,7 @@ import traceback
 from typing import Any, Callable
 
 from .errors import BadArguments, InvalidInput, InvalidTime, PayloadTooLarge, SerializationError
+from .inputs import MAX_EPOCH_S, MAX_SECONDS
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES", "MAX_DEPTH", "bind_arguments", "decode", "due_at", "encode",
@@ -137,8 +138,8 @@ def due_at(now: float, delay_s: float | None, run_at: float | dt.datetime | None
     if delay_s is not None and run_at is not None:
         raise InvalidTime("give delay_s or run_at, not both")
     if delay_s is not None:
-        if finite(delay_s, "delay_s") < 0:
-            raise InvalidTime(f"delay_s must be >= 0, got {delay_s}")
+        if not 0 <= finite(delay_s, "delay_s") <= MAX_SECONDS:
+            raise InvalidTime(f"delay_s must be >= 0 and <= {MAX_SECONDS:g} seconds, got {delay_s}")
         return now + delay_s
     if run_at is None:
         return now
@@ -146,4 +147,8 @@ def due_at(now: float, delay_s: float | None, run_at: float | dt.datetime | None
         if run_at.tzinfo is None:
             raise InvalidTime(f"run_at {run_at} has no time zone; give an aware datetime")
         return run_at.timestamp()
-    return finite(run_at, "run_at")
+    # An instant before 1970 or past the year 5000 is no time a run is meant for (a
+    # negative epoch is "at once" in disguise; a huge one overflows every date type).
+    if not 0 <= finite(run_at, "run_at") <= MAX_EPOCH_S:
+        raise InvalidTime(f"run_at must be epoch seconds in 0..{MAX_EPOCH_S:g}, got {run_at}")
+    return float(run_at)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from . import inputs
 from .budget import Budget
 from .errors import InvalidInput, InvalidTime
 from .limits import Limits
@@ -34,10 +35,7 @@ __all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", 
 OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread",
            "traceparent")
 
-MAX_KEY_CHARS = 512
-MAX_THREAD_CHARS = 256
 MAX_PRIORITY = 32767  # a SMALLINT in the stores
-MAX_QUEUE_CHARS = 200
 
 
 @dataclass(slots=True)
@@ -79,6 +77,7 @@ class Inserts:
         _check_priority(priority)
         _check_key(submission.key)
         _check_queue(submission.queue)
+        _check_tenant(submission.tenant)
         if submission.thread is not None:
             _check_thread(submission.thread, submission.on_busy)
         traceparent = check_traceparent(submission.traceparent)
@@ -148,23 +147,24 @@ def _check_priority(priority: Any) -> None:
 
 
 def _check_key(key: Any) -> None:
-    if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS):
-        raise InvalidInput(f"key must be a non-empty string of at most {MAX_KEY_CHARS} characters, "
-                           f"got {key!r}")
+    if key is not None:
+        inputs.key(key)
 
 
 def _check_queue(queue: Any) -> None:
-    if queue is not None and (not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_CHARS):
-        raise InvalidInput(f"queue must be a non-empty string of at most {MAX_QUEUE_CHARS} "
-                           f"characters, got {queue!r}")
+    if queue is not None:
+        inputs.queue(queue)
 
 
 def _check_thread(thread: Any, on_busy: str) -> None:
     if on_busy not in ON_BUSY:
         raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
-    if not isinstance(thread, str) or not thread or len(thread) > MAX_THREAD_CHARS:
-        raise InvalidInput(f"thread must be a non-empty string of at most {MAX_THREAD_CHARS} "
-                           f"characters, got {thread!r}")
+    inputs.thread_name(thread)
+
+
+def _check_tenant(tenant: Any) -> None:
+    if tenant is not None:
+        inputs.tenant(tenant)
 
 
 def parse_run_at(value: Any) -> float:

@@ -53,10 +53,15 @@ class Threads:
 
     async def history(self, thread: str, tenant: str | None,
                       incarnation: int | None = None) -> list[dict[str, Any]]:
-        """The thread's messages, in order (ThreadDeleted once it was deleted, or when it
-        is not `incarnation`, if given)."""
+        """The thread's messages, in order (ThreadNotFound before its first run, as every
+        other read of a thread; ThreadDeleted once it was deleted, or when it is not
+        `incarnation`, if given)."""
         rows = await self._store.thread_messages(ThreadMessagesParams(thread, tenant=tenant,
                                                                       incarnation=incarnation))
+        if not rows and incarnation is None:
+            # The store reads a missing thread as an empty history (a run reads its own
+            # thread's before it has one); a reader is told there is no such thread.
+            await self.info(thread, tenant)
         return [json.loads(message) for _, _, message in rows]
 
     async def cancel(self, thread: str, tenant: str | None) -> list[Run]:

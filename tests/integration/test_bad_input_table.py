@@ -7,6 +7,8 @@ CLI exit codes (README): 2 a bad input or setting, 3 the store unreachable.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -72,7 +74,7 @@ LIBRARY: list[tuple[str, Callable[[rw.App], Awaitable[Any]], type[Exception], st
     ("a state that is a string", lambda app: app.list_runs(states=["queued"]),
      rw.InvalidInput, "states must be RunState values"),
     ("a queue filter that is not a string", lambda app: app.list_runs(queue=5),
-     rw.InvalidInput, "queue must be a string, got 5"),
+     rw.InvalidInput, QUEUE_REFUSED),
     ("a negative dead-letter limit", lambda app: app.dead_letters(limit=-1),
      rw.InvalidInput, LIMIT_REFUSED),
 ]
@@ -119,8 +121,8 @@ CLI: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
      lambda _: ["submit", APP_SPEC, "--json", json.dumps({"task": "record", "args": {"n": 1},
                                                           "priority": "high"})],
      2, "error: InvalidInput: priority must be an int in 0..32767"),
-    ("runs --limit -1", lambda _: ["runs", "--limit", "-1"], 2, f"error: InvalidInput: {LIMIT_REFUSED}"),
-    ("dead --limit -1", lambda _: ["dead", "--limit", "-1"], 2, f"error: InvalidInput: {LIMIT_REFUSED}"),
+    ("runs --limit -1", lambda _: ["runs", "--limit", "-1"], 2, f"error: InvalidInput: --{LIMIT_REFUSED}"),
+    ("dead --limit -1", lambda _: ["dead", "--limit", "-1"], 2, f"error: InvalidInput: --{LIMIT_REFUSED}"),
 ]
 
 
@@ -135,7 +137,8 @@ async def test_the_command_line_refuses(app: rw.App, store_url: str, tmp_path: P
     await _nothing_written(app)
 
 
-# At start, before any store is used: the same answers whatever the backend.
+# At start, before any store is used (the URL names no database: reaching it would be exit
+# 4): the same answers whatever the backend.
 STARTS: list[tuple[str, list[str], int, str]] = [
     ("serve, PostgreSQL unreachable",
      ["serve", APP_SPEC, "--port", "9", "--url", "postgresql://postgres@127.0.0.1:1/nope"],
@@ -143,19 +146,36 @@ STARTS: list[tuple[str, list[str], int, str]] = [
     ("serve, Redis unreachable", ["serve", APP_SPEC, "--port", "9", "--url", "redis://127.0.0.1:1/0"],
      3, "error: StoreUnreachable: redis: cannot connect to redis://127.0.0.1:1/0"),
     ("a worker pool of an unknown module", ["worker", "no_such_module:app", "-p", "2"],
-     2, "failed to start 3 times in a row (exit code 2): ConfigError: cannot import 'no_such_module'"),
+     2, "error: ConfigError: cannot import 'no_such_module'"),
+    ("a worker pool, PostgreSQL unreachable",
+     ["worker", APP_SPEC, "-p", "2", "--url", "postgresql://postgres@127.0.0.1:1/nope"],
+     3, "error: StoreUnreachable: postgresql: cannot connect to postgresql://postgres@127.0.0.1:1/nope"),
+    ("a worker pool with a NaN lease", ["worker", APP_SPEC, "-p", "2", "--lease-s", "nan"],
+     2, "error: InvalidInput: --lease-s must be a finite number > 0"),
+    ("verify with an infinite timeout", ["verify", "--timeout-s", "inf"],
+     2, "error: InvalidInput: --timeout-s must be a finite number > 0"),
+    ("a sweep's batch past any store's range",
+     ["sweep", "--max-age-s", "60", "--batch", "100000000000000000000"],
+     2, "error: InvalidInput: --batch must be an integer in 1..100000, got 100000000000000000000"),
+    ("thread follow after a tseq past the range",
+     ["thread", "follow", "t", "--after", "100000000000000000000"],
+     2, "error: InvalidInput: --after must be an integer in 0..2147483647"),
+    ("thread follow after -1", ["thread", "follow", "t", "--after", "-1"],
+     2, "error: InvalidInput: --after must be an integer in 0..2147483647, got -1"),
+    ("an answer by no one", ["answer", "1", "0", '"yes"', "--by", ""],
+     2, "error: InvalidInput: --by must be a non-empty string"),
 ]
 
 
 @pytest.mark.process
 @pytest.mark.parametrize("args, code, message", [row[1:] for row in STARTS], ids=[row[0] for row in STARTS])
 def test_a_command_that_cannot_start_says_why_in_one_line(args, code, message) -> None:
-    """The last line is the error (a pool's workers logged their own tries before it)."""
+    """One line, once: a pool checks what would stop each of its workers before it starts
+    any (it used to print each worker's error, three tries each)."""
     done = runwright(*args, url="sqlite:///unused.db")
-    last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == code, done.stderr
-    assert last.startswith("error: ") and message in last, done.stderr[-500:]
-    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(message), done.stderr[-500:]
 
 
 # -- HTTP ------------------------------------------------------------------------------
@@ -191,3 +211,364 @@ async def test_http_refuses(server: str, app: rw.App) -> None:  # noqa: F811
             assert answer.headers["content-type"] == "application/problem+json", name
             assert answer.json()["detail"].startswith(detail), (name, answer.json()["detail"][:300])
     await _nothing_written(app)
+
+
+# -- every HTTP route, every parameter ---------------------------------------------------
+#
+# From the OpenAPI document: each operation's path, query and header parameters and the
+# fields of its JSON body, each given every hostile value of its kind while the rest of the
+# request is valid. A new route is covered as it is published, or fails here for want of a
+# value for its path parameters or of a valid body to start from. Served in process (an
+# ASGI transport over create_server, tokens on), on every backend.
+
+OPERATOR = "op-token"
+PATH_VALUES = {"run_id": "{run}", "thread": "t", "name": "nightly"}  # {run}: the seeded run's id
+# A valid body of each operation that takes one: each hostile value replaces one field.
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/runs"): {"task": "record", "args": {"n": 1}},
+    ("POST", "/schedules"): {"name": "nightly", "cron": "0 3 * * *", "task": "record", "args": {"n": 1}},
+    ("POST", "/runs/{run_id}/answers"): {"question": 0, "value": 1},
+    ("POST", "/fleet/broadcast"): {"op": "ping", "timeout_s": 1},
+    ("POST", "/session"): {"token": OPERATOR},
+    ("POST", "/dead/retry"): {"ids": [1]},
+}
+# Body fields where a hostile value is answered in a 2xx by design, and why.
+ANSWERED_IN_A_2XX = {
+    ("POST", "/dead/retry", "ids"): "each id is answered, an id no run has as refused (not found)",
+}
+OVER_LONG = "x" * 5000
+# (label, raw query/path text, must be refused): text that only decodes to U+FFFD (bytes
+# that are not UTF-8) is ordinary text and may be found or not; the rest must be refused.
+URL_TEXT = [("NUL", "%00", True), ("a control character", "a%01", True),
+            ("over-long", OVER_LONG, True), ("a surrogate's bytes", "%ED%A0%80", False),
+            ("a byte that is not UTF-8", "%FF", False)]
+URL_INTEGER = [("negative", "-1"), ("huge", "99999999999999999999"), ("non-ASCII digits", "%C2%B2"),
+               ("Arabic-Indic digits", "%D9%A3"), ("exponent", "1e3"), ("empty", ""), ("inf", "inf"),
+               ("NaN", "nan"), ("hex", "0x10"), ("NUL", "%00")]
+URL_NUMBER = [("negative", "-1"), ("inf", "inf"), ("NaN", "nan"), ("overflow", "1e400"),
+              ("Arabic-Indic digits", "%D9%A3"), ("empty", ""), ("NUL", "%00")]
+def _cursor(created_at: str, tenant: str, thread: str) -> str:
+    """A thread-list cursor as `after` carries it (base64 of JSON), forged."""
+    text = f"[{created_at}, {tenant}, {thread}]".encode()
+    return base64.urlsafe_b64encode(text).decode().rstrip("=")
+
+
+# Cursors that decode to what no listed thread has: a NUL or lone surrogate in its name
+# or tenant, an infinite time (1e400 is JSON for it), a name over the limit.
+CURSORS = [("a cursor naming a NUL", _cursor("1.0", "null", '"a\\u0000"')),
+           ("a cursor naming a lone surrogate", _cursor("1.0", "null", '"\\ud800"')),
+           ("a cursor of a NUL tenant", _cursor("1.0", '"\\u0000"', '"t"')),
+           ("a cursor of an infinite time", _cursor("1e400", "null", '"t"')),
+           ("a cursor of an over-long name", _cursor("1.0", "null", f'"{OVER_LONG[:300]}"'))]
+# Headers carry bytes (Latin-1 as Starlette reads them): no NUL can be sent.
+HEADER_TEXT = [("non-ASCII digits", b"\xb2"), ("huge", b"99999999999999999999"), ("negative", b"-1"),
+               ("over-long", b"9" * 100), ("a colon alone", b":"), ("control characters", b"1\x01")]
+# JSON bodies: raw JSON text for each value (NaN and Infinity are tokens Python's parser takes).
+BODY_TEXT = [("NUL", '"a\\u0000b"'), ("a control character", '"a\\u0001"'), ("empty", '""'),
+             ("over-long", f'"{OVER_LONG}"'), ("a lone surrogate", '"\\ud800"')]
+BODY_INTEGER = [("negative", "-1"), ("huge", "100000000000000000000"), ("non-ASCII digits", '"\\u00b2"'),
+                ("a fraction", "1.5"), ("NaN", "NaN")]
+BODY_NUMBER = [("negative", "-1"), ("NaN", "NaN"), ("Infinity", "Infinity"), ("overflow", "1e400"),
+               ("huge", "1e300"), ("non-ASCII digits", '"\\u00b2"')]
+
+
+def _kinds(schema: dict[str, Any], spec: dict[str, Any]) -> set[str]:
+    """The JSON types a parameter's schema admits (null and references resolved)."""
+    if "$ref" in schema:
+        return _kinds(spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]], spec)
+    if "anyOf" in schema or "oneOf" in schema:
+        return set().union(*(_kinds(s, spec) for s in schema.get("anyOf", schema.get("oneOf", []))))
+    if "enum" in schema:
+        return {"string"}
+    kind = schema.get("type")
+    if kind == "array":
+        return {f"array of {k}" for k in _kinds(schema.get("items", {}), spec)}
+    return {kind} if kind and kind != "null" else set()
+
+
+def _body_fields(operation: dict[str, Any], spec: dict[str, Any]) -> dict[str, set[str]]:
+    """Each top-level field of the operation's JSON body and its kinds (the union of every
+    model a submission may be checked by)."""
+    schema = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if schema is None:
+        return {}
+    models = [schema] if "$ref" in schema else schema.get("oneOf", [schema])
+    fields: dict[str, set[str]] = {}
+    for model in models:
+        resolved = spec["components"]["schemas"][model["$ref"].rsplit("/", 1)[1]]
+        for name, field_schema in resolved.get("properties", {}).items():
+            fields.setdefault(name, set()).update(_kinds(field_schema, spec))
+    return fields
+
+
+def http_cases(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any], bool]]:
+    """(name, the request's parts, whether it must be refused) for every hostile value of
+    every parameter of every operation."""
+    cases: list[tuple[str, dict[str, Any], bool]] = []
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            method = method.upper()
+            params = operation.get("parameters", [])
+            missing = [p["name"] for p in params if p["in"] == "path" and p["name"] not in PATH_VALUES]
+            assert not missing, f"{method} {path}: add a valid value for {missing} to PATH_VALUES"
+            fields = _body_fields(operation, spec)
+            assert not fields or (method, path) in BODIES, f"{method} {path}: add a valid body to BODIES"
+            base = {"method": method, "path": path, "path_values": dict(PATH_VALUES), "query": {},
+                    "headers": {}, "body": BODIES.get((method, path))}
+            for param in params:
+                cases += _param_cases(base, param, _kinds(param["schema"], spec))
+            for field, kinds in fields.items():
+                refused = (method, path, field) not in ANSWERED_IN_A_2XX
+                for label, raw in _body_values(kinds):
+                    name = f"{method} {path} body.{field}: {label}"
+                    cases.append((name, {**base, "body_override": (field, raw)}, refused))
+    return cases
+
+
+def _param_cases(base: dict[str, Any], param: dict[str, Any],
+                 kinds: set[str]) -> list[tuple[str, dict[str, Any], bool]]:
+    where, name = param["in"], param["name"]
+    label_of = f"{base['method']} {base['path']} {where}.{name}"
+    out = []
+    if where == "header":
+        for label, raw in HEADER_TEXT:
+            out.append((f"{label_of}: {label}", {**base, "headers": {name: raw}}, True))
+        return out
+    values: list[tuple[str, str, bool]] = []
+    if {"string", "array of string"} & kinds:
+        values += [*URL_TEXT, ("empty", "", True)]
+        if name == "after":  # a page's cursor
+            values += [(label, cursor, True) for label, cursor in CURSORS]
+    if {"integer", "array of integer"} & kinds:
+        values += [(label, raw, True) for label, raw in URL_INTEGER]
+    if "number" in kinds:
+        values += [(label, raw, True) for label, raw in URL_NUMBER]
+    for label, raw, refused in values:
+        # An empty path segment is another path (a 404, or a redirect to the route without it).
+        refused = refused and not (where == "path" and raw == "")
+        if where == "path":
+            part = {"path_values": {**base["path_values"], name: raw}}
+        else:
+            part = {"query": {name: raw}}
+        out.append((f"{label_of}: {label}", {**base, **part}, refused))
+    return out
+
+
+def _body_values(kinds: set[str]) -> list[tuple[str, str]]:
+    values: list[tuple[str, str]] = []
+    if "string" in kinds:
+        values += BODY_TEXT
+    if "integer" in kinds:
+        values += BODY_INTEGER
+    if "number" in kinds and "integer" not in kinds:
+        values += BODY_NUMBER
+    for kind in sorted(kinds):
+        if kind.startswith("array of "):
+            inner = {"string": BODY_TEXT, "integer": BODY_INTEGER, "number": BODY_NUMBER}.get(kind[9:], [])
+            values += [(f"an item {label}", f"[{raw}]") for label, raw in inner]
+    return values
+
+
+def _request(case: dict[str, Any], run_id: int) -> dict[str, Any]:
+    values = {k: v.replace("{run}", str(run_id)) for k, v in case["path_values"].items()}
+    url = case["path"].format(**values)
+    if case["query"]:
+        url += "?" + "&".join(f"{k}={v}" for k, v in case["query"].items())
+    headers = {"Authorization": f"Bearer {OPERATOR}", **case["headers"]}
+    body = case["body"]
+    if "body_override" in case:
+        field, raw = case["body_override"]
+        rest = json.dumps({k: v for k, v in (body or {}).items() if k != field})
+        content = rest[:-1] + (", " if rest != "{}" else "") + f'"{field}": {raw}}}'
+    else:
+        content = None if body is None else json.dumps(body)
+    if content is not None:
+        headers["Content-Type"] = "application/json"
+    return {"method": case["method"], "url": url, "headers": headers,
+            "content": None if content is None else content.encode("utf-8", "surrogatepass")}
+
+
+async def store_state(app: rw.App) -> tuple[Any, ...]:
+    """What a refused request must leave as it was: every run's state and log length, every
+    thread, schedule and open question."""
+    runs = [(r.id, r.state, r.attempt, r.last_seq, r.key) for r in await app.list_runs(limit=1000)]
+    threads = [(t.tenant, t.thread, t.deleted, t.runs) for t in await app.list_threads(include_deleted=True)]
+    schedules = [(s.name, s.paused, s.next_fire_at) for s in await app.list_schedules()]
+    return runs, threads, schedules, len(await app.questions())
+
+
+async def test_every_route_refuses_every_hostile_value_with_a_4xx_problem(store_url: str) -> None:
+    from runwright.server import Auth
+    from runwright.server.factory import create_server
+
+    async with client(store_url) as app:
+        seeded = await app.tenant("acme").submit("record", n=1, thread="t", delay_s=3600)
+        await app.save_schedule(app.schedule_spec("nightly", cron="0 3 * * *", task="record", args={"n": 1},
+                                                  tz="UTC", misfire="skip", catch_up_limit=10, queue=None,
+                                                  priority=None))
+        before = await store_state(app)
+        api = create_server(app, Auth({"tenant-token": "acme"}, operators=frozenset({OPERATOR})))
+        cases = http_cases(api.openapi())
+        assert len(cases) > 300  # every operation's parameters, each with every hostile value
+        transport = httpx.ASGITransport(api, raise_app_exceptions=False)  # a 500 is a row that failed
+        failures = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://runwright") as http:
+            for name, case, must_refuse in cases:
+                request = _request(case, seeded.id)
+                try:
+                    async with asyncio.timeout(20):  # a stream that opened would never end
+                        answer = await http.request(**request)
+                except TimeoutError:
+                    failures.append(f"{name}: no answer (a stream opened?)")
+                    continue
+                problem = answer.headers.get("content-type") == "application/problem+json"
+                if answer.status_code >= 500 or (answer.status_code >= 400 and not problem):
+                    failures.append(f"{name}: {answer.status_code} {answer.text[:160]}")
+                elif must_refuse and not 400 <= answer.status_code < 500:
+                    failures.append(f"{name}: accepted ({answer.status_code} {answer.text[:160]})")
+        assert not failures, f"{len(failures)} of {len(cases)}:\n" + "\n".join(failures)
+        assert await store_state(app) == before
+
+
+# -- every command, every option and argument --------------------------------------------
+#
+# In process (`runwright.cli.main.run`), each command of the tree with every hostile value
+# of its kind in one option or argument, the others valid: one line on stderr that names
+# the option, exit 2, before any store is opened (the URL names a database that does not
+# exist: reaching it would be exit 4, and would not create it either).
+
+# Valid positional arguments of each command that takes some (each hostile value replaces one).
+POSITIONAL: dict[tuple[str, ...], list[str]] = {
+    ("worker",): [APP_SPEC], ("serve",): [APP_SPEC], ("submit",): [APP_SPEC, "record"],
+    ("show",): ["1"], ("events",): ["1"], ("follow",): ["1"], ("cancel",): ["1"], ("retry",): ["1"],
+    ("schedules",): ["pause", "nightly"], ("questions",): ["1"], ("answer",): ["1", "0", '"yes"'],
+    ("thread", "show"): ["t"], ("thread", "cancel"): ["t"], ("thread", "follow"): ["t"],
+    ("fleet", "broadcast"): ["ping"],
+}
+INTEGER_TEXT = ["-1", "99999999999999999999", "²", "٣", "1e20", "inf", "nan", "", "0x10", " "]
+NUMBER_TEXT = ["-1", "inf", "-inf", "nan", "1e400", "1e20", "١", "²", "", "1_0"]
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = []
+    for name, command in sorted(group.commands.items()):
+        if hasattr(command, "commands"):
+            found += _commands(command, (*path, name))
+        else:
+            found.append(((*path, name), command))
+    return found
+
+
+def cli_cases() -> list[tuple[str, list[str], str]]:
+    """(name, argv, the name the error must give) for every hostile value of every
+    parameter of every command."""
+    from runwright.cli.main import command
+    from runwright.cli.params import Integer, Number, Text
+
+    cases = []
+    for path, command_ in _commands(command()):
+        arguments = [p for p in command_.params if p.param_type_name == "argument"]
+        assert not arguments or path in POSITIONAL, f"runwright {' '.join(path)}: add its arguments here"
+        positional = POSITIONAL.get(path, [])
+        for param in command_.params:
+            if getattr(param, "is_flag", False) or param.name == "help":
+                continue
+            kind = param.type
+            assert isinstance(kind, (Integer, Number, Text)), (
+                f"runwright {' '.join(path)} {param.name}: read it with a type of runwright.cli.params")
+            values = (INTEGER_TEXT if isinstance(kind, Integer) else NUMBER_TEXT if isinstance(kind, Number)
+                      else _text_values(kind.max_chars))
+            for value in values:
+                if param.param_type_name == "option":
+                    flag = max(param.opts, key=len)
+                    argv = [*path, flag, value, "--", *positional]
+                    what = flag
+                else:
+                    index = arguments.index(param)
+                    given = [*positional]
+                    given[index:index + 1] = [value]
+                    argv = [*path, "--", *given]
+                    what = param.human_readable_name
+                cases.append((f"{' '.join(path)} {what} {value[:12]!r}", argv, what))
+    return cases
+
+
+def _text_values(max_chars: int) -> list[str]:
+    over_long = ["x" * (max_chars + 1)] if max_chars < 10_000 else []  # not 64 MiB of JSON
+    return ["", "a\x00b", "a\udcff", *over_long]
+
+
+def test_every_command_refuses_every_hostile_value_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from runwright.cli.main import run
+
+    database = tmp_path / "never.db"
+    monkeypatch.setenv("RUNWRIGHT_URL", f"sqlite:///{database}")
+    monkeypatch.chdir(tmp_path)  # a command that fell through to the default URL makes nothing here
+    cases = cli_cases()
+    assert len(cases) > 300
+    failures = []
+    for name, argv, what in cases:
+        code = run(argv)
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        if code != 2 or len(lines) != 1 or not lines[0].startswith("error: ") or what not in lines[0] or out:
+            failures.append(f"{name}: exit {code}, stdout {out[:80]!r}, stderr {err[:300]!r}")
+    assert not failures, f"{len(failures)} of {len(cases)}:\n" + "\n".join(failures)
+    assert not database.exists() and not (tmp_path / "runwright.db").exists()
+
+
+# Values that only the library can judge (what a thread's name may be, whether it exists),
+# through the command line on every backend: one line, the documented code, nothing written.
+LIBRARY_REFUSALS: list[tuple[list[str], int, str]] = [
+    (["thread", "show", "NOSUCH"], 5, "error: ThreadNotFound: thread 'NOSUCH' does not exist"),
+    (["thread", "show", "t", "--tenant", "nobody"], 5, "error: ThreadNotFound: thread 't' does not exist"),
+    (["thread", "show", "a\x01"], 2, "error: InvalidInput: thread must be a name without control characters"),
+    (["thread", "show", "t", "--tenant", "a\x1b[1m"], 2, "error: InvalidInput: tenant must be a name"),
+    (["thread", "cancel", "a\x7f"], 2, "error: InvalidInput: thread must be a name without control"),
+    (["thread", "follow", "x" * 257], 2, "error: InvalidInput: thread must be a non-empty string of at most"),
+    (["thread", "list", "--tenant", "a\n"], 2, "error: InvalidInput: tenant must be a name without control"),
+    (["runs", "--thread", "a\x01"], 2, "error: InvalidInput: thread must be a name without control"),
+    (["runs", "--queue", "q\x00"], 2, "error: InvalidInput: --queue must be text without NUL"),
+    (["runs", "--task", "x" * 201], 2, "error: InvalidInput: task must be a non-empty string of at most 200"),
+    (["answer", "1", "0", '"yes"', "--by", " "], 2, "error: InvalidInput: --by names who answers"),
+    (["schedules", "pause", "a\x01"], 2, "error: InvalidInput: schedule name must be a name without control"),
+    (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"},
+                                      "key": "a\x00"})],
+     2, "error: InvalidInput: key must be text without NUL"),
+    (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"},
+                                      "thread": "a\ud800"})],
+     2, "error: InvalidInput: thread must be text without NUL or lone surrogates"),
+    (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"},
+                                      "delay_s": 1e300})],
+     2, "error: InvalidTime: delay_s must be >= 0 and <= 1e+09 seconds"),
+    (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"},
+                                      "run_at": -1})],
+     2, "error: InvalidTime: run_at must be epoch seconds in 0..1e+11"),
+]
+
+
+def test_the_command_line_refuses_what_the_library_refuses(store_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from runwright.cli.main import run
+
+    async def seed() -> tuple[Any, ...]:
+        async with client(store_url) as app:
+            await app.submit("record", n=1, thread="t", delay_s=3600)
+            return await store_state(app)
+
+    async def state() -> tuple[Any, ...]:
+        async with client(store_url) as app:
+            return await store_state(app)
+
+    before = asyncio.run(seed())
+    monkeypatch.setenv("RUNWRIGHT_URL", store_url)
+    failures = []
+    for argv, code, first_line in LIBRARY_REFUSALS:
+        given = run(argv)
+        out, err = capsys.readouterr()
+        lines = err.strip().splitlines()
+        if given != code or len(lines) != 1 or not lines[0].startswith(first_line) or "Traceback" in err:
+            failures.append(f"{argv!r}: exit {given}, stderr {err[:300]!r}")
+    assert not failures, "\n".join(failures)
+    assert asyncio.run(state()) == before

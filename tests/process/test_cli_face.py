@@ -261,8 +261,14 @@ async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: s
     assert shown["run"]["id"] == run_id
     events = runwright("events", str(run_id), "--json", url=store_url)
     assert [json.loads(line)["kind"] for line in events.stdout.splitlines()] == ["submitted"]
-    thread = listed("thread", "show", "no-such-thread")
-    assert thread == {"thread": "no-such-thread", "runs": [], "messages": []}
+    missing = runwright("thread", "show", "no-such-thread", "--json", url=store_url)
+    assert (missing.returncode, missing.stdout) == (5, ""), missing.stderr  # as `show` of no run
+    assert missing.stderr == "error: ThreadNotFound: thread 'no-such-thread' does not exist\n"
+    threaded = await app.store.run_insert_threaded(RunInsertParams(key="k-chat", task="double", args="{}",
+                                                                   thread="chat", on_busy="enqueue"))
+    thread = listed("thread", "show", "chat")
+    assert (thread["thread"], [run["id"] for run in thread["runs"]], thread["messages"]) == (
+        "chat", [threaded.id], [])
 
 
 async def test_thread_list_shows_every_tenants_threads_newest_first(app: rw.App, store_url: str) -> None:

@@ -1,12 +1,15 @@
 """Bad input is refused with a clear error before anything is written."""
 
+import asyncio
 import datetime as dt
 import math
 
 import pytest
 
 import runwright as rw
+from runwright import inputs
 from runwright.agents.tools import tool_spec
+from runwright.cli.params import Integer, Number, Text, UsageError
 from runwright.retry import Backoff, RetryPolicy
 from runwright.serde import MAX_DEPTH, decode, encode
 from runwright.store import store_from_url
@@ -127,3 +130,93 @@ def test_tool_arguments_that_do_not_fit_are_bad_arguments_and_still_a_value_erro
     with pytest.raises(rw.BadArguments, match="invalid arguments for tool 'add'") as refused:
         tool.validate('{"a": "one"}')
     assert isinstance(refused.value, ValueError)  # what the agent loop catches
+
+
+# -- what each input may be (runwright.inputs): one answer for library, CLI and HTTP -----
+
+HOSTILE_TEXT = [("NUL", "a\x00b"), ("a lone surrogate", "a\ud800"), ("an undecodable byte", "a\udcff"),
+                ("empty", ""), ("over-long", "x" * 100_000), ("not a string", 5), ("None", None)]
+
+
+@pytest.mark.parametrize("check, what", [(inputs.thread_name, "thread"), (inputs.key, "key"),
+                                         (inputs.tenant, "tenant"), (inputs.queue, "queue"),
+                                         (inputs.answerer, "by")])
+@pytest.mark.parametrize("label, value", HOSTILE_TEXT + [("a control character", "a\x01b"),
+                                                         ("a newline", "a\nb"), ("DEL", "a\x7f")],
+                         ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
+def test_a_name_refuses_what_no_store_or_line_can_hold(check, what, label, value) -> None:
+    with pytest.raises(rw.InvalidInput, match=f"^{what} must be") as refused:
+        check(value)
+    assert isinstance(refused.value, ValueError) and len(str(refused.value)) < 200  # one short line
+
+
+def test_a_name_may_be_any_other_text_within_its_length() -> None:
+    for name in ("t", "é-\u4e2d-\U0001f600", "a b", "\ufffd", "x" * inputs.MAX_THREAD_CHARS):
+        assert inputs.thread_name(name) == name
+    assert inputs.key("k" * inputs.MAX_KEY_CHARS)
+    with pytest.raises(rw.InvalidInput, match="at most 256 characters"):
+        inputs.thread_name("x" * (inputs.MAX_THREAD_CHARS + 1))
+    with pytest.raises(rw.InvalidInput, match="must not be blank"):
+        inputs.answerer("  ")
+
+
+@pytest.mark.parametrize("text", ["-1", "2147483648", "99999999999999999999", "²", "٣", "1_0", "1e3", "1.0",
+                                  "", " ", "0x10", "inf", "nan", "\x00"])
+def test_a_sequence_number_is_ascii_digits_in_range(text) -> None:
+    with pytest.raises(rw.InvalidInput, match="^Last-Event-ID must be an integer in 0..2147483647"):
+        inputs.sequence_text(text)
+    assert inputs.sequence_text("0") == 0 and inputs.sequence_text("2147483647") == 2**31 - 1
+
+
+@pytest.mark.parametrize("value", [-1, 2**31, True, 1.0, "1", None])
+def test_an_integer_is_an_int_in_its_range(value) -> None:
+    with pytest.raises(rw.InvalidInput, match="^after must be an integer in 0..2147483647"):
+        inputs.sequence(value)
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "NaN", "Infinity", "1e400", "-1", "0", "١", "²",
+                                  "1_0", "", "2e9"])
+def test_a_duration_is_finite_positive_and_bounded(text) -> None:
+    with pytest.raises(rw.InvalidInput, match="^--lease-s must be a finite number > 0 and <= 1e"):
+        inputs.number_text(text, "--lease-s", 0, inputs.MAX_SECONDS, low_open=True)
+    for value in (math.nan, math.inf, -math.inf, 0, -1, 1e10, True):
+        with pytest.raises(rw.InvalidInput):
+            inputs.seconds(value, "lease_s")
+    assert inputs.number_text("1.5e1", "x", 0, 100) == 15.0 and inputs.seconds(0.5, "x") == 0.5
+
+
+def test_the_library_refuses_a_bad_name_before_any_store_is_touched() -> None:
+    """No store is reachable at this URL: each refusal comes before the first connect."""
+    app = rw.App("postgresql://nobody@127.0.0.1:1/none", builtin_jobs=False)
+    calls = [lambda: app.thread_history("a\x00"), lambda: app.thread_info("t", incarnation=0),
+             lambda: app.list_runs(thread="a\x00"), lambda: app.list_runs(key=""),
+             lambda: app.list_runs(task="a\x01"), lambda: app.cancel_thread("\ud800"),
+             lambda: app.delete_thread(""), lambda: app.events_page(1, after=2**31),
+             lambda: app.thread_events_page("t", after=-1), lambda: app.answer(1, 0, True, by="a\x00"),
+             lambda: app.answer(1, 0, True, by="")]
+    for call in calls:
+        with pytest.raises(rw.InvalidInput):
+            asyncio.run(call())
+    with pytest.raises(rw.InvalidInput, match="^tenant must be"):
+        app.tenant("a\x00")
+    with pytest.raises(rw.InvalidInput, match="^thread must be"):
+        app.thread("")
+
+
+def test_worker_settings_refuse_nan_and_infinite_durations() -> None:
+    from runwright.engine.worker import WorkerConfig
+
+    for setting in ({"lease_s": math.nan}, {"lease_s": math.inf}, {"drain_grace_s": math.nan},
+                    {"poll_s": math.inf}, {"queues": ["a\x00"]}, {"queues": ["x" * 201]}):
+        with pytest.raises(rw.ConfigError):
+            WorkerConfig(**setting)
+
+
+@pytest.mark.parametrize("kind, text", [(Integer(1, 10), "0"), (Integer(1, 10), "11"), (Integer(1, 10), "٣"),
+                                        (Integer(1, 10), "1e1"), (Number(0, 5, low_open=True), "nan"),
+                                        (Number(0, 5, low_open=True), "inf"), (Number(0, 5), "-0.5"),
+                                        (Text(5), ""), (Text(5), "abcdef"), (Text(5), "a\x00"),
+                                        (Text(5), "a\udcff")])
+def test_a_command_line_value_of_the_wrong_kind_is_one_usage_error(kind, text) -> None:
+    with pytest.raises(UsageError, match="^InvalidInput: the value must be"):
+        kind.convert(text, None, None)

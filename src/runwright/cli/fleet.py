@@ -14,13 +14,15 @@ import typer
 from ..app import App
 from ..errors import InvalidInput
 from .main import URL, clear_errors, out, with_app
+from .params import Integer, Number
 
 __all__ = ["fleet_cli"]
 
 fleet_cli = typer.Typer(help="The fleet bus: who is alive, broadcasts, rolling recycles.",
                         no_args_is_help=True)
 APP = typer.Option(None, "--app", metavar="MODULE:APP", help="The app whose version names the fleet.")
-MAJOR = typer.Option(None, "--major", help="The fleet's major version, without --app. Defaults to 0.")
+MAJOR = typer.Option(None, "--major", click_type=Integer(0, 2**31 - 1),
+                     help="The fleet's major version, without --app. Defaults to 0.")
 JSON = typer.Option(False, "--json", help="Print JSON instead of a table.")
 OUTCOME_STYLE = {"applied": "green", "failed": "red", "missing": "red", "departed": "magenta",
                  "timed_out": "yellow", "resyncing": "cyan", "recycling": "cyan", "stale": "red"}
@@ -68,7 +70,9 @@ def workers(json_out: bool = JSON, app_spec: str | None = APP, major: int | None
 @fleet_cli.command("broadcast")
 def broadcast(op: str = typer.Argument(..., help="The op, e.g. ping, evict-cache, reload-config."),
               payload: str = typer.Option("{}", "--payload", help="A JSON object for the handlers."),
-              timeout_s: float | None = typer.Option(None, "--timeout-s", help="Window; defaults to 5 s."),
+              timeout_s: float | None = typer.Option(None, "--timeout-s",
+                                                     click_type=Number(0, 600, low_open=True),
+                                                     help="Window; defaults to 5 s."),
               json_out: bool = JSON, app_spec: str | None = APP, major: int | None = MAJOR,
               url: str | None = URL) -> None:
     """Send OP to every live process; one row per process. Exit 0 only when every row is

@@ -8,10 +8,12 @@ Exit codes and the one-line errors live in `exits`, output for people and script
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+import sys
+from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
@@ -23,12 +25,24 @@ from ..runs import RunState
 from ..schedules import clock_from_env
 from ..scope import RETRY_REFUSALS
 from . import views
-from .exits import FAILED, TABLE, TIMED_OUT, clear_errors, code_for, err, fail
+from .exits import BAD_INPUT, FAILED, TABLE, TIMED_OUT, clear_errors, code_for, err, fail
 from .output import as_json as as_json_value
 from .output import escape, out, print_json
 from .output import show as show_out
+from .params import (
+    AFTER,
+    DOCUMENT,
+    ID,
+    LIMIT,
+    SECONDS,
+    SECONDS_OR_ZERO,
+    TEXT,
+    Integer,
+    Number,
+    UsageError,
+)
 
-__all__ = ["cli", "command", "main"]
+__all__ = ["cli", "command", "main", "run"]
 
 T = TypeVar("T")
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in TABLE)
@@ -39,7 +53,7 @@ cli = typer.Typer(help="runwright: durable, distributed execution for agent runs
 URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL", metavar="URL",
                    help="Store URL. Defaults to RUNWRIGHT_URL, else sqlite:///./runwright.db.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
-RUN_ID = typer.Argument(..., metavar="RUN_ID", help="The run's id.")
+RUN_ID = typer.Argument(..., metavar="RUN_ID", click_type=ID, help="The run's id.")
 METAVARS = {"int": "INTEGER", "float": "NUMBER", "str": "TEXT"}
 
 
@@ -83,37 +97,48 @@ def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool 
 @cli.command()
 def worker(
     app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="The app, e.g. jobs:app."),
-    concurrency: int = typer.Option(10, "--concurrency", "-c", help="Runs at once per process."),
-    processes: int = typer.Option(1, "--processes", "-p", help="Worker processes to start."),
+    concurrency: int = typer.Option(10, "--concurrency", "-c", click_type=Integer(1, 100_000),
+                                    help="Runs at once per process."),
+    processes: int = typer.Option(1, "--processes", "-p", click_type=Integer(1, 1024),
+                                  help="Worker processes to start."),
     queues: str = typer.Option("default", "--queues", "-q", help="Comma-separated queues."),
-    lease_s: float = typer.Option(30.0, help="A stalled worker loses its runs after this."),
-    drain_grace_s: float = typer.Option(10.0, help="On SIGTERM: time given to running runs."),
+    lease_s: float = typer.Option(30.0, click_type=SECONDS,
+                                  help="A stalled worker loses its runs after this."),
+    drain_grace_s: float = typer.Option(10.0, click_type=SECONDS_OR_ZERO,
+                                        help="On SIGTERM: time given to running runs."),
     metrics_port: int | None = typer.Option(
-        None, min=1, max=65535, help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
-        "on this port; with -p N, worker process k serves on port+k-1."),
+        None, click_type=Integer(1, 65535),
+        help="Serve this process's /metrics (Prometheus), /healthz and /readyz "
+             "on this port; with -p N, worker process k serves on port+k-1."),
     metrics_host: str = typer.Option("127.0.0.1", help="The address --metrics-port listens on "
                                      "(0.0.0.0: every interface)."),
     retain_max_age_s: float | None = typer.Option(
-        None, help="Remove ended runs older than this, with their journal and log (one worker "
-                   "at a time sweeps). Unset: keep everything."),
+        None, click_type=SECONDS,
+        help="Remove ended runs older than this, with their journal and log (one worker "
+             "at a time sweeps). Unset: keep everything."),
     retain_max_events: int | None = typer.Option(
-        None, help="Keep a run's last this many events; older ones go, behind one 'trimmed' "
-                   "event naming the first seq kept. Unset: keep every event."),
+        None, click_type=LIMIT,
+        help="Keep a run's last this many events; older ones go, behind one 'trimmed' "
+             "event naming the first seq kept. Unset: keep every event."),
     retain_thread_max_runs: int | None = typer.Option(
-        None, help="A thread keeps its newest this many runs; its older ended runs go (its "
+        None, click_type=LIMIT, help="A thread keeps its newest this many runs; its older ended runs go (its "
                    "history stays). Unset: keep them."),
     retain_tombstone_age_s: float | None = typer.Option(
-        None, help="Remove the tombstones of threads deleted longer ago than this; their names "
-                   "may then name new threads (a reader of the old one is still told it was "
-                   "deleted). Unset: a deleted name stays taken."),
+        None, click_type=SECONDS,
+        help="Remove the tombstones of threads deleted longer ago than this; their names "
+             "may then name new threads (a reader of the old one is still told it was "
+             "deleted). Unset: a deleted name stays taken."),
     retain_thread_max_messages: int | None = typer.Option(
-        None, help="A thread's history keeps its newest this many messages (a run still open "
-                   "keeps all of its own). Unset: keep every message."),
-    sweep_interval_s: float = typer.Option(60.0, help="How often retention looks for runs to remove."),
+        None, click_type=LIMIT,
+        help="A thread's history keeps its newest this many messages (a run still open "
+             "keeps all of its own). Unset: keep every message."),
+    sweep_interval_s: float = typer.Option(60.0, click_type=SECONDS,
+                                           help="How often retention looks for runs to remove."),
     unrunnable_after_s: float = typer.Option(
-        3600.0, help="Close failed (Unrunnable) a run due this long that no live worker can run: "
-                     "none registers its task for the major of the app version that submitted it, "
-                     "or serves its queue."),
+        3600.0, click_type=SECONDS,
+        help="Close failed (Unrunnable) a run due this long that no live worker can run: "
+             "none registers its task for the major of the app version that submitted it, "
+             "or serves its queue."),
     allow_verify_faults: bool = typer.Option(
         False, "--allow-verify-faults",
         help="Obey the faults of a `runwright verify --fleet` session this worker serves: die "
@@ -134,6 +159,20 @@ def worker(
     _use_url(url)
     if allow_verify_faults:  # read when the App is made; the children of -p inherit it
         os.environ["RUNWRIGHT_VERIFY_FAULTS"] = "1"
+    with clear_errors():
+        app = load_app(app_spec)
+        options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
+                                       lease_s=lease_s, drain_grace_s=drain_grace_s,
+                                       retain_max_age_s=retain_max_age_s,
+                                       retain_max_events=retain_max_events,
+                                       retain_thread_max_runs=retain_thread_max_runs,
+                                       retain_tombstone_age_s=retain_tombstone_age_s,
+                                       retain_thread_max_messages=retain_thread_max_messages,
+                                       sweep_interval_s=sweep_interval_s,
+                                       unrunnable_after_s=unrunnable_after_s,
+                                       schedule_clock=clock_from_env(
+                                           os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
+        WorkerConfig(**options)  # a bad setting is refused now, before anything starts
     if processes > 1:
         argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
                 "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),
@@ -160,6 +199,9 @@ def worker(
             err.print(f"[bold red]error:[/] ConfigError: --metrics-port {metrics_port} with "
                       f"--processes {processes} needs ports up to {metrics_port + processes - 1}")
             raise typer.Exit(2)
+        # What would stop every child at its start (the module, a setting, the store out
+        # of reach, its schema) stops the pool here, said once, before any child starts.
+        with_app(url, _opened, app=app)
         try:
             code = supervise(argv_of, processes)
         except PoolCannotStart as exc:
@@ -167,19 +209,6 @@ def worker(
             code = exc.exit_code
         raise typer.Exit(code)
     with clear_errors():
-        app = load_app(app_spec)
-        options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
-                                       lease_s=lease_s, drain_grace_s=drain_grace_s,
-                                       retain_max_age_s=retain_max_age_s,
-                                       retain_max_events=retain_max_events,
-                                       retain_thread_max_runs=retain_thread_max_runs,
-                                       retain_tombstone_age_s=retain_tombstone_age_s,
-                                       retain_thread_max_messages=retain_thread_max_messages,
-                                       sweep_interval_s=sweep_interval_s,
-                                       unrunnable_after_s=unrunnable_after_s,
-                                       schedule_clock=clock_from_env(
-                                           os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
-        WorkerConfig(**options)  # a bad setting is refused now, before anything starts
         from ..engine.probes import Probes
 
         probes = Probes(metrics_host, metrics_port) if metrics_port is not None else None
@@ -202,7 +231,8 @@ def worker(
 def serve(
     app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="The app, e.g. jobs:app."),
     host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
-    port: int = typer.Option(8000, metavar="PORT", help="Port to listen on (0: one the system picks)."),
+    port: int = typer.Option(8000, metavar="PORT", click_type=Integer(0, 65535),
+                             help="Port to listen on (0: one the system picks)."),
     url: str | None = URL,
 ) -> None:
     """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json, docs at /docs) and the
@@ -236,13 +266,14 @@ def submit(
                                     'file. Options given beside it win.'),
     key: str | None = typer.Option(None, metavar="KEY",
                                    help="Idempotency key: the same key is the same run."),
-    priority: int | None = typer.Option(None, metavar="N", help="0 critical .. 3 low."),
-    delay_s: float | None = typer.Option(None, metavar="SECONDS",
+    priority: int | None = typer.Option(None, metavar="N", click_type=Integer(0, 32767),
+                                        help="0 critical .. 3 low."),
+    delay_s: float | None = typer.Option(None, metavar="SECONDS", click_type=SECONDS_OR_ZERO,
                                          help="Start no sooner than this many seconds."),
     run_at: str | None = typer.Option(None, "--run-at", metavar="WHEN",
                                       help="Start no sooner than this time: ISO 8601 with a zone "
                                            "(2026-12-01T09:00:00Z, ...+02:00) or epoch seconds."),
-    timeout_s: float | None = typer.Option(None, "--timeout-s", metavar="SECONDS",
+    timeout_s: float | None = typer.Option(None, "--timeout-s", metavar="SECONDS", click_type=SECONDS,
                                            help="With --wait: stop waiting after this long, exit 6 "
                                                 "(the run goes on)."),
     queue: str | None = typer.Option(None, metavar="QUEUE", help="The queue. Defaults to the task's."),
@@ -308,7 +339,8 @@ def runs(
     task: str | None = typer.Option(None, "--task", "-t", metavar="TASK", help="Only this task's runs."),
     queue: str | None = typer.Option(None, "--queue", "-q", metavar="QUEUE", help="Only this queue's runs."),
     thread: str | None = typer.Option(None, "--thread", metavar="THREAD", help="Only this thread's runs."),
-    limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many runs."),
+    limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=LIMIT,
+                              help="At most this many runs."),
     as_json: bool = JSON_OUT,
     url: str | None = URL,
 ) -> None:
@@ -334,7 +366,8 @@ def status(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
 
 
 @cli.command()
-def dead(limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many runs."),
+def dead(limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=LIMIT,
+                                   help="At most this many runs."),
          as_json: bool = JSON_OUT, url: str | None = URL) -> None:
     """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
     found = with_app(url, lambda app: app.dead_letters(limit=limit))
@@ -364,7 +397,8 @@ def show(run_id: int = RUN_ID, as_json: bool = JSON_OUT, url: str | None = URL) 
 
 @cli.command()
 def events(run_id: int = RUN_ID,
-           after: int = typer.Option(0, "--after", metavar="SEQ", help="Start after this event seq."),
+           after: int = typer.Option(0, "--after", metavar="SEQ", click_type=AFTER,
+                                     help="Start after this event seq."),
            as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
            url: str | None = URL) -> None:
     """Print a run's event log as it stands (`follow` waits for more)."""
@@ -379,7 +413,8 @@ def events(run_id: int = RUN_ID,
 
 @cli.command()
 def follow(run_id: int = RUN_ID,
-           after: int = typer.Option(0, "--after", metavar="SEQ", help="Start after this event seq."),
+           after: int = typer.Option(0, "--after", metavar="SEQ", click_type=AFTER,
+                                     help="Start after this event seq."),
            as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
            url: str | None = URL) -> None:
     """Print a run's events live; exit when the run ends (1 if it did not succeed)."""
@@ -411,7 +446,8 @@ def cancel(run_id: int = RUN_ID, url: str | None = URL) -> None:
 
 @cli.command()
 def retry(
-    run_ids: list[int] | None = typer.Argument(None, metavar="RUN_ID", help="Runs to re-queue."),
+    run_ids: list[int] | None = typer.Argument(None, metavar="RUN_ID", click_type=ID,
+                                               help="Runs to re-queue."),
     all_dead: bool = typer.Option(False, "--all-dead", help="Re-queue every dead letter."),
     task: str | None = typer.Option(None, "--task", metavar="TASK",
                                     help="With --all-dead: only this task's."),
@@ -539,8 +575,10 @@ def migrate(url: str | None = URL) -> None:
 
 @cli.command()
 def demo(
-    runs_count: int = typer.Option(300, "--runs", metavar="N", help="Runs to submit."),
-    workers: int = typer.Option(3, "--workers", metavar="N", help="Worker processes."),
+    runs_count: int = typer.Option(300, "--runs", metavar="N", click_type=Integer(1, 1_000_000),
+                                   help="Runs to submit."),
+    workers: int = typer.Option(3, "--workers", metavar="N", click_type=Integer(1, 64),
+                                help="Worker processes."),
     url: str | None = typer.Option(None, "--url", metavar="URL",
                                    help="Store URL. Defaults to a fresh ./runwright-demo.db."),
 ) -> None:
@@ -555,9 +593,12 @@ def demo(
 @cli.command()
 def verify(
     url: str | None = URL,
-    workers: int = typer.Option(5, "--workers", metavar="N", help="Worker processes verify starts."),
-    runs_count: int = typer.Option(10000, "--runs", metavar="N", help="Runs of its workload."),
-    steps: int = typer.Option(3, "--steps", metavar="N", help="Journaled steps per run."),
+    workers: int = typer.Option(5, "--workers", metavar="N", click_type=Integer(1, 1024),
+                                help="Worker processes verify starts."),
+    runs_count: int = typer.Option(10000, "--runs", metavar="N", click_type=Integer(1, 100_000_000),
+                                   help="Runs of its workload."),
+    steps: int = typer.Option(3, "--steps", metavar="N", click_type=Integer(1, 10_000),
+                              help="Journaled steps per run."),
     kill_every: str = typer.Option("2s", "--kill-every", metavar="DURATION",
                                    help="SIGKILL a random worker (restarted) this often; 0: never."),
     stall_every: str = typer.Option("10s", "--stall-every", metavar="DURATION",
@@ -565,11 +606,11 @@ def verify(
     blip_every: str = typer.Option("5s", "--blip-every", metavar="DURATION",
                                    help="Drop the workers' database connections (SQLite: kill a "
                                         "writer mid-transaction); 0: never."),
-    seed: int | None = typer.Option(None, "--seed", metavar="N",
+    seed: int | None = typer.Option(None, "--seed", metavar="N", click_type=Integer(0, 2**63 - 1),
                                     help="The same seed makes the same fault schedule."),
-    lease_s: float = typer.Option(2.0, "--lease-s", metavar="SECONDS",
+    lease_s: float = typer.Option(2.0, "--lease-s", metavar="SECONDS", click_type=Number(1, 3600),
                                   help="The workers' lease: a stalled one loses its runs after it."),
-    timeout_s: float = typer.Option(600.0, "--timeout-s", metavar="SECONDS",
+    timeout_s: float = typer.Option(600.0, "--timeout-s", metavar="SECONDS", click_type=SECONDS,
                                     help="Give up draining after this (runs not ended are lost)."),
     fleet: bool = typer.Option(
         False, "--fleet",
@@ -610,7 +651,8 @@ def _scope(app: App, tenant: str | None) -> Any:
 def thread_list(
     tenant: str | None = typer.Option(None, "--tenant", help="Only this tenant's threads (default: "
                                                               "every tenant's)."),
-    limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="At most this many threads."),
+    limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=LIMIT,
+                              help="At most this many threads."),
     deleted: bool = typer.Option(False, "--deleted", help="List deleted threads too (marked)."),
     as_json: bool = JSON_OUT,
     url: str | None = URL,
@@ -652,7 +694,8 @@ def thread_cancel(name: str = THREAD, tenant: str | None = TENANT,
 
 @thread_cli.command("follow")
 def thread_follow(name: str = THREAD, tenant: str | None = TENANT,
-                  after: int = typer.Option(0, "--after", help="Start after this thread seq (tseq)."),
+                  after: int = typer.Option(0, "--after", click_type=AFTER,
+                                            help="Start after this thread seq (tseq)."),
                   url: str | None = URL) -> None:
     """Print a thread's events live, run after run (`tseq run:seq time kind data`), until
     interrupted. Resume with --after at the last tseq printed."""
@@ -670,6 +713,10 @@ def _use_url(url: str | None) -> None:
         os.environ["RUNWRIGHT_URL"] = url
 
 
+async def _opened(_app: App) -> None:
+    """Nothing more than opening the App (`with_app` opens and closes it)."""
+
+
 def _stop_before_start(_signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
@@ -681,10 +728,12 @@ def _state(text: str) -> RunState:
         raise InvalidInput(f"unknown state {text!r}; one of {', '.join(s.value for s in RunState)}") from None
 
 
+@functools.cache
 def command() -> TyperGroup:
     """The command behind `runwright`, its help without Typer's `<int>`-style hints: a
     plain metavar (INTEGER, TEXT, ...) on every option that names none, and an argument
-    shown by its metavar alone (Typer adds its Python type: `MODULE:APP <str>`)."""
+    shown by its metavar alone (Typer adds its Python type: `MODULE:APP <str>`). Made
+    once per process."""
     group = typer.main.get_command(cli)
     assert isinstance(group, TyperGroup)
     for sub in [group, *group.commands.values()]:
@@ -694,7 +743,19 @@ def command() -> TyperGroup:
                 param.metavar = METAVARS.get(name, name.upper())
             elif isinstance(param, TyperArgument):
                 setattr(param, "display_type_rich", _no_type)  # noqa: B010 (mypy: a method)
+    _check_text(group)
     return group
+
+
+def _check_text(command: Any) -> None:
+    """Every text an option or argument of `command` and its subcommands takes is read as
+    `params.Text` (JSON as a `DOCUMENT`): no command gets an empty, over-long or NUL
+    text, or bytes that are not UTF-8, whoever declared the option."""
+    for param in command.params:
+        if type(param.type).__name__ == "StringParamType":  # click's STRING (typer's copy, or click's)
+            param.type = DOCUMENT if param.metavar in ("JSON", "[JSON]") else TEXT
+    for sub in getattr(command, "commands", {}).values():
+        _check_text(sub)
 
 
 def _type_name(param: TyperOption) -> str:
@@ -707,8 +768,33 @@ def _no_type(ctx: object) -> None:
     return None
 
 
+def run(argv: Sequence[str] | None = None) -> int:
+    """`runwright ARGV` (default: this process's arguments): its exit code. A usage error
+    (an unknown option, a value of the wrong kind or range) is one line on stderr and
+    exit 2, as every bad input; `--help` and a bare group print their help."""
+    group = command()
+    try:
+        code = group.main(args=argv, prog_name="runwright", standalone_mode=False)
+    except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `runwright`, `runwright thread`
+            exc.show()  # type: ignore[attr-defined]
+            return BAD_INPUT
+        return _usage_error(exc)
+    except typer.Abort:
+        err.print("Aborted!", highlight=False, markup=False)
+        return FAILED
+    return code if isinstance(code, int) else 0
+
+
+def _usage_error(exc: Any) -> int:
+    """One line: what was wrong, and where the command's help is."""
+    where = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+    err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", highlight=False)
+    return BAD_INPUT
+
+
 def main() -> None:
-    command()(prog_name="runwright")
+    sys.exit(run())
 
 
 if __name__ == "__main__":

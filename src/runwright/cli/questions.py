@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from .. import inputs
 from ..errors import InvalidInput
 from ..questions import Question
 from .main import URL, clear_errors, cli, out, with_app
+from .params import ID, Integer
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -21,7 +23,7 @@ __all__ = ["answer", "questions"]
 
 @cli.command()
 def questions(
-    run_id: int | None = typer.Argument(None, help="Only this run's questions."),
+    run_id: int | None = typer.Argument(None, click_type=ID, help="Only this run's questions."),
     answered: bool = typer.Option(False, "--answered", help="With RUN_ID: the answered ones too."),
     as_json: bool = typer.Option(False, "--json", help="One JSON array, for scripts."),
     url: str | None = URL,
@@ -39,20 +41,23 @@ def questions(
 
 @cli.command()
 def answer(
-    run_id: int = typer.Argument(..., help="The run that asked."),
-    question_id: int = typer.Argument(..., help="The question's id (see `runwright questions`)."),
+    run_id: int = typer.Argument(..., click_type=ID, help="The run that asked."),
+    question_id: int = typer.Argument(..., click_type=Integer(0, 2**31 - 1),
+                                      help="The question's id (see `runwright questions`)."),
     value: str | None = typer.Argument(None, metavar="[JSON]",
                                        help="The answer as JSON: true, \"text\", {\"k\": 1}..."),
     approve: bool = typer.Option(False, "--approve", help="For a tool's approval: allow the call."),
     deny: str | None = typer.Option(None, "--deny", metavar="REASON",
                                     help="For a tool's approval: refuse the call, saying why."),
-    by: str | None = typer.Option(None, "--by", help="Who answers. Defaults to the login name."),
+    by: str | None = typer.Option(None, "--by", help="Who answers (a name, not blank). Defaults to "
+                                                     "the login name."),
     url: str | None = URL,
 ) -> None:
     """Answer a run's question; the run resumes with it on any worker."""
     with clear_errors():
         given = _answer_of(value, approve, deny)
-    who = by or getpass.getuser()
+        # Given, it is checked as given: an empty --by is refused, not read as "not given".
+        who = inputs.answerer(by, "--by") if by is not None else getpass.getuser()
     done = with_app(url, lambda app: app.answer(run_id, question_id, given, by=who))
     out.print(f"answered question {done.id} of run {done.run_id} as {done.answered_by}", highlight=False)
 

@@ -10,24 +10,30 @@ from ..app import App
 from ..engine.sweeper import Retention, Sweeper, SweepReport
 from ..errors import InvalidInput
 from .main import URL, clear_errors, cli, out, with_app
+from .params import LIMIT, SECONDS, Integer
 
 __all__ = ["sweep"]
 
 
 @cli.command()
 def sweep(
-    max_age_s: float | None = typer.Option(None, help="Remove ended runs older than this many seconds."),
+    max_age_s: float | None = typer.Option(None, click_type=SECONDS,
+                                           help="Remove ended runs older than this many seconds."),
     max_events: int | None = typer.Option(
-        None, help="Trim each run's log to its last this many events (behind a 'trimmed' event)."),
+        None, click_type=LIMIT,
+        help="Trim each run's log to its last this many events (behind a 'trimmed' event)."),
     thread_max_runs: int | None = typer.Option(
-        None, help="Each thread keeps its newest this many runs; its older ended runs go."),
+        None, click_type=LIMIT, help="Each thread keeps its newest this many runs; its older ended runs go."),
     tombstone_age_s: float | None = typer.Option(
-        None, help="Remove the tombstones of threads deleted longer ago than this many seconds "
-                   "(their names are free again)."),
+        None, click_type=SECONDS,
+        help="Remove the tombstones of threads deleted longer ago than this many seconds "
+             "(their names are free again)."),
     thread_max_messages: int | None = typer.Option(
-        None, help="Each thread's history keeps its newest this many messages (an open run's stay)."),
+        None, click_type=LIMIT,
+        help="Each thread's history keeps its newest this many messages (an open run's stay)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; remove nothing."),
-    batch: int = typer.Option(1000, help="Runs per batch (a pass works up to 10 batches of each kind)."),
+    batch: int = typer.Option(1000, click_type=Integer(1, 100_000),
+                              help="Runs per batch (a pass works up to 10 batches of each kind)."),
     as_json: bool = typer.Option(False, "--json", help="The report as one JSON object."),
     url: str | None = URL,
 ) -> None:
@@ -42,18 +48,7 @@ def sweep(
         if all(bound is None for bound in bounds):
             raise InvalidInput("give at least one of --max-age-s, --max-events, --thread-max-runs, "
                                "--tombstone-age-s, --thread-max-messages")
-        if not batch > 0:
-            raise InvalidInput("--batch must be > 0")
-        if max_age_s is not None and not max_age_s > 0:
-            raise InvalidInput("--max-age-s must be > 0")
-        if max_events is not None and not max_events >= 1:
-            raise InvalidInput("--max-events must be >= 1")
-        if thread_max_runs is not None and not thread_max_runs >= 1:
-            raise InvalidInput("--thread-max-runs must be >= 1")
-        if tombstone_age_s is not None and not tombstone_age_s > 0:
-            raise InvalidInput("--tombstone-age-s must be > 0")
-        if thread_max_messages is not None and not thread_max_messages >= 1:
-            raise InvalidInput("--thread-max-messages must be >= 1")
+        # Each bound's kind and range: its option's type (`params`).
         retention = Retention(max_age_s=max_age_s, max_events=max_events, thread_max_runs=thread_max_runs,
                               tombstone_age_s=tombstone_age_s, thread_max_messages=thread_max_messages)
 

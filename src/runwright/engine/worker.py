@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from .. import telemetry
+from .. import inputs, telemetry
 from ..clock import Clock
 from ..crashpoints import crash_point
-from ..errors import ConfigError, LeaseLost, StoreError
+from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
 from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..logs import event
 from ..parking import RunSignals
@@ -126,6 +126,7 @@ class WorkerConfig:
             self.queues = [q for q in self.queues.split(",") if q]
         if not self.queues:
             raise ConfigError("a worker needs at least one queue")
+        _check_settings(self)
         _ = self.retention  # a bound out of range is refused now (ConfigError)
         if not self.unrunnable_after_s > 0:
             raise ConfigError(f"unrunnable_after_s must be > 0, got {self.unrunnable_after_s}")
@@ -142,6 +143,20 @@ class WorkerConfig:
                          thread_max_runs=self.retain_thread_max_runs,
                          tombstone_age_s=self.retain_tombstone_age_s,
                          thread_max_messages=self.retain_thread_max_messages)
+
+
+def _check_settings(config: WorkerConfig) -> None:
+    """Refuse what no comparison below refuses by itself: a NaN or infinite duration (a
+    lease that never lapses, a wait that never ends) and a queue no store can name."""
+    try:
+        inputs.seconds(config.lease_s, "lease_s")
+        for name in ("poll_s", "heartbeat_s", "rescue_interval_s", "worker_stale_s", "cancel_poll_s",
+                     "orphan_check_s", "orphan_age_s", "schedule_tick_s", "drain_grace_s"):
+            inputs.seconds(getattr(config, name), name, low_open=False)
+        for queue in config.queues:
+            inputs.queue(queue, "a queue")
+    except InvalidInput as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class Worker:

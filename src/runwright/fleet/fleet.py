@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
+from .. import inputs
 from ..errors import InvalidInput, StoreError
 from ..store.interface import Store
 from ..store.params import QueuePauseParams
@@ -154,9 +155,9 @@ class Fleet:
         """Send `op` to every live process (or the `targets` named) and report, per process,
         what became of it within `timeout_s` (see `broadcast.Outcome`)."""
         message = self._op_message(op, payload, targets)
-        window_s = self.settings.broadcast_timeout_s if timeout_s is None else float(timeout_s)
-        if not window_s > 0:
-            raise InvalidInput(f"timeout_s must be positive, got {timeout_s!r}")
+        # An infinite or NaN window would never close (a broadcast that never returns).
+        window_s = self.settings.broadcast_timeout_s if timeout_s is None else inputs.seconds(
+            timeout_s, "timeout_s")
         transport = await self.open()
         if op in ("pause-queue", "resume-queue"):  # durable first: every claim reads it
             await self.store.queue_set_paused(QueuePauseParams(
@@ -197,15 +198,16 @@ class Fleet:
 
     def _op_message(self, op: str, payload: dict[str, Any] | None,
                     targets: Sequence[str] | None) -> dict[str, Any]:
-        if not isinstance(op, str) or not op:
-            raise InvalidInput(f"a fleet op is a non-empty name, got {op!r}")
+        inputs.name(op, "a fleet op")
         if payload is not None and not isinstance(payload, dict):
             raise InvalidInput(f"a fleet payload is a JSON object, got {type(payload).__name__}")
         payload = dict(payload or {})
         if op in ("pause-queue", "resume-queue"):
             queue = payload.get("queue")
-            if not isinstance(queue, str) or not queue:
-                raise InvalidInput(f'{op} needs {{"queue": "<name>"}}, got {payload!r}')
+            try:
+                inputs.queue(queue)
+            except InvalidInput:
+                raise InvalidInput(f'{op} needs {{"queue": "<name>"}}, got {payload!r}') from None
         if op == "evict-cache" and not isinstance(payload.get("prefix", ""), str):
             raise InvalidInput(f'evict-cache takes {{"prefix": "<text>"}}, got {payload!r}')
         if targets is not None and any(parse_name(name) is None for name in targets):

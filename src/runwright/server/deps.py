@@ -1,18 +1,32 @@
-"""What routes depend on: the caller's tenant, the operator-only guard, id bounds.
+"""What routes depend on: the caller's tenant, the operator-only guard, and what each
+path, query and header value may be (bounds and checks from `runwright.inputs`, the
+same the library and the CLI apply: a bad value is a 422 problem before a route runs).
 
 At module level, and imported by each module of routes: FastAPI resolves (string)
 annotations in the namespace of the module that defines the route."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi import Path as FastAPIPath
+from pydantic import AfterValidator
 
+from .. import inputs
+from ..inputs import (
+    MAX_ID,
+    MAX_KEY_CHARS,
+    MAX_NAME_CHARS,
+    MAX_QUEUE_CHARS,
+    MAX_SEQ,
+    MAX_TENANT_CHARS,
+    MAX_THREAD_CHARS,
+)
 from .problems import OperatorOnly
 
-__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "RunId", "Tenant"]
+__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "KeyFilter", "LastEventId",
+           "NameFilter", "QueueFilter", "RunId", "Tenant", "TenantFilter", "ThreadFilter", "ThreadName"]
 
 
 def _tenant(request: Request) -> str | None:
@@ -34,10 +48,33 @@ OPERATOR_ONLY: dict[str, Any] = {
     "dependencies": [Depends(_operator)],
     "responses": {403: {"description": "A tenant's token: this is the operator's"}}}
 # Ids are 64-bit in every store: a larger number is a 422, not a database overflow.
-MAX_ID = 2**63 - 1
 RunId = Annotated[int, FastAPIPath(ge=1, le=MAX_ID)]
 Before = Annotated[int | None, Query(ge=1, le=MAX_ID)]
-After = Annotated[int, Query(ge=0, le=2**31 - 1)]
+After = Annotated[int, Query(ge=0, le=MAX_SEQ)]
 # Which thread of a name a reader reads (GET /threads/{thread} gives it): once the name
 # names another thread, 410.
 Incarnation = Annotated[int | None, Query(ge=1, le=MAX_ID)]
+
+
+def _unless_none(check: Callable[[Any], Any]) -> AfterValidator:
+    """`check` as a validator of an optional value (None, not given, passes)."""
+    return AfterValidator(lambda value: value if value is None else check(value))
+
+
+# A thread's name in a path, and the text filters of a query: `inputs` says what each
+# may be (a NUL, a control character, a name too long: 422, never the store's error).
+ThreadName = Annotated[str, FastAPIPath(min_length=1, max_length=MAX_THREAD_CHARS),
+                       AfterValidator(inputs.thread_name)]
+ThreadFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_THREAD_CHARS),
+                         _unless_none(inputs.thread_name)]
+KeyFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_CHARS), _unless_none(inputs.key)]
+NameFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_NAME_CHARS),
+                      _unless_none(lambda value: inputs.name(value, "task"))]
+QueueFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_QUEUE_CHARS),
+                        _unless_none(inputs.queue)]
+# The operator's filter to one tenant's runs or threads (a tenant may name only itself).
+TenantFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_TENANT_CHARS),
+                         _unless_none(inputs.tenant)]
+# What an EventSource sends back when it reconnects: the id of the last event it got.
+LastEventId = Annotated[str | None, Header(max_length=64, description="The id of the last event a "
+                                                                      "reconnecting client got.")]

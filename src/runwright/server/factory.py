@@ -12,16 +12,16 @@ import logging
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Header, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from .. import metrics
+from .. import inputs, metrics
 from ..app import App
-from ..errors import ThreadDeleted
+from ..errors import InvalidInput, ThreadDeleted
 from ..logs import event
 from ..runs import RunState
 from ..scope import RunScope
@@ -29,7 +29,21 @@ from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
 from .dashboard_routes import add_dashboard_routes
-from .deps import OPERATOR_ONLY, After, Before, Incarnation, RunId, Tenant
+from .deps import (
+    OPERATOR_ONLY,
+    After,
+    Before,
+    Incarnation,
+    KeyFilter,
+    LastEventId,
+    NameFilter,
+    QueueFilter,
+    RunId,
+    Tenant,
+    TenantFilter,
+    ThreadFilter,
+    ThreadName,
+)
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fanout import Broadcaster
 from .fleet_routes import add_fleet_routes
@@ -76,8 +90,6 @@ DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (an
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
 NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
-# The operator's filter to one tenant's runs or threads (a tenant may name only itself).
-TenantFilter = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                   depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
@@ -200,13 +212,12 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.get("/runs", response_model=RunPage,
              responses={403: {"description": "A tenant's token named another tenant"}})
-    async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: str | None = None,
-                        queue: str | None = None, thread: str | None = None,
+    async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: NameFilter = None,
+                        queue: QueueFilter = None, thread: ThreadFilter = None,
                         before: Before = None, limit: int = Query(50, ge=1, le=500),
                         created_after: float | None = Query(None, ge=0, le=1e11),
                         created_before: float | None = Query(None, ge=0, le=1e11),
-                        key: str | None = Query(None, max_length=512),
-                        tenant: TenantFilter = None) -> RunPage:
+                        key: KeyFilter = None, tenant: TenantFilter = None) -> RunPage:
         """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
         seconds) bound the submission time; `key` finds the run of an idempotency key;
         `tenant` (the operator's) lists one tenant's runs."""
@@ -242,12 +253,13 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                         204: {"description": "The run has ended and nothing is left after the "
                                              "given event: a client stops reconnecting"}})
     async def stream(run_id: RunId, who: Tenant, after: After = 0,
-                     last_event_id: str | None = Header(None)) -> Response:
+                     last_event_id: LastEventId = None) -> Response:
         """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
         client sends), then follows live until the run has ended and every event of it
         was sent. Each event: `id` its seq, `event` its kind, `data` its JSON."""
+        # A Last-Event-ID that is no seq is a 422 now, not a stream that dies once open.
+        start = inputs.sequence_text(last_event_id, "Last-Event-ID") if last_event_id else after
         run = await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
-        start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
         if run.done and run.last_seq <= start:
             return Response(status_code=204)
         return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
@@ -273,14 +285,14 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                           next_cursor=cursor_of(found[-1]) if len(found) == limit else None)
 
     @api.get("/threads/{thread}", response_model=ThreadInfoOut)
-    async def thread_info(thread: str, who: Tenant, incarnation: Incarnation = None,
+    async def thread_info(thread: ThreadName, who: Tenant, incarnation: Incarnation = None,
                           tenant: TenantFilter = None) -> ThreadInfoOut:
         """The thread that bears this name, with its `incarnation` (404 before its first run,
         410 once deleted, or once the name names a thread other than `incarnation`)."""
         return ThreadInfoOut.of(await scope_for(who, tenant).thread_info(thread, incarnation))
 
     @api.get("/threads/{thread}/messages")
-    async def thread_messages(thread: str, who: Tenant, incarnation: Incarnation = None,
+    async def thread_messages(thread: ThreadName, who: Tenant, incarnation: Incarnation = None,
                               tenant: TenantFilter = None) -> dict[str, Any]:
         """A thread's history (410 once deleted, or once the name names a thread other than
         `incarnation`); `tenant`: the operator reads a tenant's thread."""
@@ -288,7 +300,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         return {"thread": thread, "messages": messages}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
-    async def thread_runs(thread: str, who: Tenant, before: Before = None,
+    async def thread_runs(thread: ThreadName, who: Tenant, before: Before = None,
                           limit: int = Query(50, ge=1, le=500), incarnation: Incarnation = None,
                           tenant: TenantFilter = None) -> RunPage:
         """The runs of the thread that bears this name now, newest first (not those of an
@@ -300,8 +312,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                        next_cursor=runs[-1].id if len(runs) == limit else None)
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
-    async def thread_events(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,
-                            tenant: TenantFilter = None) -> ThreadEventPage:
+    async def thread_events(thread: ThreadName, who: Tenant, after: After = 0,
+                            incarnation: Incarnation = None, tenant: TenantFilter = None) -> ThreadEventPage:
         """A page of the thread's log: every run's events, numbered per thread (`tseq`), of
         the thread `incarnation` (410 once the name names another), else of the thread
         that bears the name now (the page says which)."""
@@ -313,8 +325,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
              responses={200: {"content": {"text/event-stream": {}}}})
-    async def thread_stream(thread: str, who: Tenant, after: After = 0, incarnation: Incarnation = None,
-                            last_event_id: str | None = Header(None),
+    async def thread_stream(thread: ThreadName, who: Tenant, after: After = 0,
+                            incarnation: Incarnation = None, last_event_id: LastEventId = None,
                             tenant: TenantFilter = None) -> Response:
         """Server-sent events of the whole thread, run after run, each with the id
         `<incarnation>:<tseq>`: replays after `after` (or the Last-Event-ID a reconnecting
@@ -332,14 +344,14 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                                    send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
 
     @api.post("/threads/{thread}/cancel", response_model=RunPage)
-    async def cancel_thread(thread: str, who: Tenant, tenant: TenantFilter = None) -> RunPage:
+    async def cancel_thread(thread: ThreadName, who: Tenant, tenant: TenantFilter = None) -> RunPage:
         """Cancel every open run of the thread; the thread and its history stay. `tenant`:
         the operator cancels a tenant's thread."""
         cancelled = await scope_for(who, tenant).cancel_thread(thread)
         return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
 
     @api.delete("/threads/{thread}", status_code=204)
-    async def delete_thread(thread: str, who: Tenant) -> Response:
+    async def delete_thread(thread: ThreadName, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
         await scope_of(who).delete_thread(thread)
         return Response(status_code=204)
@@ -401,11 +413,19 @@ async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterat
 
 def _thread_event_id(last_event_id: str | None) -> tuple[int | None, int | None]:
     """(incarnation, tseq) of a thread stream's Last-Event-ID: `<incarnation>:<tseq>` as
-    the stream sends them, or a bare `<tseq>` (of the thread that bears the name now)."""
-    head, _, tail = (last_event_id or "").partition(":")
-    if tail and head.isdigit() and tail.isdigit():
-        return int(head), int(tail)
-    return None, int(head) if head.isdigit() and not tail else None
+    the stream sends them, or a bare `<tseq>` (of the thread that bears the name now);
+    InvalidInput (422) for any other text."""
+    if not last_event_id:
+        return None, None
+    head, colon, tail = last_event_id.partition(":")
+    if not colon:
+        return None, inputs.sequence_text(head, "Last-Event-ID")
+    try:
+        incarnation = inputs.integer_text(head, "Last-Event-ID's incarnation", 1, inputs.MAX_ID)
+    except InvalidInput:
+        raise InvalidInput(f"Last-Event-ID must be <incarnation>:<tseq> or <tseq>, as the stream "
+                           f"sent them, got {last_event_id!r}") from None
+    return incarnation, inputs.sequence_text(tail, "Last-Event-ID's tseq")
 
 
 async def _thread_sse(scope: RunScope, thread: str, after: int,

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from .. import inputs
 from ..budget import Budget
 from ..errors import InvalidInput
 from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
@@ -284,12 +285,15 @@ def cursor_of(info: ThreadInfo) -> str:
 
 
 def thread_cursor(text: str) -> ThreadCursor:
-    """The cursor `cursor_of` wrote (InvalidInput for any other text)."""
+    """The cursor `cursor_of` wrote (InvalidInput for any other text): it decodes to a
+    listed thread's creation time, tenant and name, each what `inputs` says it may be
+    (a forged one may hold a NUL, a lone surrogate, an infinite time...)."""
     try:
         created_at, tenant, thread = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-    except (ValueError, TypeError, binascii.Error):
+        inputs.number(created_at, "created_at", 0, inputs.MAX_EPOCH_S)
+        inputs.thread_name(thread)
+        if tenant is not None:
+            inputs.tenant(tenant)
+    except (ValueError, TypeError, binascii.Error):  # InvalidInput is a ValueError
         raise InvalidInput("after: not a cursor this server gave (pass a page's next_cursor)") from None
-    if not (isinstance(created_at, (int, float)) and isinstance(thread, str)
-            and (tenant is None or isinstance(tenant, str))):
-        raise InvalidInput("after: not a cursor this server gave (pass a page's next_cursor)")
     return ThreadCursor(float(created_at), tenant, thread)

@@ -62,7 +62,10 @@ def install_problem_handlers(api: FastAPI) -> None:
     async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
         if not isinstance(exc, RequestValidationError):  # the only kind it is installed for
             raise exc
-        detail = "; ".join(f"{'.'.join(map(str, _shown(e['loc'])))}: {e['msg']}" for e in exc.errors())
+        # A check of `inputs` raised InvalidInput (a ValueError): its words, without the
+        # "Value error, " Pydantic puts before them.
+        detail = "; ".join(f"{'.'.join(map(str, _shown(e['loc'])))}: {e['msg'].removeprefix('Value error, ')}"
+                           for e in exc.errors())
         return problem(422, "Invalid request", detail)
 
     api.add_exception_handler(RequestValidationError, invalid_request)
