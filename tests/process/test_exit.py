@@ -133,13 +133,17 @@ async def _a_thread_across_machines(first: httpx.AsyncClient, second: httpx.Asyn
     assert (await _state(first, waiting["id"], "queued")) is not None, "enqueued behind the busy run"
     jumping = (await submit(first, "interrupt", "c")).json()
     assert await wait_until(lambda: _state(second, busy["id"], "interrupted"), "the busy run is interrupted")
-    assert await wait_until(lambda: _state(third, waiting["id"], "interrupted"), "so is the one behind it")
+    # The interrupting run goes ahead of the one waiting, which runs after it.
     await wait_until(lambda: _state(second, jumping["id"], "running"), "the interrupting run runs")
+    assert (await _state(third, waiting["id"], "queued")) is not None, "the waiting run still waits"
+    started = {rid for name, rid, _, _ in fleet.ledger_lines() if name.startswith("tick-")}
+    assert waiting["id"] not in started, "the enqueued run never overlapped the busy one"
     assert (await third.post(f"/runs/{jumping['id']}/cancel", headers=TOKEN)).status_code == 200
     assert await wait_until(lambda: _state(first, jumping["id"], "cancelled"),
                             "cancelled through another machine than the one that submitted it")
-    started = {rid for name, rid, _, _ in fleet.ledger_lines() if name.startswith("tick-")}
-    assert waiting["id"] not in started, "the enqueued run never overlapped the busy one"
+    await wait_until(lambda: _state(second, waiting["id"], "running"), "the waiting run runs next")
+    assert (await first.post(f"/runs/{waiting['id']}/cancel", headers=TOKEN)).status_code == 200
+    assert await wait_until(lambda: _state(third, waiting["id"], "cancelled"), "and is cancelled")
     return [busy["id"], waiting["id"], jumping["id"]]
 
 
