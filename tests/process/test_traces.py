@@ -165,7 +165,8 @@ async def test_every_view_numbers_a_retried_and_taken_over_runs_attempts_alike(
                          "attempt 2 waits at step 1's gate")
         # Attempt 1's span ended before attempt 2 began, but the exporter sends in batches:
         # a SIGKILL inside its delay loses what it holds, so the kill waits until it is out.
-        await wait_until(lambda: any(s.name.startswith("attempt ") and s.attributes.get("runwright.fence") == 1
+        await wait_until(lambda: any(s.name.startswith("attempt ")
+                                     and s.attributes.get("runwright.fence") == 1
                                      for s in _of_run(receiver, handle.id)), "attempt 1's span is out")
         first.kill()
         fleet.open_gate(handle.id, 1)
