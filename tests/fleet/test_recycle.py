@@ -5,6 +5,7 @@ supervisor (the process exits 0 after its drain; the roll stops there and says w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 
 import runwright as rw
@@ -48,6 +49,9 @@ async def test_a_rolling_recycle_under_load_loses_no_run(client: rw.App, process
 async def test_under_an_outside_supervisor_a_recycled_process_exits_0(client, processes):
     proc = processes.start()
     [row] = await ready_rows(client, 1)
+    # No new life ever comes here, so the roll waits out its whole window: 15 s is ample for a
+    # drain of 2 s, where the fleet tests' 60 s (sized for --processes 3 under load) is idle.
+    client.fleet.settings = dataclasses.replace(client.fleet.settings, apply_window_s=15.0)
     report = await client.fleet.recycle("worker")
     assert not report.ok and report.stopped_at == row["name"]
     assert "capacity is 0 of 1" in report.steps[0].why

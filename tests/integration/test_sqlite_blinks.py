@@ -96,8 +96,11 @@ async def test_a_shared_transaction_cancelled_while_it_begins_leaves_none_open(
         stopping = asyncio.create_task(sqlite_store.worker_deregister(wid))
         await asyncio.sleep(0.3)  # its BEGIN IMMEDIATE is on the thread, waiting
         stopping.cancel()
+        # The lock is freed while the cancelled call still waits for the rollback it queued
+        # behind its BEGIN: so the BEGIN succeeds (freed only after the call, it would wait
+        # out the 30 s busy timeout and fail, and the rollback would have nothing to undo).
+        asyncio.get_running_loop().call_later(0.3, other.execute, "COMMIT")
         await asyncio.gather(stopping, return_exceptions=True)
-        other.execute("COMMIT")
     finally:
         other.close()
     await sqlite_store.worker_deregister(10**6)  # "cannot start a transaction within a transaction" before
