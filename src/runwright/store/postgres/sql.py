@@ -8,8 +8,10 @@ They use the shared markers (`NOW($n)`, see `..sql.dialect`) and are prepared th
 from __future__ import annotations
 
 import functools
+import json
 import re
 
+from .. import rules
 from ..migrations import schema_sql
 from ..rules import REQUEUE_STOPS
 from ..sql.columns import R_COLUMNS, RUN_COLUMNS
@@ -107,21 +109,35 @@ def _insert(check_keys: bool, shape: str = "rows") -> str:
     made = "inserted" if check_keys else "numbered"  # the runs the statement makes
     returning = "    RETURNING id, key, task, queue, priority, parent_id, thread\n" if check_keys else ""
     source, now, channel = _source(shape)
+    born = ("coalesce(p.cancels, false) AS born_cancelled"
+            " FROM input i LEFT JOIN parents p ON p.id = i.parent_id")
     if shape == "one":
-        numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM input i"
+        numbered = f"SELECT nextval('runs_id_seq') AS id, i.*, {born}"
         notified = ""
-        answer = f"SELECT 1, id, pg_notify({channel}, queue) FROM {made}"
+        answer = f"SELECT 1, id, pg_notify({channel}, queue), born_cancelled FROM {made}"
     else:
         # Ids drawn in the caller's order, which is claim order's last tie-breaker (one
         # evaluation: a CTE with a volatile function is computed once).
-        numbered = "SELECT nextval('runs_id_seq') AS id, i.* FROM (SELECT * FROM input ORDER BY ord) i"
+        numbered = ("SELECT nextval('runs_id_seq') AS id, i.*"
+                    f" FROM (SELECT i.*, {born} ORDER BY i.ord) i")
         notified = (f"), notified AS (\n    SELECT pg_notify({channel}, q.queue)"
                     f" FROM (SELECT DISTINCT queue FROM {made}) q\n")
-        answer = ("SELECT n.ord, n.id, (SELECT count(*) FROM notified) FROM "
+        answer = ("SELECT n.ord, n.id, (SELECT count(*) FROM notified), n.born_cancelled FROM "
                   + ("inserted i JOIN numbered n ON n.id = i.id" if check_keys else "numbered n"))
+    cancels = ", ".join(f"'{state}'" for state in rules.CANCELS_CHILDREN)
+    # Literals: the payloads hold no quote.
+    error, born_data = f"'{rules.born_cancelled_error()}'", f"'{json.dumps(rules.BORN_CANCELLED_EVENT)}'"
     return f"""
 WITH input AS (
     {source}
+), parents AS (
+    -- rules.born_cancelled: a child of a cancelled family is born cancelled. Its parent
+    -- is read under FOR KEY SHARE, held to the insert's commit: a cancel locks the
+    -- parent FOR UPDATE, so it waits for this insert and then reads the family with the
+    -- child in it, or this insert waits for the cancel and reads the parent it left.
+    -- (An update of the parent by its own worker takes a weaker lock: it never waits.)
+    SELECT id, (state IN ({cancels}) OR cancel_requested) AS cancels FROM runs
+    WHERE id IN (SELECT parent_id FROM input) FOR KEY SHARE
 ), numbered AS (
     {numbered}
 ), keyed AS (
@@ -130,10 +146,14 @@ WITH input AS (
 {keyed}), inserted AS (
     INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,
                       run_at, created_at, parent_id, budget, deadline_at, thread, tenant,
-                      traceparent, version, major, last_seq)
+                      traceparent, version, major, last_seq, finished_at, error)
     OVERRIDING SYSTEM VALUE
-    SELECT n.id, key, task, queue, priority, 'queued', args, max_attempts, timeout_s, run_at, {now},
-           parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, 1
+    SELECT n.id, key, task, queue, priority,
+           CASE WHEN born_cancelled THEN 'cancelled' ELSE 'queued' END, args, max_attempts,
+           timeout_s, run_at, {now}, parent_id, budget, deadline_at, thread, tenant,
+           traceparent, version, major, CASE WHEN born_cancelled THEN 2 ELSE 1 END,
+           CASE WHEN born_cancelled THEN CAST({now} AS float8) END,
+           CASE WHEN born_cancelled THEN {error} END
     FROM numbered n {join}
 {returning}), submitted AS (
     -- Event 1 of every new run's log.
@@ -142,6 +162,10 @@ WITH input AS (
                                                  'priority', priority, 'parent', parent_id,
                                                  'thread', thread)::text, {now}
     FROM {made}
+), born AS (
+    -- Event 2 of a run born cancelled.
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT n.id, 2, 'cancelled', {born_data}, {now} FROM numbered n {join} WHERE n.born_cancelled
 {notified})
 -- Each new run's place in the input and its id: the caller has the rest (see
 -- RunInsertParams.as_run), so thirty columns a run are neither sent nor decoded.

@@ -774,11 +774,12 @@ def _fresh_insert(params: Sequence[RunInsertParams], now: float) -> tuple[str, t
 def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
           now: float) -> dict[tuple[str, str], Run]:
     """The runs an insert of `params` made, by tenant and key, from its rows: each run's
-    place in `params` (from 1) and its id."""
+    place in `params` (from 1), its id and whether it was born cancelled."""
     made = {}
-    for place, run_id, _ in rows:
+    for place, run_id, _, born_cancelled in rows:
         p = params[place - 1]
-        made[p.tenant or "", p.key] = p.as_run(run_id, now)
+        run = p.as_run(run_id, now)
+        made[p.tenant or "", p.key] = rules.born_cancelled_run(run, now) if born_cancelled else run
     return made
 
 

@@ -689,19 +689,6 @@ class RedisStore:
 
     # -- cancel, retry --------------------------------------------------------------------
 
-    async def _family(self, run: Run) -> list[Run]:
-        """The run's descendants, in id order."""
-        found: list[Run] = []
-        frontier = [run.id]
-        while frontier:
-            pipe = self.redis.pipeline(transaction=False)
-            for run_id in frontier:
-                pipe.smembers(self.key(f"children:{run_id}"))
-            children = sorted(int(c) for members in await self._call(pipe.execute) for c in members)
-            found += [run_from_hash(h) for h in await self._hashes(children) if h]
-            frontier = children
-        return sorted(found, key=lambda r: r.id)
-
     async def _locked_run(self, run_id: int) -> Run:
         run = await self.run_get(run_id)
         if run is None:
@@ -709,20 +696,17 @@ class RedisStore:
         return run
 
     async def run_cancel(self, params: RunCancelParams) -> Run:
-        for _ in range(STALE_RETRIES):
-            run = await self._locked_run(params.run_id)
-            descendants = await self._family(run)
-            plan = rules.plan_cancel(run, descendants)
-            seen = ",".join(f"{m.id}:{m.state.value}:{int(m.cancel_requested)}"
-                            for m in (run, *descendants))
-            reply = await self._script(
-                "cancel", self._now_arg(params.now), run.id, seen, rules.cancelled_error(),
-                json.dumps({"reason": "cancelled on request"}), len(plan.ask_to_stop),
-                *plan.ask_to_stop, *[m.id for m in plan.end_now])
-            if reply[0] == "ok":
-                self.hub.fire_all()  # cancel, done and events topics of a whole family
-                return run_from_hash(reply[1])
-        raise StoreError(f"run {params.run_id}: its family kept changing during the cancel; try again")
+        # The script reads the family and applies rules.plan_cancel to it in one step.
+        reply = await self._script("cancel", self._now_arg(params.now), params.run_id,
+                                   rules.cancelled_error(), json.dumps({"reason": "cancelled on request"}))
+        if reply[0] == "missing":
+            raise RunNotFound(f"run {params.run_id} not found")
+        run = run_from_hash(reply[1])
+        if reply[0] == "refused":
+            rules.plan_cancel(run, [])  # raises its error
+            raise StoreError(f"run {run.id}: cancel refused in state {run.state.value}")
+        self.hub.fire_all()  # cancel, done and events topics of a whole family
+        return run
 
     async def run_retry(self, params: RunRetryParams) -> Run:
         for _ in range(STALE_RETRIES):

@@ -290,8 +290,7 @@ class SqlStore(ABC):
         now = self.clock.now(params.now)
         async with self._transaction() as conn:
             run = await self._locked_run(conn, params.run_id)
-            family = [row[0] for row in await conn.fetch(q.FAMILY, run.id)]
-            descendants = [run_from_row(r) for r in await conn.fetch(q.LOCK_RUNS, self.dialect.array(family))]
+            descendants = await self._locked_family(conn, run.id)
             plan = rules.plan_cancel(run, descendants)
             for run_id in plan.ask_to_stop:
                 await conn.execute(q.REQUEST_CANCEL, run_id)
@@ -304,6 +303,22 @@ class SqlStore(ABC):
             run = await self._locked_run(conn, run.id)
         self.hub.fire_all()  # cancel, done and events topics of a whole family
         return run
+
+    async def _locked_family(self, conn: SqlConnection, run_id: int) -> list[Run]:
+        """A run's descendants, each locked, in id order; read until a read finds no new
+        member. A child inserted as the family is read holds its parent (PostgreSQL: FOR
+        KEY SHARE) until it commits, so the lock of that parent waits for it, and the
+        next read finds it; once every member is locked, a child inserted after sees its
+        parent's cancel and is born cancelled (rules.born_cancelled)."""
+        locked: dict[int, Run] = {}
+        while True:
+            family = [row[0] for row in await conn.fetch(q.FAMILY, run_id)]
+            new = [member for member in family if member not in locked]
+            if not new:
+                return sorted(locked.values(), key=lambda run: run.id)
+            for row in await conn.fetch(q.LOCK_RUNS, self.dialect.array(new)):
+                member = run_from_row(row)
+                locked[member.id] = member
 
     async def _end_queued(self, conn: SqlConnection, run_id: int, state: RunState, now: float,
                           kind: str, data: dict[str, Any], *, error: str | None = None,
