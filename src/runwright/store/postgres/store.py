@@ -455,11 +455,13 @@ class PostgresStore(SqlStore):
                     statement, values = sql.INSERT_ONE, _insert_row(params[0], now)
                 else:
                     statement, values = _fresh_insert(params, now)
+                statement = sql.for_batch(statement, (p.parent_id for p in params))
                 rows = await conn.fetch(self._sql(statement), *values, now, channel)
             except asyncpg.UniqueViolationError:
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
-            rows = await conn.fetch(self._sql(sql.INSERT_MANY), _insert_rows(params, now), now, channel)
+            statement = sql.for_batch(sql.INSERT_MANY, (p.parent_id for p in params))
+            rows = await conn.fetch(self._sql(statement), _insert_rows(params, now), now, channel)
         return await self._with_existing(conn, params, _made(params, rows, now))
 
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
@@ -492,6 +494,7 @@ class PostgresStore(SqlStore):
                     statement, values = _fresh_insert(chunk, now)
                 else:
                     statement, values = sql.INSERT_MANY, (_insert_rows(chunk, now),)
+                statement = sql.for_batch(statement, (p.parent_id for p in chunk))
                 args = (self._sql(statement), *values, now, self.channels["queued"])
                 if sending is not None:
                     made.update(_made(sent, await sending, now))
