@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+from runwright.errors import RunEnded
 from runwright.runs import RunState
 from runwright.store.params import EventListParams, RunCancelParams, RunFinishParams, RunInsertParams
 
@@ -115,3 +117,34 @@ async def test_a_cancel_of_a_large_family_cancels_every_member(store):
         else:
             assert run.state is RunState.CANCELLED, run
     assert await store.run_claim(claim(wid, limit=1000)) == []
+
+
+async def _cancel(store, run_id: int) -> None:
+    try:
+        await store.run_cancel(RunCancelParams(run_id, now=T0))
+    except RunEnded:  # the other cancel ended it first
+        pass
+
+
+async def test_overlapping_cancels_of_one_family_all_succeed(store, store_url):
+    """A cancel of a parent and cancels of its parked children at once, from two stores
+    (sessions): no deadlock reaches the caller (PostgreSQL: they lock in one order, and a
+    conflict PostgreSQL rolled back is tried again), and the whole family ends cancelled."""
+    from runwright.store import store_from_url
+
+    other = store_from_url(store_url)
+    await other.open(create=False)
+    try:
+        wid = await store.worker_register(worker())
+        for _ in range(15):
+            (parent,) = await store.run_insert_many([insert()])
+            (claimed,) = await store.run_claim(claim(wid, limit=1))
+            assert claimed.id == parent.id
+            children = await store.run_insert_many([_child(parent.id) for _ in range(6)])
+            await asyncio.gather(_cancel(store, parent.id),
+                                 *[_cancel(other, c.id) for c in children[::-1]])
+            ended = await store.run_get_many([c.id for c in children])
+            assert {run.state for run in ended} == {RunState.CANCELLED}
+            assert (await store.run_get(parent.id)).cancel_requested
+    finally:
+        await other.close()

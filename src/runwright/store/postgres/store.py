@@ -288,6 +288,9 @@ class PostgresStore(SqlStore):
         async with self._conn() as conn, conn.transaction():
             yield _Connection(conn, self.channels, self._sql)
 
+    def _rolled_back(self, exc: StoreError) -> bool:
+        return isinstance(exc.__cause__, asyncpg.TransactionRollbackError)
+
     async def _fetch_raw(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self._conn() as conn:
             return list(await conn.fetch(self._sql(query), *args))
