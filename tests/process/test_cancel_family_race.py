@@ -75,13 +75,7 @@ async def _round(app: rw.App, fleet: WorkerFleet, store_url: str, go: Path) -> l
 
 
 async def test_no_child_of_a_cancelled_parent_runs(app: rw.App, fleet: WorkerFleet, store_url: str,
-                                                    backend: str, tmp_path: Path,
-                                                    request: pytest.FixtureRequest) -> None:
-    if backend == "redis":
-        request.applymarker(pytest.mark.xfail(
-            reason="Redis: a running parent with a cancel requested is sometimes never stopped "
-                   "by its worker (it runs on to SPAWN_LIMIT and succeeds); its children are "
-                   "born cancelled all the same", strict=False))
+                                                    tmp_path: Path) -> None:
     worker = fleet.start(concurrency=PARENTS)  # the parents' queue only: "default"
     await worker.wait_started()
     parents: list[int] = []

@@ -293,11 +293,23 @@ class RedisStore:
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A Redis call whose failures read as the store's errors: a connection that is
-        gone is StoreUnreachable (the engine retries it), anything else StoreError."""
+        gone is StoreUnreachable (the engine retries it), anything else StoreError.
+
+        A cancellation of the caller that the call swallowed is raised once it returns:
+        redis-py sends each command under asyncio.wait_for (socket_timeout), which on
+        Python 3.11 returns the send's result when the send ends as the task is cancelled
+        and drops the cancel (CPython gh-86296). A worker cancels a run once; a run whose
+        cancel was lost so ran on to its end (found by tests/process/
+        test_cancel_family_race.py: a spawner, cancel requested, submitting for 28 s)."""
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         try:
-            return await fn(*args)
+            value = await fn(*args)
         except FAILURES as exc:
             raise store_error(exc) from exc
+        if task is not None and task.cancelling() > cancels:
+            raise asyncio.CancelledError()  # what the call did stands, as after any return
+        return value
 
     async def _script(self, name: str, *args: Any) -> Any:
         assert self._scripts is not None, "store is not open"
