@@ -269,3 +269,24 @@ async def chatter(ctx: rw.Context, count: int) -> int:
     note("chattered", ctx)
     await wait_for_file(gate_file(ledger_dir(), ctx.run_id, 0))
     return count
+
+
+SPAWN_LIMIT = 5_000  # only so that a spawner whose cancel never came ends eventually
+
+
+@app.task(retries=0)
+async def spawned(ctx: rw.Context, n: int) -> int:
+    """A child of `spawner`: its body leaves the ledger line `spawned-ran`."""
+    note("spawned-ran", ctx)
+    return n
+
+
+@app.task(retries=0)
+async def spawner(ctx: rw.Context) -> int:
+    """Submit `spawned` children to the queue "kids", one after another, until stopped
+    (a cancel); the ledger line `spawning` says its first child was submitted."""
+    for n in range(SPAWN_LIMIT):
+        await ctx.submit(spawned, n, queue="kids")
+        if n == 0:
+            note("spawning", ctx)
+    return SPAWN_LIMIT

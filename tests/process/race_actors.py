@@ -6,6 +6,10 @@ together, then acts until the file STOP exists (a retrier: until it retried its 
     retry URL GO STOP IDS   retry each run of IDS (comma-separated) once, in that order;
                             print one JSON line per run: {"id", "answer"}, where the answer
                             is "requeued" or the name of the error that refused it
+    cancel URL GO STOP IDS  cancel each run of IDS (comma-separated) once, in that order;
+                            print one JSON line per run: {"id", "answer"}, where the answer
+                            is the run's state after the cancel or the name of the error
+                            that refused it (a store error ends the process: exit 1)
     sweep URL GO STOP MODE  retention passes, one after another: MODE "cap" (each thread
                             keeps its newest run) or "age" (runs ended a millisecond ago);
                             print the number of passes and of runs removed as JSON; a
@@ -20,9 +24,9 @@ import os
 import sys
 import time
 
-from runwright.errors import RunwrightError
+from runwright.errors import RunEnded, RunwrightError
 from runwright.store import store_from_url
-from runwright.store.params import RunReclaimParams, RunRetryParams, ThreadRunReclaimParams
+from runwright.store.params import RunCancelParams, RunReclaimParams, RunRetryParams, ThreadRunReclaimParams
 
 START_DEADLINE_S = 120.0  # only so that a lost start signal ends the actor
 
@@ -54,6 +58,22 @@ async def retry(url: str, go: str, ids: str) -> None:
         await store.close()
 
 
+async def cancel(url: str, go: str, ids: str) -> None:
+    store = store_from_url(url)
+    await store.open(create=False)
+    try:
+        await _until_exists(go)
+        for run_id in (int(i) for i in ids.split(",")):
+            try:
+                run = await store.run_cancel(RunCancelParams(run_id))
+                answer = run.state.value
+            except RunEnded as exc:  # another canceller's cancel ended it first: fine
+                answer = type(exc).__name__
+            print(json.dumps({"id": run_id, "answer": answer}), flush=True)
+    finally:
+        await store.close()
+
+
 async def sweep(url: str, go: str, stop: str, mode: str) -> None:
     store = store_from_url(url)
     await store.open(create=False)
@@ -73,7 +93,12 @@ async def sweep(url: str, go: str, stop: str, mode: str) -> None:
 
 def main(argv: list[str]) -> None:
     role, url, go, stop, arg = argv
-    asyncio.run(retry(url, go, arg) if role == "retry" else sweep(url, go, stop, arg))
+    if role == "retry":
+        asyncio.run(retry(url, go, arg))
+    elif role == "cancel":
+        asyncio.run(cancel(url, go, arg))
+    else:
+        asyncio.run(sweep(url, go, stop, arg))
 
 
 if __name__ == "__main__":

@@ -135,3 +135,32 @@ def test_a_python_error_is_a_bug_of_ours(error: Exception) -> None:
 def test_store_errors_connections_and_timeouts_are_the_stores() -> None:
     assert all(is_store_failure(e) for e in (StoreError("x"), StoreUnreachable("x"),
                                              ConnectionResetError(), TimeoutError()))
+
+
+async def test_a_cancel_a_redis_call_swallowed_is_raised_once_it_returns() -> None:
+    """redis-py's asyncio.wait_for (Python 3.11) may return a command's result and drop a
+    cancel that came as the command ended: the store raises it after the call, or a
+    worker's cancel of a run is lost and the run goes on (it cancels a run only once)."""
+    from runwright.store import store_from_url
+
+    store = store_from_url("redis://127.0.0.1:6379/0?namespace=rw_cancel_probe")  # not opened
+    entered, done = asyncio.Event(), []
+
+    async def send() -> str:  # as wait_for may do: the cancel is caught, the result returned
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass
+        return "OK"
+
+    async def caller() -> None:
+        await store._call(send)  # type: ignore[attr-defined]
+        done.append("went on")
+
+    task = asyncio.create_task(caller())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == []

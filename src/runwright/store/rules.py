@@ -52,6 +52,11 @@ __all__ = [
     "check_one_step_per_run",
     "claim_keys",
     "asked_event",
+    "BORN_CANCELLED_EVENT",
+    "CANCELS_CHILDREN",
+    "born_cancelled",
+    "born_cancelled_error",
+    "born_cancelled_run",
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
@@ -296,6 +301,40 @@ def plan_cancel(run: Run, descendants: Sequence[Run]) -> CancelPlan:
         elif member.state is QUEUED:
             plan.end_now.append(member)
     return plan
+
+
+# -- a child submitted into a cancelled family -------------------------------------------
+
+
+# A parent in one of these states, or with a cancel requested, has its new children born
+# `cancelled` (for SQL and Lua; see `born_cancelled`).
+CANCELS_CHILDREN = (RunState.CANCELLED.value,)
+BORN_CANCELLED_EVENT = {"reason": "its parent was cancelled"}  # the `cancelled` event's data
+
+
+def born_cancelled_error() -> str:
+    return cancelled_error("its parent was cancelled")
+
+
+def born_cancelled(parent_state: RunState | str | None, parent_cancel_requested: bool) -> bool:
+    """A child whose parent is cancelled or has a cancel requested is born `cancelled`
+    (never claimed; its log: `submitted`, then `cancelled`).
+
+    A cancel reads the family it cancels; a child submitted at that moment (its parent
+    still running) would otherwise escape it, queued under a cancelled parent. So every
+    backend decides a child's birth on its parent as it is when the child is inserted, in
+    the insert's own transaction or script, and a cancel either sees the child (and ends
+    it) or the child sees the cancel. `parent_state` None: no parent (or none found)."""
+    if parent_state is None:
+        return False
+    return RunState(parent_state).value in CANCELS_CHILDREN or parent_cancel_requested
+
+
+def born_cancelled_run(run: Run, now: float) -> Run:
+    """`run`, as returned by an insert that found it `born_cancelled` (a store that builds
+    the runs it returns from the insert's values): ended now, its second event logged."""
+    run.state, run.finished_at, run.error, run.last_seq = RunState.CANCELLED, now, born_cancelled_error(), 2
+    return run
 
 
 # -- a manual retry ---------------------------------------------------------------------

@@ -288,6 +288,9 @@ class PostgresStore(SqlStore):
         async with self._conn() as conn, conn.transaction():
             yield _Connection(conn, self.channels, self._sql)
 
+    def _rolled_back(self, exc: StoreError) -> bool:
+        return isinstance(exc.__cause__, asyncpg.TransactionRollbackError)
+
     async def _fetch_raw(self, query: str, *args: Any) -> list[asyncpg.Record]:
         async with self._conn() as conn:
             return list(await conn.fetch(self._sql(query), *args))
@@ -455,11 +458,13 @@ class PostgresStore(SqlStore):
                     statement, values = sql.INSERT_ONE, _insert_row(params[0], now)
                 else:
                     statement, values = _fresh_insert(params, now)
+                statement = sql.for_batch(statement, (p.parent_id for p in params))
                 rows = await conn.fetch(self._sql(statement), *values, now, channel)
             except asyncpg.UniqueViolationError:
                 pass  # a retry of an insert that committed: its runs are read below
         if rows is None:
-            rows = await conn.fetch(self._sql(sql.INSERT_MANY), _insert_rows(params, now), now, channel)
+            statement = sql.for_batch(sql.INSERT_MANY, (p.parent_id for p in params))
+            rows = await conn.fetch(self._sql(statement), _insert_rows(params, now), now, channel)
         return await self._with_existing(conn, params, _made(params, rows, now))
 
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
@@ -492,6 +497,7 @@ class PostgresStore(SqlStore):
                     statement, values = _fresh_insert(chunk, now)
                 else:
                     statement, values = sql.INSERT_MANY, (_insert_rows(chunk, now),)
+                statement = sql.for_batch(statement, (p.parent_id for p in chunk))
                 args = (self._sql(statement), *values, now, self.channels["queued"])
                 if sending is not None:
                     made.update(_made(sent, await sending, now))
@@ -774,11 +780,12 @@ def _fresh_insert(params: Sequence[RunInsertParams], now: float) -> tuple[str, t
 def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
           now: float) -> dict[tuple[str, str], Run]:
     """The runs an insert of `params` made, by tenant and key, from its rows: each run's
-    place in `params` (from 1) and its id."""
+    place in `params` (from 1), its id and whether it was born cancelled."""
     made = {}
-    for place, run_id, _ in rows:
+    for place, run_id, _, born_cancelled in rows:
         p = params[place - 1]
-        made[p.tenant or "", p.key] = p.as_run(run_id, now)
+        run = p.as_run(run_id, now)
+        made[p.tenant or "", p.key] = rules.born_cancelled_run(run, now) if born_cancelled else run
     return made
 
 

@@ -8,6 +8,7 @@ again and retries, so a flushed script cache costs one round trip, never an erro
 
 from __future__ import annotations
 
+import json
 from importlib import resources
 from typing import Any, Sequence
 
@@ -15,6 +16,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from .. import rules
 from .codec import CLAIM_READS
 
 __all__ = ["SCRIPT_NAMES", "Scripts"]
@@ -35,13 +37,26 @@ def _source(name: str) -> str:
     return resources.files(__package__).joinpath("scripts", f"{name}.lua").read_text()
 
 
+def _lua_string(text: str) -> str:
+    assert "]==]" not in text
+    return f"[==[{text}]==]"
+
+
+def _born_cancelled() -> str:
+    """rules.born_cancelled's constants, for lib.lua's insert_one."""
+    states = ", ".join(f"[ {_lua_string(state)} ] = true" for state in rules.CANCELS_CHILDREN)
+    return (f"local CANCELS_CHILDREN = {{{states}}}\n"
+            f"local BORN_CANCELLED_ERROR = {_lua_string(rules.born_cancelled_error())}\n"
+            f"local BORN_CANCELLED_DATA = {_lua_string(json.dumps(rules.BORN_CANCELLED_EVENT))}\n")
+
+
 class Scripts:
     """The scripts of one store, bound to its client and its key prefix."""
 
     def __init__(self, client: Redis, first_key: str, ended_keep: int) -> None:
         fields = ", ".join(f"'{name}'" for name in CLAIM_READS)
         lib = (f"local CLAIM_READS = {{{fields}}}\nlocal ENDED_KEEP = {int(ended_keep)}\n"
-               f"{_source('lib')}")
+               f"{_born_cancelled()}{_source('lib')}")
         self._keys = [first_key]
         self._scripts: dict[str, AsyncScript] = {
             name: client.register_script(f"{lib}\n{_source(name)}") for name in SCRIPT_NAMES}

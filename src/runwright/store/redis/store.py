@@ -293,11 +293,23 @@ class RedisStore:
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """A Redis call whose failures read as the store's errors: a connection that is
-        gone is StoreUnreachable (the engine retries it), anything else StoreError."""
+        gone is StoreUnreachable (the engine retries it), anything else StoreError.
+
+        A cancellation of the caller that the call swallowed is raised once it returns:
+        redis-py sends each command under asyncio.wait_for (socket_timeout), which on
+        Python 3.11 returns the send's result when the send ends as the task is cancelled
+        and drops the cancel (CPython gh-86296). A worker cancels a run once; a run whose
+        cancel was lost so ran on to its end (found by tests/process/
+        test_cancel_family_race.py: a spawner, cancel requested, submitting for 28 s)."""
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         try:
-            return await fn(*args)
+            value = await fn(*args)
         except FAILURES as exc:
             raise store_error(exc) from exc
+        if task is not None and task.cancelling() > cancels:
+            raise asyncio.CancelledError()  # what the call did stands, as after any return
+        return value
 
     async def _script(self, name: str, *args: Any) -> Any:
         assert self._scripts is not None, "store is not open"
@@ -689,19 +701,6 @@ class RedisStore:
 
     # -- cancel, retry --------------------------------------------------------------------
 
-    async def _family(self, run: Run) -> list[Run]:
-        """The run's descendants, in id order."""
-        found: list[Run] = []
-        frontier = [run.id]
-        while frontier:
-            pipe = self.redis.pipeline(transaction=False)
-            for run_id in frontier:
-                pipe.smembers(self.key(f"children:{run_id}"))
-            children = sorted(int(c) for members in await self._call(pipe.execute) for c in members)
-            found += [run_from_hash(h) for h in await self._hashes(children) if h]
-            frontier = children
-        return sorted(found, key=lambda r: r.id)
-
     async def _locked_run(self, run_id: int) -> Run:
         run = await self.run_get(run_id)
         if run is None:
@@ -709,20 +708,17 @@ class RedisStore:
         return run
 
     async def run_cancel(self, params: RunCancelParams) -> Run:
-        for _ in range(STALE_RETRIES):
-            run = await self._locked_run(params.run_id)
-            descendants = await self._family(run)
-            plan = rules.plan_cancel(run, descendants)
-            seen = ",".join(f"{m.id}:{m.state.value}:{int(m.cancel_requested)}"
-                            for m in (run, *descendants))
-            reply = await self._script(
-                "cancel", self._now_arg(params.now), run.id, seen, rules.cancelled_error(),
-                json.dumps({"reason": "cancelled on request"}), len(plan.ask_to_stop),
-                *plan.ask_to_stop, *[m.id for m in plan.end_now])
-            if reply[0] == "ok":
-                self.hub.fire_all()  # cancel, done and events topics of a whole family
-                return run_from_hash(reply[1])
-        raise StoreError(f"run {params.run_id}: its family kept changing during the cancel; try again")
+        # The script reads the family and applies rules.plan_cancel to it in one step.
+        reply = await self._script("cancel", self._now_arg(params.now), params.run_id,
+                                   rules.cancelled_error(), json.dumps({"reason": "cancelled on request"}))
+        if reply[0] == "missing":
+            raise RunNotFound(f"run {params.run_id} not found")
+        run = run_from_hash(reply[1])
+        if reply[0] == "refused":
+            rules.plan_cancel(run, [])  # raises its error
+            raise StoreError(f"run {run.id}: cancel refused in state {run.state.value}")
+        self.hub.fire_all()  # cancel, done and events topics of a whole family
+        return run
 
     async def run_retry(self, params: RunRetryParams) -> Run:
         for _ in range(STALE_RETRIES):

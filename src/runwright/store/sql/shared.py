@@ -78,6 +78,9 @@ from .dialect import Dialect, SqlConnection
 __all__ = ["SqlStore"]
 
 NO_RUN_BEFORE = 2**62  # "before run" when a thread's whole history is wanted
+# Tries of an operation whose transaction the database rolled back for a conflict (a
+# deadlock between overlapping cancels of one family, say) before its error is raised.
+CONFLICT_RETRIES = 5
 
 
 class SqlStore(ABC):
@@ -286,12 +289,33 @@ class SqlStore(ABC):
 
     # -- cancel, retry ------------------------------------------------------------------
 
+    def _rolled_back(self, exc: StoreError) -> bool:
+        """Whether `exc` is a conflict the database rolled back whole (a deadlock, a
+        serialization failure), which the same operation may simply try again."""
+        return False
+
     async def run_cancel(self, params: RunCancelParams) -> Run:
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return await self._cancel(params)
+            except StoreError as exc:
+                if not self._rolled_back(exc) or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def _cancel(self, params: RunCancelParams) -> Run:
         now = self.clock.now(params.now)
         async with self._transaction() as conn:
+            # Locks in one order, from the oldest: the run's parent (which the end of the
+            # run, if queued, wakes), the run, its descendants by id. Two cancels of one
+            # family then wait for each other, never both.
+            found = await conn.fetchrow(q.GET_RUN, params.run_id)
+            parent_id = None if found is None else run_from_row(found).parent_id
+            if parent_id is not None:
+                await conn.fetchrow(q.LOCK_RUN, parent_id)
             run = await self._locked_run(conn, params.run_id)
-            family = [row[0] for row in await conn.fetch(q.FAMILY, run.id)]
-            descendants = [run_from_row(r) for r in await conn.fetch(q.LOCK_RUNS, self.dialect.array(family))]
+            descendants = await self._locked_family(conn, run.id)
             plan = rules.plan_cancel(run, descendants)
             for run_id in plan.ask_to_stop:
                 await conn.execute(q.REQUEST_CANCEL, run_id)
@@ -304,6 +328,22 @@ class SqlStore(ABC):
             run = await self._locked_run(conn, run.id)
         self.hub.fire_all()  # cancel, done and events topics of a whole family
         return run
+
+    async def _locked_family(self, conn: SqlConnection, run_id: int) -> list[Run]:
+        """A run's descendants, each locked, in id order; read until a read finds no new
+        member. A child inserted as the family is read holds its parent (PostgreSQL: FOR
+        KEY SHARE) until it commits, so the lock of that parent waits for it, and the
+        next read finds it; once every member is locked, a child inserted after sees its
+        parent's cancel and is born cancelled (rules.born_cancelled)."""
+        locked: dict[int, Run] = {}
+        while True:
+            family = [row[0] for row in await conn.fetch(q.FAMILY, run_id)]
+            new = [member for member in family if member not in locked]
+            if not new:
+                return sorted(locked.values(), key=lambda run: run.id)
+            for row in await conn.fetch(q.LOCK_RUNS, self.dialect.array(new)):
+                member = run_from_row(row)
+                locked[member.id] = member
 
     async def _end_queued(self, conn: SqlConnection, run_id: int, state: RunState, now: float,
                           kind: str, data: dict[str, Any], *, error: str | None = None,

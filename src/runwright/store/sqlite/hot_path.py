@@ -39,6 +39,9 @@ _INSERT_RUN = (
     " version, major, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
     " ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING id")
+_PARENT = "SELECT state, cancel_requested FROM runs WHERE id = ?"
+# A child of a cancelled family (rules.born_cancelled) ends as it is born.
+_BORN_CANCELLED = "UPDATE runs SET state = 'cancelled', finished_at = ?, error = ?, last_seq = 2 WHERE id = ?"
 
 
 def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now: float) -> list[Run]:
@@ -49,6 +52,9 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
     # would hand a reclaimed id to a new run, and a reader of the old one would be shown
     # it. The id is given past every reclaimed one instead (ids are never reused).
     reclaimed_top = conn.execute("SELECT coalesce(max(hi), 0) FROM reclaimed").fetchone()[0]
+    # The parents' states are read in this transaction, which holds the database's one
+    # write lock: no cancel can come between this read and the insert's commit.
+    parents: dict[int, bool] = {}
     for p in params:
         row = conn.execute(_INSERT_RUN, (
             reclaimed_top, p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
@@ -60,6 +66,15 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
         else:
             run = p.as_run(row[0], now)
             events.append((run.id, 1, "submitted", rules.submitted_event(run), now))
+            if p.parent_id is not None:
+                if p.parent_id not in parents:
+                    found = conn.execute(_PARENT, (p.parent_id,)).fetchone()
+                    parents[p.parent_id] = (found is not None
+                                            and rules.born_cancelled(found[0], bool(found[1])))
+                if parents[p.parent_id]:
+                    rules.born_cancelled_run(run, now)
+                    conn.execute(_BORN_CANCELLED, (now, run.error, run.id))
+                    events.append((run.id, 2, "cancelled", json.dumps(rules.BORN_CANCELLED_EVENT), now))
         out.append(run)
     conn.executemany(_INSERT_EVENTS, events)
     return out

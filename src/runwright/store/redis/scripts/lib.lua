@@ -320,6 +320,15 @@ local function insert_one(i, now)
   if run.deadline_at then redis.call('ZADD', P .. 'deadlines', run.deadline_at, id) end
   if run.parent_id then redis.call('SADD', P .. 'children:' .. run.parent_id, id) end
   log(id, 'submitted', ARGV[i + 14], now)
+  if run.parent_id then
+    -- rules.born_cancelled: a child of a cancelled family ends as it is born. A cancel
+    -- (cancel.lua) and this insert each run alone: the cancel finds the child, or the
+    -- child finds the cancel.
+    local parent = redis.call('HMGET', run_key(run.parent_id), 'state', 'cancel_requested')
+    if parent[1] and (CANCELS_CHILDREN[parent[1]] or parent[2] == '1') then
+      end_queued(id, 'cancelled', now, 'cancelled', BORN_CANCELLED_DATA, BORN_CANCELLED_ERROR, nil)
+    end
+  end
   return id, false
 end
 
