@@ -317,3 +317,58 @@ async def test_a_verify_the_fleet_declared_dead_aborts_instead_of_reporting(back
     assert "declared this verify session dead" in err and "Traceback" not in err, err[-3000:]
     assert not out.strip(), "no report of figures"
     assert (await verify_left(store_url))["runs"] == 0
+
+
+async def ready_pid(store_url: str, pid: int) -> str | None:
+    """The slot name of worker process `pid` once it reads ready (None before)."""
+    app = rw.App(store_url, auto_migrate=False)
+    try:
+        return next((row["name"] for row in await app.fleet.workers()
+                     if row["pid"] == pid and row["state"] == "ready"), None)
+    finally:
+        await app.close()
+
+
+async def test_a_worker_stalled_across_the_end_of_a_session_takes_nothing_of_its_queue(backend, store_url,
+                                                                                       fleet_of):
+    """A worker stopped (SIGSTOP) while the session ends wakes still serving it as far as it
+    knows (its last renewal has not lapsed; the end's release reached it stopped, or not at
+    all): the end is durable in the store, so it takes nothing of that queue, not even a run
+    submitted there after the end, while it takes work again (a run of a queue it alone was
+    told to serve since)."""
+    supervisor = await fleet_of(faults=False)
+    stalled = supervisor.procs[0]
+    proc = verify(store_url, "--runs", "3000", "--kill-every", "0", "--stall-every", "0",
+                  "--blip-every", "0", "--seed", "13")
+
+    async def some_runs() -> bool:
+        return (await verify_left(store_url))["runs"] > 100
+
+    await wait_until(some_runs, "verify's runs are in the store", timeout_s=120, interval_s=0.3)
+    app = rw.App(store_url, auto_migrate=False)
+    app.tasks["hello"] = verify_fleet_app.hello
+    try:
+        stalled.send_signal(signal.SIGSTOP)  # it serves the session: every ready worker took it
+        try:
+            proc.send_signal(signal.SIGINT)
+            _, err = finish(proc)
+            assert proc.returncode == 130, err[-3000:]
+            queue = next(word for word in err.split() if word.startswith(QUEUE_PREFIX)).rstrip(":")
+            probe = await app.submit("hello", queue=queue, priority=rw.CRITICAL)
+        finally:
+            stalled.send_signal(signal.SIGCONT)
+        name = await wait_until(lambda: ready_pid(store_url, stalled.pid), "the woken worker reads ready",
+                                timeout_s=60, interval_s=0.2)
+        control = f"{QUEUE_PREFIX}control"
+        rows = await app.fleet.broadcast("verify-serve", {"queue": control, "for_s": 120}, targets=[name])
+        assert [row.outcome.value for row in rows] == ["applied"], rows
+        taken = await app.submit("hello", queue=control)
+        assert await taken.result(timeout_s=60) == "hello world"  # it claims again, that queue with it
+        (run,) = await app.read_runs([probe.id])
+        events = await app.events_page(probe.id)
+        assert run.state is rw.RunState.QUEUED and not any(e.kind == "started" for e in events), (
+            run, events)
+        assert (await verify_left(store_url))["runs"] == 2  # the probe and the control: none of verify's
+        await app.fleet.broadcast("verify-release", {"queue": control})
+    finally:
+        await app.close()

@@ -71,9 +71,10 @@ class Member:
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
 
     def serving(self) -> list[str]:
-        """The queues served for verify sessions now (those past their deadline dropped)."""
+        """The queues served for verify sessions now (those past their deadline dropped,
+        and an ended session's: its queue is paused)."""
         now = time.monotonic()
-        for queue in [q for q, until in self.served.items() if until <= now]:
+        for queue in [q for q, until in self.served.items() if until <= now or q in self.paused]:
             del self.served[queue]
         return sorted(self.served)
 

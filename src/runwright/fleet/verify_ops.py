@@ -3,7 +3,8 @@
 - `verify-serve {"queue", "for_s"}`: serve the session's queue (`runwright.verify.<id>`)
   besides its own, for `for_s` seconds on this process's clock (verify renews it every few
   seconds; a verify that died stops being served when it lapses). The reply says whether
-  this process obeys faults, and its lease (a stall must outlast it);
+  this process obeys faults, and its lease (a stall must outlast it). Refused for a session
+  that ended: its queue is paused in the store (a renewal that reached a stalled worker late);
 - `verify-release {"queue"}`: stop serving it now;
 - `verify-fault {"queue", "kind", "stall_s"}`: a fault, obeyed only by a worker started
   with `--allow-verify-faults` (RUNWRIGHT_VERIFY_FAULTS=1) that serves that queue, so that
@@ -27,7 +28,7 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, StoreError
 from ..logs import event
 
 if TYPE_CHECKING:
@@ -72,12 +73,18 @@ class VerifyOps:
             raise RuntimeError("this app does not register verify's workload (builtin_jobs=False)")
         return member
 
-    def serve(self, payload: dict[str, Any]) -> dict[str, Any]:
+    async def serve(self, payload: dict[str, Any]) -> dict[str, Any]:
         member = self._worker()
         queue = _queue(payload)
         for_s = payload.get("for_s")
         if not isinstance(for_s, (int, float)) or not 0 < for_s <= MAX_SERVE_S:
             raise InvalidInput(f"verify-serve: for_s is 0 < seconds <= {MAX_SERVE_S:g}, got {for_s!r}")
+        try:
+            member.paused = await self.store.queue_list_paused(member.settings.root)
+        except StoreError:
+            pass  # as last read: the store's claim skips a paused queue anyway
+        if queue in member.paused:
+            raise RuntimeError(f"verify session {queue} has ended (its queue is paused)")
         member.served[queue] = time.monotonic() + float(for_s)
         return {"queue": queue, "faults": self.faults, "lease_s": member.lease_s, "pid": os.getpid()}
 

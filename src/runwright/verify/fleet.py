@@ -16,8 +16,12 @@ workload, on a queue of this session's, while faults reach its workers over the 
   host: its supervisor's restart; else `not restarted`), stall (its event loop blocked
   past its lease), blip (its database sessions cut; SQLite has none: skipped). With no
   worker obeying faults, every fault is reported skipped and the workload still checked;
-- the end, or an interrupt: `verify-release`, open runs cancelled, then every run of the
-  session's queues removed (run_reclaim of those ids only); verify deregisters.
+- the end, or an interrupt: the queue paused in the store first (durable: no claim of the
+  fleet takes a run of it from then on, however stale its worker, e.g. one stopped across
+  the end that wakes still serving it; a worker refuses to serve a paused session), then
+  `verify-release`, open runs cancelled, every run of the session's queues removed
+  (run_reclaim of those ids only); verify deregisters. The queues of sessions that had
+  ended when this one began are resumed at its end, if SWEEP_AFTER_S have passed.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ..fleet import ReportRow, State
 from ..fleet.verify_ops import QUEUE_PREFIX
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.params import (
+    QueuePauseParams,
     RunClaimParams,
     RunExtendParams,
     RunFinishParams,
@@ -76,7 +81,7 @@ BUS_WINDOW_S = 5.0
 REPLACE_WAIT_S = 90.0  # a killed worker's supervisor has this long to start another
 LEDGER_LEASE_S = 3600.0
 CLEANUP_WAIT_S = 60.0
-RELEASE_RETRY_S = 0.5
+SWEEP_AFTER_S = SERVE_FOR_S + 5  # an ended session's pause outlasts its last renewal
 POLL_S = 0.5
 MAX_STALL_S = 300.0
 PAGE = 500
@@ -96,6 +101,8 @@ class Session:
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     worker_id: int = 0
     ledger: tuple[int, int] | None = None  # the ledger run and verify's fence on it
+    ended_before: set[str] = field(default_factory=set)  # paused queues of sessions ended
+    began: float = field(default_factory=time.monotonic)
 
     @property
     def queue(self) -> str:
@@ -167,6 +174,7 @@ async def _verify(options: Options, session: Session, console: Console) -> Outco
     keeper: asyncio.Future[None] | None = None
     phases: asyncio.Future[Outcome] | None = None
     try:
+        session.ended_before = {q for q in await app.fleet.paused_queues() if q.startswith(QUEUE_PREFIX)}
         await _serve(app, session, roster)
         if not roster.members:
             raise NoFleet(_nobody(app, roster, await app.fleet.workers()))
@@ -439,11 +447,16 @@ class FleetInjector:
 
 
 async def _clean(session: Session) -> int:
-    """Release the queue, cancel what is open, remove every run of the session: how many
-    could not be removed (not ended within CLEANUP_WAIT_S)."""
+    """Pause the queue, release it, cancel what is open, remove every run of the session:
+    how many could not be removed (not ended within CLEANUP_WAIT_S)."""
     app = _app(session)
     try:
-        await _release(app, session)
+        if session.ledger is not None:  # its runs may be out
+            await _patient(lambda: _pause(app, session.queue, True))
+        try:
+            await app.fleet.broadcast("verify-release", {"queue": session.queue}, timeout_s=BUS_WINDOW_S)
+        except StoreError:
+            pass  # the workers stop serving it at their next heartbeat: it is paused
         if session.ledger is not None:
             await _end_ledger(app, session)
         runs = await _session_runs(app, session)
@@ -460,26 +473,17 @@ async def _clean(session: Session) -> int:
                 ended_before=app.now() + 60, limit=1000, run_ids=ids[start:start + 1000])))
         if session.worker_id:
             await _patient(lambda: app.store.worker_deregister(session.worker_id))
+        if time.monotonic() - session.began >= SWEEP_AFTER_S:
+            for queue in session.ended_before:
+                await _patient(lambda: _pause(app, queue, False))
         return len(await _session_runs(app, session))
     finally:
         await app.close()
 
 
-async def _release(app: App, session: Session) -> None:
-    """`verify-release` until every live worker has applied it (a worker stalled, resyncing
-    after a blip or just restarted when it was sent missed it), for at most SERVE_FOR_S:
-    past that, the last renewal has lapsed everywhere anyway."""
-    deadline = time.monotonic() + SERVE_FOR_S
-    while time.monotonic() < deadline:
-        try:
-            rows = await app.fleet.broadcast("verify-release", {"queue": session.queue},
-                                             timeout_s=BUS_WINDOW_S)
-        except StoreError:
-            rows = None  # the bus is away: try again
-        if rows is not None and all(row.outcome in (Reply.APPLIED, Reply.DEPARTED, Reply.FAILED)
-                                    for row in rows if row.kind == "worker"):
-            return  # (FAILED: a worker that cannot serve a session, so serves none)
-        await asyncio.sleep(RELEASE_RETRY_S)
+async def _pause(app: App, queue: str, paused: bool) -> bool:
+    await app.open()
+    return await app.store.queue_set_paused(QueuePauseParams(app.fleet.root, queue, paused))
 
 
 async def _end_ledger(app: App, session: Session) -> None:
