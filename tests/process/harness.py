@@ -132,9 +132,12 @@ class WorkerFleet:
 
     def start(self, concurrency: int = 10, lease_s: float | None = None,
               drain_grace_s: float | None = None, env: dict[str, str] | None = None,
-              app_spec: str = APP_SPEC, args: Sequence[str] = ()) -> WorkerProcess:
+              app_spec: str = APP_SPEC, args: Sequence[str] = (),
+              wrap: Sequence[str] = ()) -> WorkerProcess:
         """Start a worker; `env` adds variables for this one only (e.g. RUNWRIGHT_CRASH_POINTS),
-        `args` options of `runwright worker` (e.g. --metrics-port)."""
+        `args` options of `runwright worker` (e.g. --metrics-port), `wrap` a command
+        prefix that runs it (e.g. in a pid namespace of its own: tests/pid_namespace.py;
+        `pid` is then the prefix's process, and a SIGKILL of it must end the worker too)."""
         name = f"w{len(self.workers) + 1}"
         argv = [sys.executable, "-m", "runwright", "worker", app_spec, "-c", str(concurrency),
                 "--url", self.url]
@@ -142,7 +145,7 @@ class WorkerFleet:
             argv += ["--lease-s", str(lease_s)]
         if drain_grace_s is not None:
             argv += ["--drain-grace-s", str(drain_grace_s)]
-        argv += args
+        argv = [*wrap, *argv, *args]
         env = {**os.environ, apps.LEDGER_ENV: str(self.ledger), "RUNWRIGHT_LOG_LEVEL": "INFO",
                **(env or {})}
         log_path = self.logs / f"{name}.log"

@@ -1,12 +1,20 @@
-"""What a rescuer concludes from missing liveness marks (store.liveness)."""
+"""What a rescuer concludes from missing liveness marks, and whose pid it may read
+(store.liveness)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
-from runwright.store.liveness import Unmarked, pid_alive
+import pytest
+
+from runwright.store import liveness
+from runwright.store.liveness import Unmarked, gone_here, hostname_of, pid_alive, this_machine
+
+from ..pid_namespace import absent_pid, in_own_pid_namespace, require_pid_namespaces
 
 
 def test_a_missing_mark_is_a_death_only_once_its_grace_has_passed():
@@ -50,3 +58,67 @@ def test_pid_alive_tells_a_running_process_from_a_reaped_or_unreaped_dead_one():
 def _zombie(pid: int) -> bool:
     with open(f"/proc/{pid}/stat", "rb") as stat:
         return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+
+
+def _namespace_link(tmp_path: Path, target: str) -> str:
+    link = tmp_path / "pid"
+    link.symlink_to(target)
+    return str(link)
+
+
+def test_the_initial_pid_namespace_is_told_by_its_fixed_inode(tmp_path: Path):
+    read = liveness._pid_namespace.__wrapped__  # noqa: SLF001 - uncached, on a given link
+    assert read(_namespace_link(tmp_path, "pid:[4026531836]")) is None
+    (tmp_path / "other").mkdir()
+    assert read(_namespace_link(tmp_path / "other", "pid:[4026532175]")) == "pid:[4026532175]"
+
+
+def test_an_unreadable_pid_namespace_is_one_of_this_process_alone(tmp_path: Path):
+    read = liveness._pid_namespace.__wrapped__  # noqa: SLF001
+    first, second = read(str(tmp_path / "absent")), read(str(tmp_path / "absent"))
+    assert first is not None and first.startswith("pid:unknown-") and first != second
+
+
+def test_this_machine_is_the_hostname_in_the_initial_pid_namespace():
+    if os.readlink("/proc/self/ns/pid") != f"pid:[{liveness.INITIAL_PID_NS_INODE}]":
+        pytest.skip("this test process runs in a pid namespace of its own")
+    assert this_machine() == socket.gethostname()
+    assert hostname_of(this_machine()) == socket.gethostname()
+
+
+def test_hostname_of_drops_the_pid_namespace():
+    assert hostname_of("box") == "box"
+    assert hostname_of("box.example.org~pid:[4026532175]") == "box.example.org"
+    assert hostname_of("box~pid:unknown-0f3a") == "box"
+
+
+def test_only_a_process_of_this_machine_and_pid_namespace_is_judged_by_its_pid():
+    dead = absent_pid()
+    assert gone_here(this_machine(), dead)
+    assert not gone_here(this_machine(), os.getpid())
+    host = hostname_of(this_machine())
+    for elsewhere in ("another-machine", f"{host}~pid:[4026532175]", f"{host}~pid:unknown-0f3a",
+                      f"{this_machine()}~pid:[1]"):
+        assert not gone_here(elsewhere, dead), elsewhere
+
+
+# Run in a pid namespace of its own: what it writes as its host, and what it would judge
+# of this test process (whose pid it cannot see) and of itself.
+PEEK = """
+import os, sys
+from runwright.store.liveness import gone_here, this_machine
+print(this_machine(), os.readlink("/proc/self/ns/pid"), gone_here(sys.argv[1], int(sys.argv[2])),
+      gone_here(this_machine(), os.getpid()), gone_here(this_machine(), 999))
+"""
+
+
+def test_a_process_of_another_pid_namespace_is_another_machine():
+    require_pid_namespaces()
+    done = subprocess.run([*in_own_pid_namespace(500), sys.executable, "-c", PEEK, this_machine(),
+                           str(os.getpid())], capture_output=True, text=True, timeout=60, check=True)
+    machine, namespace, judges_us, judges_itself, judges_absent = done.stdout.split()
+    assert machine == f"{hostname_of(this_machine())}~{namespace}" != this_machine()
+    assert hostname_of(machine) == hostname_of(this_machine())
+    # Our pid is absent there, yet we are not judged gone from there, nor it from here.
+    assert (judges_us, judges_itself, judges_absent) == ("False", "False", "True")
+    assert not gone_here(machine, 500) and not gone_here(machine, absent_pid())

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
@@ -31,6 +30,7 @@ from ..parking import RunSignals
 from ..resilience import is_store_failure, jittered, store_call
 from ..runs import Run, RunState
 from ..store.hub import CANCEL, QUEUED
+from ..store.liveness import this_machine
 from ..store.params import (
     RunClaimParams,
     RunExtendParams,
@@ -323,7 +323,7 @@ class Worker:
 
     async def _register(self) -> None:
         self.id = await self.store.worker_register(WorkerRegisterParams(
-            host=socket.gethostname(), pid=os.getpid(), queues=list(self.config.queues),
+            host=this_machine(), pid=os.getpid(), queues=list(self.config.queues),
             tasks=self._tasks, version=self.runtime.registry.version, majors=self._majors))
 
     async def _claims_landed(self, timeout_s: float) -> None:
@@ -615,7 +615,7 @@ class Worker:
         # The lease outlives two ticks, so a holder that misses one keeps it; a dead
         # holder's lease lapses and the next worker to tick takes over.
         sweeper = Sweeper(self.store, self.clock, config.retention,
-                          holder=f"{socket.gethostname()}:{os.getpid()}:{self.id}",
+                          holder=f"{this_machine()}:{os.getpid()}:{self.id}",
                           lease_s=3 * config.sweep_interval_s)
         while True:
             await self._store_call(sweeper.tick)

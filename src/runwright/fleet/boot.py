@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..store.interface import Store
+from ..store.liveness import hostname_of
 from .settings import FleetSettings
 
 __all__ = ["StartingShape", "check_apply_window", "check_one_host", "check_unchanged"]
@@ -50,10 +51,10 @@ async def check_one_host(store: Store) -> None:
     file is shared over a network, where neither its locks nor the fleet's polling hold."""
     if not store.url.lower().startswith("sqlite"):
         return
-    here = socket.gethostname()
+    here = socket.gethostname()  # hosts, not pid namespaces: containers of one machine share it
     now = store.clock()
-    elsewhere = sorted({w.host for w in await store.worker_list()
-                        if w.host != here and now - w.heartbeat_at < SQLITE_LIVE_S})
+    elsewhere = sorted({hostname_of(w.host) for w in await store.worker_list()
+                        if hostname_of(w.host) != here and now - w.heartbeat_at < SQLITE_LIVE_S})
     if elsewhere:
         raise ConfigError(
             f"RUNWRIGHT_URL={store.url} is a SQLite store with live workers on another host "

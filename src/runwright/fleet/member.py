@@ -14,13 +14,13 @@ import asyncio
 import inspect
 import logging
 import os
-import socket
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ..errors import InvalidInput, StoreError
 from ..logs import event
 from ..resilience import jittered
+from ..store.liveness import this_machine
 from ..waiting import bounded, halt
 from .presence import Life, State, choose_ordinal
 from .settings import FleetSettings
@@ -67,7 +67,7 @@ class Member:
         # One write of the row at a time: a state change and a heartbeat that both found
         # the life ended must not begin two new lives.
         self._writing_turn = asyncio.Lock()
-        self._host, self._pid = socket.gethostname(), os.getpid()
+        self._host, self._pid = this_machine(), os.getpid()
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
 
     def serving(self) -> list[str]:

@@ -10,12 +10,11 @@ is known gone). Transports only store and return rows, with the store's own cloc
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Iterable
 
-from ..store.liveness import pid_alive
+from ..store.liveness import gone_here
 
 __all__ = ["Census", "Life", "Presence", "State", "choose_ordinal", "departed", "parse_name"]
 
@@ -29,7 +28,6 @@ class State(StrEnum):
 
 
 STALE = "stale"  # how a row past the freshness gate reads; never written
-THIS_HOST = socket.gethostname()  # what a process of this machine writes as its host
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +112,7 @@ def departed(life: Life, census: Census) -> bool:
     and a death look alike from here: the TTL decides)."""
     holder = census.holder(life.kind, life.ordinal)
     return holder is None or holder.generation > life.generation or (
-        holder.generation == life.generation and holder.host == THIS_HOST and not pid_alive(holder.pid))
+        holder.generation == life.generation and gone_here(holder.host, holder.pid))
 
 
 def parse_name(name: str) -> tuple[str, int] | None:

@@ -11,14 +11,27 @@ rescuer can know decides how long it waits:
   no takeover (and no recovery counted toward max_recoveries), a death costs the grace.
 A rescuer that can be woken when a mark drops looks again exactly when the grace ends
 (`Unmarked.next_look_in`), not at its next poll.
+
+"This machine" is a hostname and a pid namespace (`this_machine`): a pid means something
+only in the namespace it was read in. Two containers (or `unshare --pid` sessions, or pods
+with hostNetwork) may share a hostname while each has its own pid 7: a rescuer that read
+another namespace's pid 7 in its own would find it absent (and take over a worker that
+still runs) or find another process (and keep a dead one). So a process writes, as its
+host, the hostname when it is in the initial pid namespace and `host~pid:[inode]`
+otherwise, and judges by pid only a worker that wrote exactly what it writes itself
+(`gone_here`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
+import secrets
+import socket
 from typing import Collection, Iterable
 
-__all__ = ["MISSING_GRACE_S", "Unmarked", "pid_alive"]
+__all__ = ["MISSING_GRACE_S", "Unmarked", "gone_here", "hostname_of", "pid_alive", "this_machine"]
 
 # A reconnect on a reachable database takes milliseconds and a liveness refresh runs
 # several times a second; a rescuer that only polls (every 0.5 s) sees in practice a mark
@@ -70,3 +83,46 @@ def pid_alive(pid: int) -> bool:
         return state not in (b"Z", b"X")
     except (OSError, IndexError):
         return True  # no /proc: trust the signal
+
+
+# The inode of the initial pid namespace, fixed by the kernel (PROC_PID_INIT_INO, since
+# Linux 3.8); every other pid namespace gets one allocated above it. Comparing our own
+# namespace with pid 1's would not do: in a container, or under `unshare --mount-proc`,
+# pid 1 is that namespace's own init and shares its namespace.
+INITIAL_PID_NS_INODE = 0xEFFFFFFC
+MACHINE_SEPARATOR = "~"  # never in a hostname (letters, digits, '-' and '.')
+_NS_LINK = re.compile(r"pid:\[(\d+)\]")
+
+
+@functools.cache
+def _pid_namespace(link: str = "/proc/self/ns/pid") -> str | None:
+    """`pid:[inode]` of this process's pid namespace; None in the initial one. When it
+    cannot be read (no /proc, another system), a token of this process alone: no other
+    process writes it, so no other is ever judged by its pid here (and none judges this
+    one by its own)."""
+    try:
+        found = _NS_LINK.fullmatch(os.readlink(link))
+    except OSError:
+        found = None
+    if found is None:
+        return f"pid:unknown-{secrets.token_hex(8)}"
+    return None if int(found.group(1)) == INITIAL_PID_NS_INODE else found.group(0)
+
+
+def this_machine() -> str:
+    """What a process writes as its host, for liveness: where its pid means something.
+    The hostname in the initial pid namespace; `host~pid:[inode]` in any other."""
+    namespace = _pid_namespace()
+    host = socket.gethostname()
+    return host if namespace is None else f"{host}{MACHINE_SEPARATOR}{namespace}"
+
+
+def hostname_of(machine: str) -> str:
+    """The hostname of what `this_machine` wrote (to show it, or to compare hosts)."""
+    return machine.split(MACHINE_SEPARATOR, 1)[0]
+
+
+def gone_here(machine: str, pid: int) -> bool:
+    """Is the process `pid` that wrote `machine` as its host known to run no more? Only a
+    process of this machine and this pid namespace can tell; of any other, never."""
+    return machine == this_machine() and not pid_alive(pid)

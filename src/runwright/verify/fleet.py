@@ -30,7 +30,6 @@ import asyncio
 import math
 import os
 import random
-import socket
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -46,6 +45,7 @@ from ..fleet import Outcome as Reply
 from ..fleet import ReportRow, State
 from ..fleet.verify_ops import QUEUE_PREFIX
 from ..runs import TERMINAL_STATES, Run, RunState
+from ..store.liveness import this_machine
 from ..store.params import (
     QueuePauseParams,
     RunClaimParams,
@@ -213,7 +213,7 @@ async def _hold_ledger(app: App, session: Session) -> None:
     """Register as a worker of the ledger's queue, submit the ledger run and claim it."""
     store, major = app.store, major_of(app.version)
     session.worker_id = await store.worker_register(WorkerRegisterParams(
-        host=socket.gethostname(), pid=os.getpid(), queues=[session.ledger_queue], tasks=[LEDGER_TASK],
+        host=this_machine(), pid=os.getpid(), queues=[session.ledger_queue], tasks=[LEDGER_TASK],
         version=app.version, majors={LEDGER_TASK: [major]}))
     await app.submit(LEDGER_TASK, queue=session.ledger_queue, key=f"{session.queue}.ledger")
     claimed = await store.run_claim(RunClaimParams(session.worker_id, [session.ledger_queue], [LEDGER_TASK],

@@ -20,7 +20,6 @@ import json
 import logging
 import operator
 import os
-import socket
 import time
 import zlib
 from contextlib import asynccontextmanager
@@ -34,7 +33,7 @@ from ...runs import Run
 from ...waiting import halt
 from .. import rules
 from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, Hub, done_topic, events_topic
-from ..liveness import Unmarked, pid_alive
+from ..liveness import Unmarked, gone_here
 from ..migrations import Migration, load_migrations, load_schema
 from ..params import (
     EventAppendParams,
@@ -161,7 +160,6 @@ class PostgresStore(SqlStore):
                             self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
         self._unmarked = Unmarked()
         self._watches: dict[int, Watch] = {}  # by the id of the worker whose rescuer waits
-        self._host = socket.gethostname()
 
     # -- connections ----------------------------------------------------------------
 
@@ -303,7 +301,7 @@ class PostgresStore(SqlStore):
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
         """Live workers are those whose session holds their advisory lock (see marks.py):
         when a worker's process dies, PostgreSQL drops the lock at once. A worker of this
-        machine whose process runs no more is dead then; any other (its process alive,
+        machine (and pid namespace) whose process runs no more is dead then; any other (its process alive,
         or on another machine, where a cut session looks the same as a death) once its
         mark has stayed missing MISSING_GRACE_S, so a worker whose session was only cut
         takes its mark again meanwhile (see ..liveness). The lock key is this schema's
@@ -313,7 +311,7 @@ class PostgresStore(SqlStore):
             " WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted"
             " AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))",
             self.lock_namespace)
-        gone = [row[0] for row in rows if row[1] == self._host and not pid_alive(row[2])]
+        gone = [row[0] for row in rows if gone_here(row[1], row[2])]
         return self._unmarked.dead([row[0] for row in rows], now, gone)
 
     async def _lock_reclaimed(self, conn: Any) -> None:

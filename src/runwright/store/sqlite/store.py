@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -31,6 +30,7 @@ from ...runs import Run
 from ...waiting import halt
 from .. import rules
 from ..hub import QUEUED, Hub, events_topic
+from ..liveness import gone_here
 from ..migrations import Migration, load_migrations, load_schema
 from ..params import (
     EventAppendParams,
@@ -45,7 +45,6 @@ from ..params import (
 from ..sql.dialect import SQLITE, Dialect
 from ..sql.shared import SqlStore
 from . import hot_path
-from .liveness import pid_alive
 
 __all__ = ["SqliteStore"]
 
@@ -184,7 +183,6 @@ class SqliteStore(SqlStore):
         self._shared = _Thread(path, "runwright-sqlite-shared")
         self._shared_turn = asyncio.Lock()
         self._poller: asyncio.Task[None] | None = None
-        self._host = socket.gethostname()
 
     # -- connections ----------------------------------------------------------------
 
@@ -263,11 +261,12 @@ class SqliteStore(SqlStore):
         return self.clock.judged(given)
 
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:
-        """Workers share this machine: a dead one is found by its pid at once, and one
-        whose heartbeat is stale (another host on a network file system) in time."""
+        """Workers share this machine: a dead one is found by its pid at once when it is
+        of this pid namespace too (see ..liveness.gone_here), and any one whose heartbeat
+        is stale (another container, or another host on a network file system) in time."""
         workers = await conn.fetch("SELECT id, host, pid, heartbeat_at FROM workers")
         return [worker_id for worker_id, host, pid, beat in workers
-                if beat < now - params.worker_stale_s or (host == self._host and not pid_alive(pid))]
+                if beat < now - params.worker_stale_s or gone_here(host, pid)]
 
     async def _schema_table_exists(self, conn: Any) -> bool:
         return await conn.fetchval("SELECT 1 FROM sqlite_master WHERE type = 'table'"
