@@ -4,13 +4,19 @@ several processes' fleets (each with its own transport and subscription)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import AsyncIterator, Callable
 
 import pytest
 
 import runwright as rw
 from runwright.fleet import Outcome, State
+from runwright.fleet.presence import departed
+from runwright.store.liveness import hostname_of, pid_alive, this_machine
 
+from ..pid_namespace import absent_pid, in_own_pid_namespace, require_pid_namespaces
 from ..process.harness import wait_until
 
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.2", "RUNWRIGHT_FLEET_STALE_S": "0.8",
@@ -180,6 +186,20 @@ async def test_a_sqlite_store_with_live_workers_on_another_host_refuses_to_join(
         await app.fleet.member_for("worker")
 
 
+async def test_a_sqlite_store_with_live_workers_of_another_pid_namespace_of_this_host_joins(make_app):
+    """A container of this machine (its own pid namespace, the same hostname) shares the
+    file, its locks and its clock: it is not another host."""
+    import socket
+
+    from runwright.store.params import WorkerRegisterParams
+
+    app = make_app()
+    await app.open()
+    await app.store.worker_register(WorkerRegisterParams(
+        host=f"{socket.gethostname()}~pid:[4026532175]", pid=4242, queues=["default"], tasks=["t"]))
+    assert (await app.fleet.member_for("worker")).kind == "worker"
+
+
 async def test_a_namespace_changed_at_run_time_refuses_to_join(make_app, monkeypatch):
     from runwright.errors import ConfigError
 
@@ -196,3 +216,52 @@ def test_a_version_is_a_semantic_version():
     assert rw.App("sqlite:///x.db").fleet.root == "runwright:v0"
     with pytest.raises(ConfigError, match="semantic version"):
         rw.App("sqlite:///x.db", version="2.4")
+
+
+# A member in a process of its own: joins as a ready worker, says which life it is, and
+# stays (answering the bus) until it is killed.
+CONTAINED_MEMBER = """
+import asyncio, sys
+import runwright as rw
+
+async def main(url):
+    app = rw.App(url, version="1.0.0")
+    member = await app.fleet.member_for("worker")
+    await member.join()
+    await member.resync()
+    await member.ready()
+    print(member.life.name, member.life.generation, flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+async def test_a_member_of_another_pid_namespace_is_not_departed_while_alive(make_app, store_url, tmp_path):
+    """Its pid, read here, is absent: a process of this namespace must not take that
+    for its death (its host tells it is of another pid namespace)."""
+    require_pid_namespaces()
+    watcher = await joined(make_app())
+    pid = absent_pid()
+    out = tmp_path / "contained.out"
+    with open(out, "wb") as sink:
+        contained = subprocess.Popen([*in_own_pid_namespace(pid), sys.executable, "-c", CONTAINED_MEMBER,
+                                      store_url], cwd=Path(__file__).resolve().parents[2], stdout=sink,
+                                     stderr=subprocess.STDOUT)
+    try:
+        said = await wait_until(lambda: out.read_text().split() if out.read_text().endswith("\n") else None,
+                                "the contained member is ready", timeout_s=60)
+        assert said[0] == "worker-2", out.read_text()
+        census = await watcher.fleet.census()
+        row = census.holder("worker", 2)
+        assert row is not None and row.pid == pid and not pid_alive(pid)
+        assert not departed(row.life, census)
+        report = await watcher.fleet.broadcast("ping", timeout_s=10)
+        assert [(r.name, r.outcome) for r in report] == [("worker-1", Outcome.APPLIED),
+                                                         ("worker-2", Outcome.APPLIED)]
+        assert hostname_of(row.host) == hostname_of(this_machine()) != row.host
+    finally:
+        contained.kill()  # unshare's --kill-child ends the namespace
+        contained.wait()
+    # Dead, it is another machine's member to this one: its slot ends with its TTL.
+    await wait_until(lambda: _absent(watcher, "worker-2"), "the contained member's TTL passes")
