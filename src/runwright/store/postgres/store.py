@@ -321,6 +321,15 @@ class PostgresStore(SqlStore):
         its runs' rows, so it waits on no run and no run waits on it."""
         await conn.execute(f'LOCK TABLE "{self.schema}".reclaimed IN SHARE ROW EXCLUSIVE MODE')
 
+    async def _hold_workers(self, conn: Any) -> None:
+        """Under read committed, an unrunnable sweep read the workers in one statement and
+        closed the runs in later ones: a worker that registered in between saw the runs it
+        had come for closed. SHARE conflicts with every write of the table (a registration,
+        a heartbeat, a removal), not with reads (claims) nor with another sweep's SHARE:
+        registrations wait for the sweep's commit, a few ms, and only on sweeps that found
+        something to close (see run_fail_unrunnable_many)."""
+        await conn.execute(f'LOCK TABLE "{self.schema}".workers IN SHARE MODE')
+
     async def _schema_table_exists(self, conn: Any) -> bool:
         return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
                                         f"{self.schema}.schema_versions"))

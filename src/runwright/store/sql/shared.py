@@ -409,6 +409,10 @@ class SqlStore(ABC):
             return []
         closed: list[Run] = []
         async with self._transaction() as conn:
+            # Decided and applied on one view of the workers: a worker that registers for
+            # these runs meanwhile either commits first (seen here, its runs kept) or
+            # waits for this commit (its runs were unrunnable when they were closed).
+            await self._hold_workers(conn)
             for queue, task, major, _count in await self._unrunnable(conn, params):
                 error = rules.unrunnable_error(task, major, params.due_for_s)
                 closed += [run_from_row(row) for row in await conn.fetch(
@@ -417,6 +421,12 @@ class SqlStore(ABC):
             await self._closed_failed(conn, closed, "Unrunnable", now)
         self.hub.fire_changed(closed)
         return closed
+
+    async def _hold_workers(self, conn: SqlConnection) -> None:
+        """Hold the workers table against registrations (and heartbeats, removals) until
+        the transaction ends (the dialect's own; SQLite's write transaction already holds
+        the whole database, and a registration is a write)."""
+        return None
 
     async def _closed_failed(self, conn: SqlConnection, runs: list[Run], error: str, now: float) -> None:
         """Runs a sweep just closed `failed` (a deadline, unrunnable): each one's `failed`
