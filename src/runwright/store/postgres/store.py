@@ -313,6 +313,16 @@ class PostgresStore(SqlStore):
         gone = [row[0] for row in rows if row[1] == self._host and not pid_alive(row[2])]
         return self._unmarked.dead([row[0] for row in rows], now, gone)
 
+    async def _unregister_dead(self, conn: Any, dead: list[int]) -> None:
+        """A worker found dead (its mark free, see _dead_worker_ids) can take its mark
+        again before the delete: its row must stay then. The delete re-checks each mark
+        in the statement: it takes the free ones itself until commit (a worker retaking
+        its mark meanwhile tries again, then finds its row gone, see marks.py), and a mark
+        held again keeps its worker's row, and so its runs."""
+        await conn.execute(
+            "DELETE FROM workers WHERE id IN (SELECT d.id FROM unnest($1::bigint[]) AS d(id)"
+            " WHERE pg_try_advisory_xact_lock($2, d.id::int))", dead, self.lock_namespace)
+
     async def _lock_reclaimed(self, conn: Any) -> None:
         """Under read committed, two passes that both read the ranges would both rewrite
         them (the second collided on a range's first id, or dropped the first's ids): the

@@ -1022,7 +1022,7 @@ class RedisStore:
                      run.owner in dead or (run.lease_expires_at or 0.0) < now)]
         if not dead and not fates:
             return []
-        args: list[Any] = [now_text, len(dead), *dead]
+        args: list[Any] = [now_text, float(params.worker_stale_s), len(dead), *dead]
         for fate in fates:
             args += [fate.run_id, fate.fence, fate.state.value, fate.recoveries, fate.run_at,
                      fate.finished_at, fate.error, fate.event_kind]

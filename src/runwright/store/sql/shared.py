@@ -353,12 +353,19 @@ class SqlStore(ABC):
         async with self._transaction() as conn:
             dead = await self._dead_worker_ids(conn, params, now)
             if dead:
-                await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
+                await self._unregister_dead(conn, dead)
             stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, judged)]
             rescued = await self._apply_rescues(conn, [
                 rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
         self.hub.fire_changed(rescued)
         return rescued
+
+    async def _unregister_dead(self, conn: SqlConnection, dead: list[int]) -> None:
+        """Delete the rows of the workers found dead; their runs are then ownerless (see
+        STUCK). A dialect whose death is read outside the transaction's view (PostgreSQL's
+        session locks) re-checks it in the deleting statement; SQLite's write transaction
+        already holds what `_dead_worker_ids` read (a heartbeat is a write)."""
+        await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
 
     async def _apply_rescues(self, conn: SqlConnection, fates: Sequence[rules.Rescue],
                              now: float) -> list[Run]:
