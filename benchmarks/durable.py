@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import queue
 import sqlite3
 import statistics
@@ -27,7 +28,7 @@ import asyncpg
 import redis.asyncio
 
 import runwright as rw
-from runwright.store.params import EventAppendParams, RunClaimParams, RunFinishParams
+from runwright.store.params import EventAppendParams, RunClaimParams, RunFinishParams, WorkerRegisterParams
 
 from . import common
 from .common import BenchError, ProblemLog, Workers, event_loop_runner, num, p99, pair, say
@@ -233,13 +234,24 @@ async def raw_step_redis(namespace: str, steps: int) -> float:
 
 
 async def measure_store_append(bench: rw.App, events: int, figures: Figures) -> None:
-    """`store.event_append` in a loop on a run claimed by hand (worker id 0). Run while no
-    worker is up: a worker's rescuer would take back a run whose owner is no live worker."""
+    """`store.event_append` in a loop on a run claimed by hand, by a worker registered
+    here for it (only a registered worker claims; this process's liveness keeps it alive,
+    so no rescuer takes the run back), and deregistered after."""
     handle = await bench.submit("emitter", events=0, queue=RAW_QUEUE)
+    worker_id = await bench.store.worker_register(WorkerRegisterParams(
+        "bench", os.getpid(), [RAW_QUEUE], ["emitter"]))
+    try:
+        await _append_on_claimed(bench, handle.id, worker_id, events, figures)
+    finally:
+        await bench.store.worker_deregister(worker_id)
+
+
+async def _append_on_claimed(bench: rw.App, run_id: int, worker_id: int, events: int,
+                             figures: Figures) -> None:
     (run,) = await bench.store.run_claim(RunClaimParams(
-        worker_id=0, queues=[RAW_QUEUE], tasks=["emitter"], limit=1, lease_s=600))
-    if run.id != handle.id:
-        raise BenchError(f"claimed run {run.id}, expected {handle.id}")
+        worker_id=worker_id, queues=[RAW_QUEUE], tasks=["emitter"], limit=1, lease_s=600))
+    if run.id != run_id:
+        raise BenchError(f"claimed run {run.id}, expected {run_id}")
     data = json.dumps({"i": 0})
     rates = []
     for _ in range(RATE_ROUNDS):

@@ -258,6 +258,10 @@ picked AS MATERIALIZED (
         LIMIT $4
         FOR UPDATE SKIP LOCKED
     ) c
+    -- Only a registered worker claims: one declared dead (its row deleted) that is in
+    -- fact still running takes nothing until its heartbeat registers it again. A
+    -- one-time filter (the plan's InitPlan), not a probe per run.
+    WHERE EXISTS (SELECT 1 FROM workers w WHERE w.id = $5::bigint)
     ORDER BY c.priority, c.run_at, c.id
     LIMIT $4
 ), claimed AS (

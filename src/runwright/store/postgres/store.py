@@ -314,6 +314,16 @@ class PostgresStore(SqlStore):
         gone = [row[0] for row in rows if gone_here(row[1], row[2])]
         return self._unmarked.dead([row[0] for row in rows], now, gone)
 
+    async def _unregister_dead(self, conn: Any, dead: list[int]) -> None:
+        """A worker found dead (its mark free, see _dead_worker_ids) can take its mark
+        again before the delete: its row must stay then. The delete re-checks each mark
+        in the statement: it takes the free ones itself until commit (a worker retaking
+        its mark meanwhile tries again, then finds its row gone, see marks.py), and a mark
+        held again keeps its worker's row, and so its runs."""
+        await conn.execute(
+            "DELETE FROM workers WHERE id IN (SELECT d.id FROM unnest($1::bigint[]) AS d(id)"
+            " WHERE pg_try_advisory_xact_lock($2, d.id::int))", dead, self.lock_namespace)
+
     async def _lock_reclaimed(self, conn: Any) -> None:
         """Under read committed, two passes that both read the ranges would both rewrite
         them (the second collided on a range's first id, or dropped the first's ids): the
@@ -321,6 +331,15 @@ class PostgresStore(SqlStore):
         conflicts with itself and with writes, not with reads). Taken last in a pass, after
         its runs' rows, so it waits on no run and no run waits on it."""
         await conn.execute(f'LOCK TABLE "{self.schema}".reclaimed IN SHARE ROW EXCLUSIVE MODE')
+
+    async def _hold_workers(self, conn: Any) -> None:
+        """Under read committed, an unrunnable sweep read the workers in one statement and
+        closed the runs in later ones: a worker that registered in between saw the runs it
+        had come for closed. SHARE conflicts with every write of the table (a registration,
+        a heartbeat, a removal), not with reads (claims) nor with another sweep's SHARE:
+        registrations wait for the sweep's commit, a few ms, and only on sweeps that found
+        something to close (see run_fail_unrunnable_many)."""
+        await conn.execute(f'LOCK TABLE "{self.schema}".workers IN SHARE MODE')
 
     async def _schema_table_exists(self, conn: Any) -> bool:
         return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",

@@ -555,16 +555,18 @@ class RedisStore:
     async def run_age_unrunnable(self, params: RunUnrunnableParams) -> float | None:
         return max((age_s for _, age_s in await self._unrunnable_aged(params)), default=None)
 
-    async def _unrunnable_aged(self, params: RunUnrunnableParams) -> list[tuple[UnrunnableKind, float]]:
+    async def _unrunnable_aged(self, params: RunUnrunnableParams, workers: Sequence[WorkerInfo] | None = None,
+                               ) -> list[tuple[UnrunnableKind, float]]:
         """The unrunnable kinds of every tenant, each with how long its longest-due run has
-        been due (a kind of several priorities comes once per priority)."""
+        been due (a kind of several priorities comes once per priority), judged over
+        `workers` (None: the registrations as they are now)."""
         flat = await self._script("due_kinds", self._now_arg(params.now), float(params.due_for_s))
         if not flat:
             return []
         rows = [flat[i:i + 5] for i in range(0, len(flat), 5)]
         kinds = [(queue, task, int(major) if major else None, int(count))
                  for queue, task, major, count, _ in rows]
-        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list())
+        unrunnable = rules.unrunnable_kinds(kinds, await self.worker_list() if workers is None else workers)
         return [(kind, float(row[4])) for kind, row in zip(kinds, rows) if kind in unrunnable]
 
     async def _of_tenant(self, kinds: list[UnrunnableKind],
@@ -591,18 +593,27 @@ class RedisStore:
         return out
 
     async def run_fail_unrunnable_many(self, params: RunUnrunnableParams) -> list[Run]:
-        kinds = await self.run_count_unrunnable(RunUnrunnableParams(params.due_for_s, params.now))
-        if not kinds:
-            return []
-        args: list[Any] = []
-        for queue, task, major, _count in kinds:
-            args += [queue, task, "" if major is None else major,
-                     rules.unrunnable_error(task, major, params.due_for_s)]
-        rows = await self._script("fail_unrunnable", self._now_arg(params.now), float(params.due_for_s),
-                                  json.dumps({"error": "Unrunnable"}), *args)
-        closed = [run_from_hash(row) for row in rows]
-        self.hub.fire_changed(closed)
-        return closed
+        """Decided here over the registrations read first, applied by the script only if
+        they are still the same ones (a worker that registered meanwhile may serve the
+        runs): else it answers "stale" and the decision is made again."""
+        params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
+        for _ in range(STALE_RETRIES):
+            workers = await self.worker_list()
+            kinds = [kind for kind, _ in await self._unrunnable_aged(params, workers)]
+            if not kinds:
+                return []
+            args: list[Any] = []
+            for queue, task, major, _count in kinds:
+                args += [queue, task, "" if major is None else major,
+                         rules.unrunnable_error(task, major, params.due_for_s)]
+            seen = ",".join(str(worker.id) for worker in workers)  # in id order
+            rows = await self._script("fail_unrunnable", self._now_arg(params.now), float(params.due_for_s),
+                                      json.dumps({"error": "Unrunnable"}), seen, *args)
+            if rows != "stale":
+                closed = [run_from_hash(row) for row in rows]
+                self.hub.fire_changed(closed)
+                return closed
+        raise StoreError("unrunnable runs: the workers' registrations kept changing; try again")
 
     # -- the hot path ---------------------------------------------------------------
 
@@ -1007,7 +1018,7 @@ class RedisStore:
                      run.owner in dead or (run.lease_expires_at or 0.0) < now)]
         if not dead and not fates:
             return []
-        args: list[Any] = [now_text, len(dead), *dead]
+        args: list[Any] = [now_text, float(params.worker_stale_s), len(dead), *dead]
         for fate in fates:
             args += [fate.run_id, fate.fence, fate.state.value, fate.recoveries, fate.run_at,
                      fate.finished_at, fate.error, fate.event_kind]

@@ -393,12 +393,19 @@ class SqlStore(ABC):
         async with self._transaction() as conn:
             dead = await self._dead_worker_ids(conn, params, now)
             if dead:
-                await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
+                await self._unregister_dead(conn, dead)
             stuck = [run_from_row(row) for row in await conn.fetch(q.STUCK, judged)]
             rescued = await self._apply_rescues(conn, [
                 rules.rescue_fate(run, params.max_recoveries, now) for run in stuck], now)
         self.hub.fire_changed(rescued)
         return rescued
+
+    async def _unregister_dead(self, conn: SqlConnection, dead: list[int]) -> None:
+        """Delete the rows of the workers found dead; their runs are then ownerless (see
+        STUCK). A dialect whose death is read outside the transaction's view (PostgreSQL's
+        session locks) re-checks it in the deleting statement; SQLite's write transaction
+        already holds what `_dead_worker_ids` read (a heartbeat is a write)."""
+        await conn.execute(q.WORKER_DELETE_MANY, self.dialect.array(dead))
 
     async def _apply_rescues(self, conn: SqlConnection, fates: Sequence[rules.Rescue],
                              now: float) -> list[Run]:
@@ -449,6 +456,10 @@ class SqlStore(ABC):
             return []
         closed: list[Run] = []
         async with self._transaction() as conn:
+            # Decided and applied on one view of the workers: a worker that registers for
+            # these runs meanwhile either commits first (seen here, its runs kept) or
+            # waits for this commit (its runs were unrunnable when they were closed).
+            await self._hold_workers(conn)
             for queue, task, major, _count in await self._unrunnable(conn, params):
                 error = rules.unrunnable_error(task, major, params.due_for_s)
                 closed += [run_from_row(row) for row in await conn.fetch(
@@ -457,6 +468,12 @@ class SqlStore(ABC):
             await self._closed_failed(conn, closed, "Unrunnable", now)
         self.hub.fire_changed(closed)
         return closed
+
+    async def _hold_workers(self, conn: SqlConnection) -> None:
+        """Hold the workers table against registrations (and heartbeats, removals) until
+        the transaction ends (the dialect's own; SQLite's write transaction already holds
+        the whole database, and a registration is a write)."""
+        return None
 
     async def _closed_failed(self, conn: SqlConnection, runs: list[Run], error: str, now: float) -> None:
         """Runs a sweep just closed `failed` (a deadline, unrunnable): each one's `failed`

@@ -396,6 +396,7 @@ class _Due:
     # Past its deadline, a run is the rescuer's to end, not a worker's to start.
     # A queue the claim's fleet (?6, its root; NULL: none) paused yields nothing, for a
     # worker that has not heard of the pause too (a constant subquery: once per probe).
+    REGISTERED = "SELECT 1 FROM workers WHERE id = ?"
     PROBE = ("SELECT id, priority, run_at FROM runs r WHERE state = 'queued' AND queue = ?1"
              " AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues WHERE root = ?6 AND queue = ?1)"
              " AND run_at <= ?2 AND task IN (SELECT value FROM json_each(?3))"
@@ -422,8 +423,12 @@ class _Due:
         return [row[0] for row in found[:limit]]
 
     def claim(self, conn: sqlite3.Connection) -> list[Run]:
-        """Inside a write transaction."""
+        """Inside a write transaction. Only a registered worker claims: one declared dead
+        (its row deleted) that still runs takes nothing until its heartbeat registers it
+        again (a rescuer's delete and this look take turns on the write lock)."""
         p = self.params
+        if conn.execute(self.REGISTERED, (p.worker_id,)).fetchone() is None:
+            return []
         return hot_path.claim_ids(conn, self.ids(conn, p.limit), p.worker_id, p.lease_s, self.now)
 
 

@@ -9,7 +9,7 @@
 -- ARGV[6]  q, the number of queues; ARGV[7 .. 6+q] the queues
 -- ARGV[7+q] t, the number of tasks; then the t tasks; the rest, "<major>:<task>" of
 --          each major each task can run, or '*' alone: any major (rules.claim_keys)
--- Returns  nothing when nothing was claimed; else first {started_at, lease_expires_at}, the
+-- Returns  nothing when nothing was claimed (or the worker is not registered); else first {started_at, lease_expires_at}, the
 --          same for every run claimed, then the claimed runs, each as the values of
 --          CLAIM_READS (codec.py) as the claim left them, in claim order
 --
@@ -22,6 +22,9 @@
 local now = now_of(ARGV[1])
 local limit = tonumber(ARGV[2])
 local worker, lease_s = ARGV[3], tonumber(ARGV[4])
+-- Only a registered worker claims: one declared dead (its registration dropped) that is
+-- in fact still running takes nothing until its heartbeat registers it again.
+if redis.call('HEXISTS', P .. 'workers', worker) == 0 then return {} end
 local worker_no = tonumber(worker)
 local queue_count = tonumber(ARGV[6])
 local queues, tasks, majors = {}, {}, {}

@@ -73,6 +73,19 @@ local function dues_of(queue)
 end
 local function opt(value) if value == NIL then return nil end return value end
 
+-- Is a worker dead? 'gone' when its registration is gone (deregistered, or declared dead
+-- before): dead for sure. 'lapsed' when its liveness key lapsed or its heartbeat is older
+-- than `stale_before`: maybe only reconnecting, which the caller gives a moment
+-- (liveness.py). nil when alive. Read by rescue_scan to decide, and again by rescue at the
+-- moment it applies the decision: a worker that came back in between is spared.
+local function worker_death(worker, stale_before)
+  if redis.call('HEXISTS', P .. 'workers', worker) == 0 then return 'gone' end
+  if redis.call('EXISTS', P .. 'alive:' .. worker) == 0 then return 'lapsed' end
+  local beat = redis.call('HGET', P .. 'beats', worker)
+  if beat == false or tonumber(beat) < stale_before then return 'lapsed' end
+  return nil
+end
+
 local function load(id)
   local flat = redis.call('HGETALL', run_key(id))
   if #flat == 0 then return nil end

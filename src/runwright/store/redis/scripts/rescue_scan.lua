@@ -14,16 +14,6 @@ local now = now_of(ARGV[1])
 local stale_before = now - tonumber(ARGV[2])
 local gone, lapsed, seen, runs = {}, {}, {}, {}
 
--- 'gone' when its registration is gone (deregistered, or declared dead before): dead for
--- sure. 'lapsed' when its key lapsed or its heartbeat is stale: maybe only reconnecting,
--- which the caller gives a moment (liveness.py). nil when alive.
-local function death(worker)
-  if redis.call('HEXISTS', P .. 'workers', worker) == 0 then return 'gone' end
-  if redis.call('EXISTS', P .. 'alive:' .. worker) == 0 then return 'lapsed' end
-  local beat = redis.call('HGET', P .. 'beats', worker)
-  if beat == false or tonumber(beat) < stale_before then return 'lapsed' end
-  return nil
-end
 
 local function stuck(id)
   if seen[id] then return end
@@ -38,7 +28,7 @@ local judged = {}
 for _, worker in ipairs(workers) do
   if not judged[worker] then
     judged[worker] = true
-    local how = death(worker)
+    local how = worker_death(worker, stale_before)
     if how then
       table.insert(how == 'gone' and gone or lapsed, tonumber(worker))
       for _, id in ipairs(redis.call('SMEMBERS', P .. 'owned:' .. worker)) do stuck(id) end
