@@ -68,6 +68,10 @@ MIGRATIONS = load_migrations("runwright.store.postgres")
 WHOLE_SCHEMA = load_schema("runwright.store.postgres", MIGRATIONS)
 # Runs per statement when a batch is sent in chunks (_insert_pipelined).
 INSERT_CHUNK = 200
+# The schema's own advisory key, beside the workers' marks (whose keys are their ids, from
+# 1): migrations and unrunnable sweeps take it alone, registrations shared.
+SCHEMA_KEY = 0
+SWEEP_IDLE_S = 10  # the longest an unrunnable sweep may sit idle holding it
 # Errors that mean "the connection or server went away": transient, worth a retry.
 # InternalClientError is how asyncpg sometimes reports a session killed mid-operation
 # (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
@@ -335,11 +339,14 @@ class PostgresStore(SqlStore):
     async def _hold_workers(self, conn: Any) -> None:
         """Under read committed, an unrunnable sweep read the workers in one statement and
         closed the runs in later ones: a worker that registered in between saw the runs it
-        had come for closed. SHARE conflicts with every write of the table (a registration,
-        a heartbeat, a removal), not with reads (claims) nor with another sweep's SHARE:
-        registrations wait for the sweep's commit, a few ms, and only on sweeps that found
-        something to close (see run_fail_unrunnable_many)."""
-        await conn.execute(f'LOCK TABLE "{self.schema}".workers IN SHARE MODE')
+        had come for closed. Registrations take the schema's key shared (worker_register),
+        a sweep takes it alone, only when its unlocked look found something to close (see
+        run_fail_unrunnable_many): a registration waits for a sweep's commit, a few ms, and
+        heartbeats, removals and claims never wait. A sweeper stopped in its transaction
+        (SIGSTOP, a cut link the server has not noticed) is ended by the server after
+        SWEEP_IDLE_S, so registrations never wait longer."""
+        await conn.execute(f"SET LOCAL idle_in_transaction_session_timeout = '{SWEEP_IDLE_S * 1000}ms'")
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", self.lock_namespace, SCHEMA_KEY)
 
     async def _schema_table_exists(self, conn: Any) -> bool:
         return bool(await conn.fetchval("SELECT to_regclass($1) IS NOT NULL",
@@ -347,7 +354,7 @@ class PostgresStore(SqlStore):
 
     async def _before_migrate(self, conn: Any) -> None:
         # Concurrent migrators (several workers starting at once) take turns.
-        await conn.execute("SELECT pg_advisory_xact_lock($1, 0)", self.lock_namespace)
+        await conn.execute("SELECT pg_advisory_xact_lock($1, $2)", self.lock_namespace, SCHEMA_KEY)
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
         # The migrations' DDL names no schema: for this transaction only, which a
         # transaction pooler keeps on one server session.
@@ -687,6 +694,10 @@ class PostgresStore(SqlStore):
             raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
         try:
             async with conn.transaction():
+                # Shared with other registrations, never beside an unrunnable sweep (see
+                # _hold_workers): a sweep either sees this row or closed its runs first.
+                await conn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)",
+                                   self.lock_namespace, SCHEMA_KEY)
                 worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), *worker_row(params, now))
                 # Taken inside the inserting transaction: whoever sees the row sees the lock.
                 await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)

@@ -470,9 +470,8 @@ class SqlStore(ABC):
         return closed
 
     async def _hold_workers(self, conn: SqlConnection) -> None:
-        """Hold the workers table against registrations (and heartbeats, removals) until
-        the transaction ends (the dialect's own; SQLite's write transaction already holds
-        the whole database, and a registration is a write)."""
+        """Hold registrations off until the transaction ends (the dialect's own; SQLite's
+        write transaction already holds the whole database, and a registration is a write)."""
         return None
 
     async def _closed_failed(self, conn: SqlConnection, runs: list[Run], error: str, now: float) -> None:
