@@ -336,7 +336,7 @@ class PostgresStore(SqlStore):
         its runs' rows, so it waits on no run and no run waits on it."""
         await conn.execute(f'LOCK TABLE "{self.schema}".reclaimed IN SHARE ROW EXCLUSIVE MODE')
 
-    async def _hold_workers(self, conn: Any) -> None:
+    async def _hold_registrations(self, conn: Any) -> None:
         """Under read committed, an unrunnable sweep read the workers in one statement and
         closed the runs in later ones: a worker that registered in between saw the runs it
         had come for closed. Registrations take the schema's key shared (worker_register),
@@ -695,7 +695,7 @@ class PostgresStore(SqlStore):
         try:
             async with conn.transaction():
                 # Shared with other registrations, never beside an unrunnable sweep (see
-                # _hold_workers): a sweep either sees this row or closed its runs first.
+                # _hold_registrations): a sweep either sees this row or closed its runs first.
                 await conn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)",
                                    self.lock_namespace, SCHEMA_KEY)
                 worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), *worker_row(params, now))

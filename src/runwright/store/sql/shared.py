@@ -459,7 +459,7 @@ class SqlStore(ABC):
             # Decided and applied on one view of the workers: a worker that registers for
             # these runs meanwhile either commits first (seen here, its runs kept) or
             # waits for this commit (its runs were unrunnable when they were closed).
-            await self._hold_workers(conn)
+            await self._hold_registrations(conn)
             for queue, task, major, _count in await self._unrunnable(conn, params):
                 error = rules.unrunnable_error(task, major, params.due_for_s)
                 closed += [run_from_row(row) for row in await conn.fetch(
@@ -469,7 +469,7 @@ class SqlStore(ABC):
         self.hub.fire_changed(closed)
         return closed
 
-    async def _hold_workers(self, conn: SqlConnection) -> None:
+    async def _hold_registrations(self, conn: SqlConnection) -> None:
         """Hold registrations off until the transaction ends (the dialect's own; SQLite's
         write transaction already holds the whole database, and a registration is a write)."""
         return None
