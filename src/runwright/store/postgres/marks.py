@@ -72,6 +72,17 @@ class Marks:
             raise StoreUnreachable("postgresql: liveness mark not yet taken again") from exc
         return self.connection(worker_id) if kept else None
 
+    def broken(self, worker_id: int, conn: asyncpg.Connection) -> None:
+        """A use of the worker's mark session failed as on a cut session: end it here and
+        take the mark again now. asyncpg does not call a session's termination listeners
+        when a statement meets the server's goodbye half-read ("cannot switch to state 11;
+        another operation (2) is in progress"): a mark left to the next heartbeat stayed
+        missing past the grace a rescuer gives it, and the live worker was taken over."""
+        if self._conns.get(worker_id) is not conn:
+            return  # a session of before, already replaced
+        conn.terminate()  # its listener, if it never fired, fires now (_dropped)
+        self._retake_soon(worker_id)
+
     def _dropped(self, worker_id: int, conn: asyncpg.Connection) -> None:
         if self._conns.get(worker_id) is conn:  # not a session we closed ourselves
             self._retake_soon(worker_id)
@@ -98,12 +109,14 @@ class Marks:
                             await close_quietly(conn)
                             return False
                         self.hold(worker_id, conn)
-                        log.info("liveness mark of worker %s taken again", worker_id)
-                        return True
-                    await close_quietly(conn)
-                    if worker_id in self._conns:  # declared dead while the mark was away
-                        self._lost.add(worker_id)
-                        return False
+                        if not conn.is_closed():  # else cut before its listener was there
+                            log.info("liveness mark of worker %s taken again", worker_id)
+                            return True
+                    else:
+                        await close_quietly(conn)
+                        if worker_id in self._conns:  # declared dead while the mark was away
+                            self._lost.add(worker_id)
+                            return False
                 except self._transient:
                     await close_quietly(conn)
                 except BaseException:

@@ -22,7 +22,7 @@ import operator
 import os
 import time
 import zlib
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
 
 import asyncpg
@@ -271,7 +271,10 @@ class PostgresStore(SqlStore):
                 try:
                     yield conn
                 except TRANSIENT:
-                    conn.terminate()  # never hand a half-broken session back to the pool
+                    # Never hand a half-broken session back to the pool; one the pool took
+                    # back itself as it saw the session end refuses (InterfaceError).
+                    with suppress(asyncpg.InterfaceError):
+                        conn.terminate()
                     raise
         except TRANSIENT as exc:
             raise StoreUnreachable(f"postgresql: {type(exc).__name__}: {exc}") from exc
@@ -434,6 +437,10 @@ class PostgresStore(SqlStore):
                     await conn.add_listener(self.channels[name], self._on_notify)
                 except (*TRANSIENT, asyncpg.PostgresError) as exc:  # it is going: the next one listens
                     log.warning("listener could not LISTEN to %s: %s", name, exc)
+                    # Ended here: asyncpg may never tell the listening loop of a session
+                    # whose goodbye this statement half-read (see Marks.broken).
+                    conn.terminate()
+                    return
 
     def _on_notify(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
         if channel == self.channels["queued"]:
@@ -718,7 +725,8 @@ class PostgresStore(SqlStore):
             status = await conn.execute(self._sql(q.WORKER_HEARTBEAT), params.worker_id,
                                         self.clock.now(params.now))
         except TRANSIENT as exc:
-            raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc  # the mark is re-taken
+            self._marks.broken(params.worker_id, conn)
+            raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc
         return bool(status == "UPDATE 1")
 
     async def worker_watch(self, params: WorkerWatchParams) -> bool:

@@ -1,0 +1,73 @@
+"""A PostgreSQL worker's liveness mark (store/postgres/marks.py) is taken again at once when
+its session is cut, however the cut meets the session: idle, or under a heartbeat that reads
+the server's goodbye half-way (where asyncpg tells no termination listener). A mark missing
+past the grace (MISSING_GRACE_S) gets a live worker taken over."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import AsyncIterator
+
+import asyncpg
+import pytest
+
+from runwright.errors import StoreUnreachable
+from runwright.store.params import WorkerHeartbeatParams, WorkerRegisterParams
+from runwright.store.postgres.store import PostgresStore
+
+from ..conftest import PG_BASE
+
+HALF_READS = 3  # cuts whose heartbeat met the goodbye half-read: the case raced
+MAX_CUTS = 400  # a few percent of cuts at least meet it
+RETAKEN_WITHIN_S = 5.0  # far past a retake (ms), far short of a heartbeat left to come
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[PostgresStore]:
+    schema = f"rw_test_{uuid.uuid4().hex[:12]}"
+    made = PostgresStore(PG_BASE, PG_BASE, schema)
+    await made.open()
+    await made.migrate()
+    try:
+        yield made
+    finally:
+        await made.close()
+        admin = await asyncpg.connect(PG_BASE)
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await admin.close()
+
+
+async def _mark_pid(admin: asyncpg.Connection, store: PostgresStore, worker_id: int) -> int | None:
+    return await admin.fetchval(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
+        " AND objid::bigint = $2 AND objsubid = 2 AND granted", store.lock_namespace, worker_id)
+
+
+async def test_a_mark_cut_under_a_heartbeat_is_taken_again_without_another_heartbeat(
+        store: PostgresStore) -> None:
+    worker_id = await store.worker_register(WorkerRegisterParams(
+        host="h", pid=1, queues=["default"], tasks=["t"], version="v"))
+    admin = await asyncpg.connect(PG_BASE)
+    half_read = 0
+    try:
+        cuts = 0
+        while half_read < HALF_READS:
+            cuts += 1
+            assert cuts <= MAX_CUTS, f"only {half_read} of {MAX_CUTS} heartbeats met a half-read goodbye"
+            pid = await _mark_pid(admin, store, worker_id)
+            assert pid is not None, "the mark is held before the cut"
+            await admin.execute("SELECT pg_terminate_backend($1)", pid)
+            # The heartbeat lands on the session as the server's goodbye arrives.
+            try:
+                assert await store.worker_heartbeat(WorkerHeartbeatParams(worker_id))
+            except StoreUnreachable as exc:
+                half_read += "cannot switch to state" in str(exc)
+            # No further heartbeat: the mark must come back by itself.
+            deadline = time.monotonic() + RETAKEN_WITHIN_S
+            while await _mark_pid(admin, store, worker_id) in (None, pid):
+                assert time.monotonic() < deadline, "the mark was not taken again"
+                await asyncio.sleep(0.01)
+    finally:
+        await admin.close()
