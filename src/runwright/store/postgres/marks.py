@@ -78,9 +78,10 @@ class Marks:
         when a statement meets the server's goodbye half-read ("cannot switch to state 11;
         another operation (2) is in progress"): a mark left to the next heartbeat stayed
         missing past the grace a rescuer gives it, and the live worker was taken over."""
-        if self._conns.get(worker_id) is not conn:
+        held = self._conns.get(worker_id)
+        if held is None or held is not conn:
             return  # a session of before, already replaced
-        conn.terminate()  # its listener, if it never fired, fires now (_dropped)
+        held.terminate()  # its listener, if it never fired, fires now (_dropped)
         self._retake_soon(worker_id)
 
     def _dropped(self, worker_id: int, conn: asyncpg.Connection) -> None:
