@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from runwright.store import liveness
-from runwright.store.liveness import Unmarked, gone_here, hostname_of, pid_alive, this_machine
+from runwright.store.liveness import (
+    PF_EXITING,
+    Unmarked,
+    gone_here,
+    hostname_of,
+    pid_alive,
+    runs_on,
+    this_machine,
+)
 
 from ..pid_namespace import absent_pid, in_own_pid_namespace, require_pid_namespaces
 
@@ -53,6 +61,31 @@ def test_pid_alive_tells_a_running_process_from_a_reaped_or_unreaped_dead_one():
         child.kill()
         child.wait()
     assert not pid_alive(child.pid)
+
+
+def _with_fields(stat: bytes, **changed: bytes) -> bytes:
+    """`stat` (a /proc/<pid>/stat line) with its state and flags fields changed."""
+    name, rest = stat.rsplit(b")", 1)
+    fields = rest.split()
+    fields[0] = changed.get("state", fields[0])
+    fields[6] = changed.get("flags", fields[6])
+    return name + b") " + b" ".join(fields)
+
+
+def test_a_process_being_torn_down_runs_no_more_before_it_is_a_zombie():
+    # A SIGKILLed process's sockets close before it turns zombie; the window cannot be held
+    # open from a test, so its /proc line is made from this process's own.
+    with open("/proc/self/stat", "rb") as stat:
+        mine = stat.read()
+    assert runs_on(mine)
+    flags = int(mine.rsplit(b")", 1)[1].split()[6])
+    assert not runs_on(_with_fields(mine, flags=str(flags | PF_EXITING).encode()))
+    assert not runs_on(_with_fields(mine, state=b"Z"))
+    assert runs_on(_with_fields(mine, flags=str(flags & ~PF_EXITING).encode()))
+    # A name may hold parentheses, spaces and what looks like fields: the last ')' ends it.
+    tricky = b"42 (x) Z 1 4 (y) " + mine.rsplit(b")", 1)[1].lstrip()
+    assert runs_on(tricky)
+    assert runs_on(b"42 (x")  # unreadable: signal 0, which said alive, is trusted
 
 
 def _zombie(pid: int) -> bool:

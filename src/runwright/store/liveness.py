@@ -31,7 +31,7 @@ import secrets
 import socket
 from typing import Collection, Iterable
 
-__all__ = ["MISSING_GRACE_S", "Unmarked", "gone_here", "hostname_of", "pid_alive", "this_machine"]
+__all__ = ["MISSING_GRACE_S", "Unmarked", "gone_here", "hostname_of", "pid_alive", "runs_on", "this_machine"]
 
 # A reconnect on a reachable database takes milliseconds and a liveness refresh runs
 # several times a second; a rescuer that only polls (every 0.5 s) sees in practice a mark
@@ -75,14 +75,28 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A killed child that its parent has not reaped yet is a zombie: it answers signal 0
-    # but will never run again.
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (OSError, IndexError):
+            return runs_on(stat.read())
+    except OSError:
         return True  # no /proc: trust the signal
+
+
+PF_EXITING = 0x4  # the kernel's task flag: the process is being torn down
+
+
+def runs_on(stat: bytes) -> bool:
+    """Will the process whose /proc/<pid>/stat reads `stat` run again? Not a zombie (a
+    killed child its parent has not reaped: it answers signal 0 but never runs again), and
+    not exiting: a SIGKILLed process closes its sockets (its PostgreSQL session ends, its
+    rescuer is woken) before it turns zombie, and a rescuer that looked in between saw it
+    running and gave it the grace of a process that might come back."""
+    try:
+        fields = stat.rsplit(b")", 1)[1].split()  # the name, in parentheses, may hold anything
+        state, flags = fields[0], int(fields[6])
+    except (IndexError, ValueError):
+        return True  # unreadable: trust the signal
+    return state not in (b"Z", b"X") and not flags & PF_EXITING
 
 
 # The inode of the initial pid namespace, fixed by the kernel (PROC_PID_INIT_INO, since
