@@ -67,11 +67,12 @@ Channels: queued, done, cancel, events (payload: comma-separated run ids).
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import os
 import time
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Sequence, TypeVar
 
 import redis.asyncio as aioredis
 
@@ -174,6 +175,16 @@ LIST_CHUNK = 200
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 STALE_RETRIES = 50  # re-plans of a decision whose state changed under it, before giving up
+T = TypeVar("T")
+
+
+class Stale(enum.Enum):
+    """What a decision's apply answers when the state it was read on changed (_decided)."""
+
+    STALE = "stale"
+
+
+STALE = Stale.STALE
 # The newest ends kept for the latency sample (`ended`): five times what its largest
 # reader asks for (the dashboard's series, 20,000), so a tenant's share of it stays whole.
 ENDED_KEEP = 100_000
@@ -311,6 +322,17 @@ class RedisStore:
             raise asyncio.CancelledError()  # what the call did stands, as after any return
         return value
 
+    async def _decided(self, attempt: Callable[[], Awaitable[T | Stale]], changing: str) -> T:
+        """Read, decide (the rulebook, in Python), apply in a script that re-checks what the
+        decision was made on: `attempt` does one round and answers STALE when the script
+        refused. Rounds go on until one applies; `changing` says what kept changing when
+        none does."""
+        for _ in range(STALE_RETRIES):
+            outcome = await attempt()
+            if outcome is not STALE:
+                return outcome
+        raise StoreError(f"{changing} kept changing; try again")
+
     async def _script(self, name: str, *args: Any) -> Any:
         assert self._scripts is not None, "store is not open"
         return await self._call(self._scripts.call, name, [arg(a) for a in args])
@@ -391,20 +413,22 @@ class RedisStore:
         return [_existed(run_from_hash(flat), bool(existed)) for existed, flat in rows]
 
     async def run_insert_threaded(self, params: RunInsertParams) -> Run:
-        assert params.thread is not None, "a threaded submission names its thread"
-        thread = identity(params.tenant, params.thread)
-        for _ in range(STALE_RETRIES):
+        name = params.thread
+        assert name is not None, "a threaded submission names its thread"
+        thread = identity(params.tenant, name)
+
+        async def attempt() -> Run | Stale:
             deleted, existing, *open_flat = await self._script(
                 "thread_probe", thread, identity(params.tenant, params.key))
             if deleted:
-                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
+                raise ThreadDeleted(f"thread {name!r} was deleted")
             if existing:
                 return _existed(run_from_hash(existing), True)
             hashes = [as_dict(flat) for flat in open_flat]
             open_runs = [run_from_hash(h) for h in hashes]
             asking = {run.id for run, h in zip(open_runs, hashes) if h.get("asking", "0") != "0"}
             turns = {run.id: float(h["turn"]) for run, h in zip(open_runs, hashes) if "turn" in h}
-            plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking, turns)
+            plan = rules.plan_busy(name, open_runs, params.on_busy, asking, turns)
             seen = ",".join(f"{run.id}:{run.state.value}:{h.get('asking', '0')}"
                             for run, h in zip(open_runs, hashes))
             reply = await self._script(
@@ -414,11 +438,13 @@ class RedisStore:
                 len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
                 *_insert_fields(params))
             if reply[0] == "deleted":
-                raise ThreadDeleted(f"thread {params.thread!r} was deleted")
-            if reply[0] != "stale":
-                self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
-                return _existed(run_from_hash(reply[1]), bool(reply[0]))
-        raise StoreError(f"thread {params.thread!r}: its open runs kept changing; try again")
+                raise ThreadDeleted(f"thread {name!r} was deleted")
+            if reply[0] == "stale":
+                return STALE
+            self.hub.fire_all()  # queued, and the cancel watchers of interrupted runs
+            return _existed(run_from_hash(reply[1]), bool(reply[0]))
+
+        return await self._decided(attempt, f"thread {name!r}: its open runs")
 
     # -- reading runs -------------------------------------------------------------------
 
@@ -597,7 +623,8 @@ class RedisStore:
         they are still the same ones (a worker that registered meanwhile may serve the
         runs): else it answers "stale" and the decision is made again."""
         params = RunUnrunnableParams(params.due_for_s, params.now)  # every tenant's
-        for _ in range(STALE_RETRIES):
+
+        async def attempt() -> list[Run] | Stale:
             workers = await self.worker_list()
             kinds = [kind for kind, _ in await self._unrunnable_aged(params, workers)]
             if not kinds:
@@ -609,11 +636,13 @@ class RedisStore:
             seen = ",".join(str(worker.id) for worker in workers)  # in id order
             rows = await self._script("fail_unrunnable", self._now_arg(params.now), float(params.due_for_s),
                                       json.dumps({"error": "Unrunnable"}), seen, *args)
-            if rows != "stale":
-                closed = [run_from_hash(row) for row in rows]
-                self.hub.fire_changed(closed)
-                return closed
-        raise StoreError("unrunnable runs: the workers' registrations kept changing; try again")
+            if rows == "stale":
+                return STALE
+            closed = [run_from_hash(row) for row in rows]
+            self.hub.fire_changed(closed)
+            return closed
+
+        return await self._decided(attempt, "unrunnable runs: the workers' registrations")
 
     # -- the hot path ---------------------------------------------------------------
 
@@ -732,7 +761,7 @@ class RedisStore:
         return run
 
     async def run_retry(self, params: RunRetryParams) -> Run:
-        for _ in range(STALE_RETRIES):
+        async def attempt() -> Run | Stale:
             fields = await self._call(self.redis.hgetall, self.key(f"run:{params.run_id}"))
             if not fields:
                 raise RunNotFound(f"run {params.run_id} not found")
@@ -747,11 +776,13 @@ class RedisStore:
             reply = await self._script("retry", self._now_arg(params.now), run.id, run.state.value,
                                        json.dumps(rules.retried_event(run, params.by)), ident,
                                        run.fence, ",".join(rules.RETRYABLE), *forget)
-            if reply[0] == "ok":
-                self.hub.fire(QUEUED)
-                self.hub.fire(events_topic(run.id))
-                return run_from_hash(reply[1])
-        raise StoreError(f"run {params.run_id}: its state kept changing during the retry; try again")
+            if reply[0] != "ok":
+                return STALE
+            self.hub.fire(QUEUED)
+            self.hub.fire(events_topic(run.id))
+            return run_from_hash(reply[1])
+
+        return await self._decided(attempt, f"run {params.run_id}: its state during the retry")
 
     # -- questions ------------------------------------------------------------------------
 
@@ -763,7 +794,7 @@ class RedisStore:
         return question_from_hash(params.run_id, params.position, flat) if flat else None
 
     async def question_answer(self, params: QuestionAnswerParams) -> Question:
-        for _ in range(STALE_RETRIES):
+        async def attempt() -> Question | Stale:
             run = await self.run_get(params.run_id)
             question = await self._question(params.run_id, params.position)
             if not rules.plan_answer(run, question, params):
@@ -773,11 +804,13 @@ class RedisStore:
             reply = await self._script("question_answer", self._now_arg(params.now), run.id, params.position,
                                        run.state.value, params.answer, params.by,
                                        json.dumps(rules.answered_event(params)))
-            if reply[0] == "ok":
-                self.hub.fire(QUEUED)
-                self.hub.fire(events_topic(run.id))
-                return question_from_hash(run.id, params.position, reply[1])
-        raise StoreError(f"run {params.run_id}: its state kept changing during the answer; try again")
+            if reply[0] != "ok":
+                return STALE
+            self.hub.fire(QUEUED)
+            self.hub.fire(events_topic(run.id))
+            return question_from_hash(run.id, params.position, reply[1])
+
+        return await self._decided(attempt, f"run {params.run_id}: its state during the answer")
 
     async def _question(self, run_id: int, position: int) -> Question | None:
         fields = await self._call(self.redis.hgetall, self.key(f"q:{run_id}:{position}"))
@@ -1143,15 +1176,17 @@ class RedisStore:
 
     async def bucket_take(self, params: BucketTakeParams) -> float:
         key = self.key(f"bucket:{params.name}")
-        for _ in range(STALE_RETRIES):
+
+        async def attempt() -> float | Stale:
             now = await self._now(params.now)
             tokens, updated_at = await self._call(self.redis.hmget, key, "tokens", "updated_at")
             take = rules.take_from_bucket(params, _float_or_none(tokens), _float_or_none(updated_at), now)
-            if not take.granted:
-                return take.wait_s
-            if await self._script("bucket_take", params.name, tokens, updated_at, take.tokens, take.at):
-                return take.wait_s
-        raise StoreError(f"rate bucket {params.name!r}: it kept changing under the take; try again")
+            if take.granted and not await self._script("bucket_take", params.name, tokens, updated_at,
+                                                       take.tokens, take.at):
+                return STALE
+            return take.wait_s
+
+        return await self._decided(attempt, f"rate bucket {params.name!r}")
 
     # -- schedules ----------------------------------------------------------------------
 
