@@ -39,6 +39,7 @@ from .deps import (
     NameFilter,
     QueueFilter,
     RunId,
+    Scopes,
     Tenant,
     TenantFilter,
     ThreadFilter,
@@ -63,7 +64,7 @@ from .models import (
     cursor_of,
     thread_cursor,
 )
-from .problems import OperatorOnly, install_problem_handlers, problem
+from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
 from .series import DepthHistory
 from .session import SESSION_PATH, add_session_routes, credentials
@@ -123,6 +124,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     # is answered 401 without a byte of its body read.
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     broadcaster = Broadcaster(app)
+    scopes = Scopes(app, auth)
     add_fleet_routes(api, app, OPERATOR_ONLY)
 
     @api.middleware("http")
@@ -142,20 +144,6 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
             return response
         request.state.tenant = tenant
         return await call_next(request)
-
-    def scope_of(who: str | None) -> RunScope:
-        """The caller's view: another tenant's run answers 404, never 403 (ids are not probed)."""
-        return app if who is None or not auth.enabled else app.tenant(who)
-
-    def scope_for(who: str | None, tenant: str | None) -> RunScope:
-        """The caller's view, narrowed to `tenant`: the operator may look at any tenant's
-        runs and threads this way, a tenant only at its own."""
-        if tenant is None or tenant == who:
-            return scope_of(who)
-        if who is not None:
-            raise OperatorOnly(f"tenant {tenant!r}'s runs are not yours: the tenant filter is "
-                               f"the operator's")
-        return app.tenant(tenant)
 
     @api.get("/", include_in_schema=False)
     async def dashboard() -> HTMLResponse:
@@ -186,7 +174,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     async def status_summary(who: Tenant) -> dict[str, Any]:
         """Pending, running, done, dead, workers alive, due runs no live worker can run
         (`unrunnable`), oldest due age (the dashboard's data), of the caller's own runs."""
-        return await metrics.summary(scope_of(who))
+        return await metrics.summary(scopes.of(who))
 
     @api.post("/runs", status_code=201, response_model=RunOut,
               responses={200: {"model": RunOut, "description": "The key already named a run"}})
@@ -200,7 +188,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         refused, named."""
         arguments = body.arguments()
         refuse_options_in(arguments)
-        handle = await scope_of(who).submit(body.task, **body.submission(), traceparent=traceparent,
+        handle = await scopes.of(who).submit(body.task, **body.submission(), traceparent=traceparent,
                                             **arguments)
         if handle.existed:
             response.status_code = 200
@@ -208,7 +196,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.get("/runs/{run_id}", response_model=RunOut)
     async def get_run(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scope_of(who).read_run(run_id))
+        return RunOut.of(await scopes.of(who).read_run(run_id))
 
     @api.get("/runs", response_model=RunPage,
              responses={403: {"description": "A tenant's token named another tenant"}})
@@ -221,7 +209,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
         seconds) bound the submission time; `key` finds the run of an idempotency key;
         `tenant` (the operator's) lists one tenant's runs."""
-        runs = await scope_for(who, tenant).list_runs(
+        runs = await scopes.narrowed(who, tenant).list_runs(
             states=state, task=task, queue=queue, thread=thread, limit=limit, before_id=before,
             created_after=created_after, created_before=created_before, key=key)
         return RunPage(items=[RunOut.of(r) for r in runs],
@@ -235,17 +223,17 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     @api.post("/runs/{run_id}/cancel", response_model=RunOut)
     async def cancel(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scope_of(who).cancel(run_id))
+        return RunOut.of(await scopes.of(who).cancel(run_id))
 
     @api.post("/runs/{run_id}/retry", response_model=RunOut)
     async def retry(run_id: RunId, who: Tenant) -> RunOut:
         """Re-queue a dead or failed run with fresh attempts (409 in another state; 410 for
         a run of a deleted thread, even once its name was given to a new thread)."""
-        return RunOut.of((await scope_of(who).retry(run_id)).run)
+        return RunOut.of((await scopes.of(who).retry(run_id)).run)
 
     @api.get("/runs/{run_id}/events", response_model=EventPage)
     async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
-        page = await scope_of(who).events_page(run_id, after)
+        page = await scopes.of(who).events_page(run_id, after)
         return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
 
     @api.get("/runs/{run_id}/events/stream", response_class=EventSourceResponse,
@@ -259,7 +247,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         was sent. Each event: `id` its seq, `event` its kind, `data` its JSON."""
         # A Last-Event-ID that is no seq is a 422 now, not a stream that dies once open.
         start = inputs.sequence_text(last_event_id, "Last-Event-ID") if last_event_id else after
-        run = await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
+        run = await scopes.of(who).read_run(run_id)  # a 404 now, not a broken stream later
         if run.done and run.last_seq <= start:
             return Response(status_code=204)
         return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
@@ -279,7 +267,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         every tenant's (`tenant` narrows to one). `after` is the cursor; deleted threads
         are listed (marked) only with `include_deleted`."""
         cursor = None if after is None else thread_cursor(after)
-        found = await scope_for(who, tenant).list_threads(limit=limit, after=cursor,
+        found = await scopes.narrowed(who, tenant).list_threads(limit=limit, after=cursor,
                                                           include_deleted=include_deleted)
         return ThreadPage(items=[ThreadOut.of(t) for t in found],
                           next_cursor=cursor_of(found[-1]) if len(found) == limit else None)
@@ -289,14 +277,14 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                           tenant: TenantFilter = None) -> ThreadInfoOut:
         """The thread that bears this name, with its `incarnation` (404 before its first run,
         410 once deleted, or once the name names a thread other than `incarnation`)."""
-        return ThreadInfoOut.of(await scope_for(who, tenant).thread_info(thread, incarnation))
+        return ThreadInfoOut.of(await scopes.narrowed(who, tenant).thread_info(thread, incarnation))
 
     @api.get("/threads/{thread}/messages")
     async def thread_messages(thread: ThreadName, who: Tenant, incarnation: Incarnation = None,
                               tenant: TenantFilter = None) -> dict[str, Any]:
         """A thread's history (410 once deleted, or once the name names a thread other than
         `incarnation`); `tenant`: the operator reads a tenant's thread."""
-        messages = await scope_for(who, tenant).thread_history(thread, incarnation)
+        messages = await scopes.narrowed(who, tenant).thread_history(thread, incarnation)
         return {"thread": thread, "messages": messages}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
@@ -306,7 +294,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """The runs of the thread that bears this name now, newest first (not those of an
         earlier thread of the name, deleted), or of the thread `incarnation` (410 once the
         name names another)."""
-        runs = await scope_for(who, tenant).list_runs(thread=thread, limit=limit, before_id=before,
+        runs = await scopes.narrowed(who, tenant).list_runs(thread=thread, limit=limit, before_id=before,
                                                       incarnation=incarnation)
         return RunPage(items=[RunOut.of(r) for r in runs],
                        next_cursor=runs[-1].id if len(runs) == limit else None)
@@ -317,7 +305,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """A page of the thread's log: every run's events, numbered per thread (`tseq`), of
         the thread `incarnation` (410 once the name names another), else of the thread
         that bears the name now (the page says which)."""
-        scope = scope_for(who, tenant)
+        scope = scopes.narrowed(who, tenant)
         held = (await scope.thread_info(thread, incarnation)).incarnation
         page = await scope.thread_events_page(thread, after, incarnation=held)
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
@@ -335,7 +323,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         a `thread_deleted` event ends it once that thread is deleted, and a reconnect to
         it is 410, even when a new thread has taken the name. `tenant`: the operator
         follows a tenant's thread."""
-        scope = scope_for(who, tenant)
+        scope = scopes.narrowed(who, tenant)
         resumed, start = _thread_event_id(last_event_id)
         start = after if start is None else start
         # A 404/410 now, not a broken stream.
@@ -347,13 +335,13 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     async def cancel_thread(thread: ThreadName, who: Tenant, tenant: TenantFilter = None) -> RunPage:
         """Cancel every open run of the thread; the thread and its history stay. `tenant`:
         the operator cancels a tenant's thread."""
-        cancelled = await scope_for(who, tenant).cancel_thread(thread)
+        cancelled = await scopes.narrowed(who, tenant).cancel_thread(thread)
         return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
 
     @api.delete("/threads/{thread}", status_code=204)
     async def delete_thread(thread: ThreadName, who: Tenant) -> Response:
         """Cancel the thread's open runs, wait for them, then delete it."""
-        await scope_of(who).delete_thread(thread)
+        await scopes.of(who).delete_thread(thread)
         return Response(status_code=204)
 
     @api.get("/schedules", response_model=list[ScheduleOut], **OPERATOR_ONLY)
@@ -397,11 +385,11 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     async def workers(who: Tenant) -> list[dict[str, Any]]:
         return [{"id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
                  "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
-                for w in await scope_of(who).list_workers()]
+                for w in await scopes.of(who).list_workers()]
 
-    add_question_routes(api, scope_of)
+    add_question_routes(api, scopes.of)
     add_session_routes(api, auth)
-    add_dashboard_routes(api, scope_of, depths)
+    add_dashboard_routes(api, scopes.of, depths)
     api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
     return api
 
