@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from fastapi import FastAPI, Header, Query, Request, Response
+from fastapi import FastAPI, Query, Request, Response
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -23,9 +23,7 @@ from .. import inputs, metrics
 from ..app import App
 from ..errors import InvalidInput, ThreadDeleted
 from ..logs import event
-from ..runs import RunState
 from ..scope import RunScope
-from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
 from .dashboard_routes import add_dashboard_routes
@@ -34,28 +32,19 @@ from .deps import (
     After,
     Before,
     Incarnation,
-    KeyFilter,
     LastEventId,
-    NameFilter,
-    QueueFilter,
-    RunId,
     Scopes,
     Tenant,
     TenantFilter,
-    ThreadFilter,
     ThreadName,
 )
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
-from .fanout import Broadcaster
 from .fleet_routes import add_fleet_routes
 from .models import (
-    EventOut,
-    EventPage,
     RunOut,
     RunPage,
     ScheduleIn,
     ScheduleOut,
-    SubmitIn,
     ThreadEventOut,
     ThreadEventPage,
     ThreadInfoOut,
@@ -66,8 +55,10 @@ from .models import (
 )
 from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
+from .run_routes import add_run_routes
 from .series import DepthHistory
 from .session import SESSION_PATH, add_session_routes, credentials
+from .sse import PING_S, RETRY_MS, SEND_TIMEOUT_S, SSE_SEP
 
 __all__ = ["create_server"]
 
@@ -76,14 +67,6 @@ DASHBOARD = STATIC / "dashboard.html"
 STATIC_URL = "/static"  # the dashboard's scripts, styles and vendored chart library
 DEPTH_SAMPLE_S = 10.0  # how often the server samples queue depth for the dashboard's chart
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
-# SSE: a comment line this often keeps proxies and load balancers from closing a quiet
-# stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
-PING_S = 15.0
-RETRY_MS = 3000
-# Lines end with a bare newline, so frames end with a blank line "\n\n" (each event
-# given here carries it too: sse-starlette encodes an event with the event's own).
-SSE_SEP = "\n"
-SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (announced)
 
 # Paths any caller may read: the dashboard's page and assets (its data needs a token),
@@ -123,7 +106,6 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     # Added before the authentication middleware, so inside it: an unauthenticated caller
     # is answered 401 without a byte of its body read.
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    broadcaster = Broadcaster(app)
     scopes = Scopes(app, auth)
     add_fleet_routes(api, app, OPERATOR_ONLY)
 
@@ -176,82 +158,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         (`unrunnable`), oldest due age (the dashboard's data), of the caller's own runs."""
         return await metrics.summary(scopes.of(who))
 
-    @api.post("/runs", status_code=201, response_model=RunOut,
-              responses={200: {"model": RunOut, "description": "The key already named a run"}})
-    async def submit(body: SubmitIn, response: Response, who: Tenant,
-                     traceparent: str | None = Header(
-                         None, description="W3C traceparent: the run's spans continue this trace.")
-                     ) -> RunOut:
-        """Submit a run: `task` names a registered task or a built-in job type (webhook,
-        llm, chain: their `args` are published below); the other fields are the
-        submission's options, and the `traceparent` header is one too. An unknown field is
-        refused, named."""
-        arguments = body.arguments()
-        refuse_options_in(arguments)
-        handle = await scopes.of(who).submit(body.task, **body.submission(), traceparent=traceparent,
-                                            **arguments)
-        if handle.existed:
-            response.status_code = 200
-        return RunOut.of(handle.run)
-
-    @api.get("/runs/{run_id}", response_model=RunOut)
-    async def get_run(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scopes.of(who).read_run(run_id))
-
-    @api.get("/runs", response_model=RunPage,
-             responses={403: {"description": "A tenant's token named another tenant"}})
-    async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: NameFilter = None,
-                        queue: QueueFilter = None, thread: ThreadFilter = None,
-                        before: Before = None, limit: int = Query(50, ge=1, le=500),
-                        created_after: float | None = Query(None, ge=0, le=1e11),
-                        created_before: float | None = Query(None, ge=0, le=1e11),
-                        key: KeyFilter = None, tenant: TenantFilter = None) -> RunPage:
-        """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
-        seconds) bound the submission time; `key` finds the run of an idempotency key;
-        `tenant` (the operator's) lists one tenant's runs."""
-        runs = await scopes.narrowed(who, tenant).list_runs(
-            states=state, task=task, queue=queue, thread=thread, limit=limit, before_id=before,
-            created_after=created_after, created_before=created_before, key=key)
-        return RunPage(items=[RunOut.of(r) for r in runs],
-                       next_cursor=runs[-1].id if len(runs) == limit else None)
-
-    @api.get("/dead", response_model=RunPage)
-    async def dead_letters(who: Tenant, before: Before = None,
-                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit, None, None,
-                               None, None)
-
-    @api.post("/runs/{run_id}/cancel", response_model=RunOut)
-    async def cancel(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scopes.of(who).cancel(run_id))
-
-    @api.post("/runs/{run_id}/retry", response_model=RunOut)
-    async def retry(run_id: RunId, who: Tenant) -> RunOut:
-        """Re-queue a dead or failed run with fresh attempts (409 in another state; 410 for
-        a run of a deleted thread, even once its name was given to a new thread)."""
-        return RunOut.of((await scopes.of(who).retry(run_id)).run)
-
-    @api.get("/runs/{run_id}/events", response_model=EventPage)
-    async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
-        page = await scopes.of(who).events_page(run_id, after)
-        return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
-
-    @api.get("/runs/{run_id}/events/stream", response_class=EventSourceResponse,
-             responses={200: {"content": {"text/event-stream": {}}},
-                        204: {"description": "The run has ended and nothing is left after the "
-                                             "given event: a client stops reconnecting"}})
-    async def stream(run_id: RunId, who: Tenant, after: After = 0,
-                     last_event_id: LastEventId = None) -> Response:
-        """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
-        client sends), then follows live until the run has ended and every event of it
-        was sent. Each event: `id` its seq, `event` its kind, `data` its JSON."""
-        # A Last-Event-ID that is no seq is a 422 now, not a stream that dies once open.
-        start = inputs.sequence_text(last_event_id, "Last-Event-ID") if last_event_id else after
-        run = await scopes.of(who).read_run(run_id)  # a 404 now, not a broken stream later
-        if run.done and run.last_seq <= start:
-            return Response(status_code=204)
-        return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
-                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
+    add_run_routes(api, app, scopes, ping_s)
 
     @api.post("/threads", status_code=201)
     async def create_thread(who: Tenant) -> dict[str, str]:
@@ -392,12 +299,6 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     add_dashboard_routes(api, scopes.of, depths)
     api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
     return api
-
-async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[ServerSentEvent]:
-    yield ServerSentEvent(comment=f"run {run_id} after {after}", retry=RETRY_MS, sep=SSE_SEP)
-    async for item in broadcaster.follow(run_id, after):
-        data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
-        yield ServerSentEvent(data, id=str(item.seq), event=item.kind, sep=SSE_SEP)
 
 def _thread_event_id(last_event_id: str | None) -> tuple[int | None, int | None]:
     """(incarnation, tseq) of a thread stream's Last-Event-ID: `<incarnation>:<tseq>` as
