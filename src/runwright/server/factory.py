@@ -30,17 +30,15 @@ from .deps import (
 )
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fleet_routes import add_fleet_routes
-from .models import (
-    ScheduleIn,
-    ScheduleOut,
-)
 from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
 from .run_routes import add_run_routes
+from .schedule_routes import add_schedule_routes
 from .series import DepthHistory
 from .session import SESSION_PATH, add_session_routes, credentials
 from .sse import PING_S
 from .thread_routes import add_thread_routes
+from .worker_routes import add_worker_routes
 
 __all__ = ["create_server"]
 
@@ -144,49 +142,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
 
     add_thread_routes(api, scopes, ping_s)
 
-    @api.get("/schedules", response_model=list[ScheduleOut], **OPERATOR_ONLY)
-    async def schedules() -> list[ScheduleOut]:
-        """Schedules with their next fire times (their arguments are not shown). Schedules
-        are the deployment's: creating, listing, pausing, resuming and deleting them is
-        the operator's."""
-        return [ScheduleOut.of(s) for s in await app.list_schedules()]
-
-    @api.post("/schedules", status_code=201, response_model=ScheduleOut,
-              dependencies=OPERATOR_ONLY["dependencies"], responses={
-                  **OPERATOR_ONLY["responses"],
-                  200: {"model": ScheduleOut, "description": "The name was redefined"}})
-    async def create_schedule(body: ScheduleIn, response: Response) -> ScheduleOut:
-        """Create a schedule, or redefine the one of that name (200). A schedule declared
-        in the deployment's code takes its code's definition again when a worker starts."""
-        existed = any(s.name == body.name for s in await app.list_schedules())
-        spec = app.schedule_spec(body.name, cron=body.cron, task=body.task, args=body.args, tz=body.tz,
-                                 misfire=body.misfire, catch_up_limit=body.catch_up_limit,
-                                 queue=body.queue, priority=body.priority)
-        if existed:
-            response.status_code = 200
-        return ScheduleOut.of(await app.save_schedule(spec))
-
-    @api.delete("/schedules/{name}", status_code=204, **OPERATOR_ONLY)
-    async def delete_schedule(name: str) -> Response:
-        await app.delete_schedule(name)
-        return Response(status_code=204)
-
-    @api.post("/schedules/{name}/pause", status_code=204, **OPERATOR_ONLY)
-    async def pause(name: str) -> Response:
-        await app.pause_schedule(name)
-        return Response(status_code=204)
-
-    @api.post("/schedules/{name}/resume", status_code=204, **OPERATOR_ONLY)
-    async def resume(name: str) -> Response:
-        await app.resume_schedule(name)
-        return Response(status_code=204)
-
-    @api.get("/workers")
-    async def workers(who: Tenant) -> list[dict[str, Any]]:
-        return [{"id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
-                 "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
-                for w in await scopes.of(who).list_workers()]
-
+    add_schedule_routes(api, app)
+    add_worker_routes(api, scopes)
     add_question_routes(api, scopes.of)
     add_session_routes(api, auth)
     add_dashboard_routes(api, scopes.of, depths)
