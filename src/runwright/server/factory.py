@@ -7,17 +7,15 @@ itself when auth is off (local use: every run is visible)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
-from .. import metrics
 from ..app import App
 from ..logs import event
 from .auth import Auth
@@ -26,7 +24,6 @@ from .dashboard_routes import add_dashboard_routes
 from .deps import (
     OPERATOR_ONLY,
     Scopes,
-    Tenant,
 )
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fleet_routes import add_fleet_routes
@@ -37,6 +34,7 @@ from .schedule_routes import add_schedule_routes
 from .series import DepthHistory
 from .session import SESSION_PATH, add_session_routes, credentials
 from .sse import PING_S
+from .status_routes import add_status_routes
 from .thread_routes import add_thread_routes
 from .worker_routes import add_worker_routes
 
@@ -53,7 +51,6 @@ DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (an
 # the probes, and the API's documentation. Signing in and out needs no token either.
 PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
-NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                   depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
@@ -112,32 +109,7 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         """The dashboard: one static page; its data comes from this API, with the caller's token."""
         return HTMLResponse(DASHBOARD.read_text())
 
-    @api.get("/healthz", openapi_extra=NO_TOKEN)
-    async def healthz() -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok"}
-
-    @api.get("/readyz", openapi_extra=NO_TOKEN)
-    async def readyz() -> Response:
-        """The store answers."""
-        try:
-            await app.check_ready()
-        except Exception as exc:  # any failure means "not ready", and says why
-            return problem(503, "Store unavailable", str(exc))
-        return Response(json.dumps({"status": "ready"}), media_type="application/json")
-
-    @api.get("/metrics", response_class=Response, **OPERATOR_ONLY)
-    async def prometheus() -> Response:
-        """Prometheus text format: this process's counters and the store's gauges, over every
-        tenant's runs (the operator's: scrape with an operator bearer token)."""
-        return Response(await metrics.scrape(app), media_type="text/plain; version=0.0.4")
-
-    @api.get("/summary")
-    async def status_summary(who: Tenant) -> dict[str, Any]:
-        """Pending, running, done, dead, workers alive, due runs no live worker can run
-        (`unrunnable`), oldest due age (the dashboard's data), of the caller's own runs."""
-        return await metrics.summary(scopes.of(who))
-
+    add_status_routes(api, app, scopes)
     add_run_routes(api, app, scopes, ping_s)
 
     add_thread_routes(api, scopes, ping_s)
