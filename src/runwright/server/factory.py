@@ -9,18 +9,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import HTMLResponse
-from fastapi.staticfiles import StaticFiles
 
 from ..app import App
 from ..logs import event
 from .auth import Auth
 from .body_limit import BodyLimit
-from .dashboard_routes import add_dashboard_routes
+from .dashboard_routes import PAGE_PATH, STATIC_URL, add_dashboard_routes
 from .deps import (
     OPERATOR_ONLY,
     Scopes,
@@ -40,16 +37,13 @@ from .worker_routes import add_worker_routes
 
 __all__ = ["create_server"]
 
-STATIC = Path(__file__).with_name("static")
-DASHBOARD = STATIC / "dashboard.html"
-STATIC_URL = "/static"  # the dashboard's scripts, styles and vendored chart library
 DEPTH_SAMPLE_S = 10.0  # how often the server samples queue depth for the dashboard's chart
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
 DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (announced)
 
 # Paths any caller may read: the dashboard's page and assets (its data needs a token),
 # the probes, and the API's documentation. Signing in and out needs no token either.
-PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
+PUBLIC = frozenset({PAGE_PATH, "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
@@ -104,11 +98,6 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         request.state.tenant = tenant
         return await call_next(request)
 
-    @api.get("/", include_in_schema=False)
-    async def dashboard() -> HTMLResponse:
-        """The dashboard: one static page; its data comes from this API, with the caller's token."""
-        return HTMLResponse(DASHBOARD.read_text())
-
     add_status_routes(api, app, scopes)
     add_run_routes(api, app, scopes, ping_s)
 
@@ -119,5 +108,4 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     add_question_routes(api, scopes.of)
     add_session_routes(api, auth)
     add_dashboard_routes(api, scopes.of, depths)
-    api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
     return api
