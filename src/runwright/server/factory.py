@@ -1,14 +1,15 @@
-"""The FastAPI application: routes over an App, auth, problem+json errors, SSE.
+"""The FastAPI application, assembled: its life (the App opened, the server in the
+fleet), the body limit and authentication middleware, problem+json errors, the docs,
+and the routes, which live in the `*_routes` modules by what they serve.
 
-Each request acts through the caller's scope: the tenant's view of the App when auth is
-on (so another tenant's run is a 404, keys and threads are the tenant's own), the App
-itself when auth is off (local use: every run is visible)."""
+Each request acts through the caller's scope (`deps.Scopes`): the tenant's view of the
+App when auth is on, the App itself when auth is off (local use: every run is visible)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Request, Response
@@ -18,10 +19,7 @@ from ..logs import event
 from .auth import Auth
 from .body_limit import BodyLimit
 from .dashboard_routes import PAGE_PATH, STATIC_URL, add_dashboard_routes
-from .deps import (
-    OPERATOR_ONLY,
-    Scopes,
-)
+from .deps import OPERATOR_ONLY, Scopes
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
 from .fleet_routes import add_fleet_routes
 from .problems import install_problem_handlers, problem
@@ -46,13 +44,40 @@ DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (an
 PUBLIC = frozenset({PAGE_PATH, "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
 
+CallNext = Callable[[Request], Awaitable[Response]]
+
+
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                   depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
     """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off.
     `ping_s`: the SSE keep-alive interval. Defaults to 15 s. `depth_sample_s`: how often
     queue depth is sampled for the dashboard. Defaults to 10 s."""
     depths = DepthHistory(depth_sample_s)
+    api = FastAPI(title="runwright", version="0.1.0", lifespan=_lifespan(app, auth, depths),
+                  docs_url=None, redoc_url=None,
+                  description="Durable runs: submit, follow, cancel, retry.")
+    install_problem_handlers(api)
+    install_docs(api)
+    # Added before the authentication middleware, so inside it: an unauthenticated caller
+    # is answered 401 without a byte of its body read.
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    api.middleware("http")(_authentication(auth))
+    scopes = Scopes(app, auth)
+    # In this order, the OpenAPI document lists the paths as it always has.
+    add_fleet_routes(api, app, OPERATOR_ONLY)
+    add_status_routes(api, app, scopes)
+    add_run_routes(api, app, scopes, ping_s)
+    add_thread_routes(api, scopes, ping_s)
+    add_schedule_routes(api, app)
+    add_worker_routes(api, scopes)
+    add_question_routes(api, scopes.of)
+    add_session_routes(api, auth)
+    add_dashboard_routes(api, scopes.of, depths)
+    return api
 
+
+def _lifespan(app: App, auth: Auth,
+              depths: DepthHistory) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
         if not auth.enabled:
@@ -70,19 +95,11 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         await member.leave()
         await app.close()
 
-    api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Durable runs: submit, follow, cancel, retry.")
-    install_problem_handlers(api)
-    install_docs(api)
-    # Added before the authentication middleware, so inside it: an unauthenticated caller
-    # is answered 401 without a byte of its body read.
-    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    scopes = Scopes(app, auth)
-    add_fleet_routes(api, app, OPERATOR_ONLY)
+    return lifespan
 
-    @api.middleware("http")
-    async def authenticate(request: Request,
-                           call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+
+def _authentication(auth: Auth) -> Callable[[Request, CallNext], Awaitable[Response]]:
+    async def authenticate(request: Request, call_next: CallNext) -> Response:
         path = request.url.path
         if (path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
                 or (path == SESSION_PATH and request.method in ("POST", "DELETE"))):
@@ -98,14 +115,4 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         request.state.tenant = tenant
         return await call_next(request)
 
-    add_status_routes(api, app, scopes)
-    add_run_routes(api, app, scopes, ping_s)
-
-    add_thread_routes(api, scopes, ping_s)
-
-    add_schedule_routes(api, app)
-    add_worker_routes(api, scopes)
-    add_question_routes(api, scopes.of)
-    add_session_routes(api, auth)
-    add_dashboard_routes(api, scopes.of, depths)
-    return api
+    return authenticate
