@@ -1,6 +1,6 @@
-"""What routes depend on: the caller's tenant and scope, the operator-only guard, and what each
-path, query and header value may be (bounds and checks from `runwright.inputs`, the
-same the library and the CLI apply: a bad value is a 422 problem before a route runs).
+"""What routes depend on: the caller's tenant and scope, the operator-only guard, and
+what each path, query and header value may be (bounds and checks from `runwright.inputs`,
+the same the library and the CLI apply: a bad value is a 422 problem before a route runs).
 
 At module level, and imported by each module of routes: FastAPI resolves (string)
 annotations in the namespace of the module that defines the route."""
