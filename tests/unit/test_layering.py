@@ -8,6 +8,7 @@ not remove it.
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import runwright
@@ -118,3 +119,31 @@ def test_the_faces_call_the_app_and_never_a_store_module():
 
 def test_no_backend_imports_the_engine():
     assert _importers_of(_graph(), "runwright.store", "runwright.engine") == []
+
+
+SERVER = "runwright.server"
+
+
+def test_every_server_module_declares_what_it_exports():
+    """Each module of the HTTP face says what the others may take from it, and has it."""
+    for name in sorted(_modules()):
+        if name != SERVER and not name.startswith(SERVER + "."):
+            continue
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        assert exported is not None, f"{name} has no __all__"
+        assert len(set(exported)) == len(exported), f"{name}: a name is in __all__ twice"
+        for export in exported:
+            assert hasattr(module, export), f"{name}.__all__ names {export}, which it lacks"
+
+
+def test_modules_of_routes_share_helpers_through_deps_not_through_each_other():
+    """What two modules of routes both need lives once, in a module below them (deps,
+    sse, models): a module of routes importing another would be a helper kept in the
+    wrong place, or a route depending on where another is defined."""
+    graph = _graph()
+    routes = {name for name in graph if name.startswith(SERVER + ".") and name.endswith("_routes")}
+    assert {f"{SERVER}.run_routes", f"{SERVER}.thread_routes"} <= routes
+    for name in sorted(routes):
+        assert graph[name] & routes == set(), name
+        assert f"{SERVER}.factory" not in graph[name], f"{name} imports the factory that assembles it"

@@ -1,13 +1,17 @@
-"""What the dashboard reads beside the runs API: chart series, a run's attempts, journal
-and children, and the bulk retry of dead letters. Each acts through the caller's scope,
-as every route does (a tenant sees its own runs only)."""
+"""The dashboard: its page and assets, and what it reads beside the runs API: chart
+series, a run's attempts, journal and children, and the bulk retry of dead letters. Each
+data route acts through the caller's scope, as every route does (a tenant sees its own
+runs only); the page and its assets hold no data, so any caller may load them."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import FastAPI, Query
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InvalidInput
@@ -16,9 +20,13 @@ from .deps import MAX_ID, RunId, Tenant
 from .models import RunOut, RunPage
 from .series import SERIES_SAMPLE, DepthHistory, buckets
 
-__all__ = ["add_dashboard_routes"]
+__all__ = ["PAGE_PATH", "STATIC_URL", "add_dashboard_routes"]
 
 MAX_BUCKETS = 1440
+STATIC = Path(__file__).with_name("static")
+DASHBOARD = STATIC / "dashboard.html"
+PAGE_PATH = "/"
+STATIC_URL = "/static"  # the dashboard's scripts, styles and vendored chart library
 
 
 class AttemptOut(BaseModel):
@@ -115,6 +123,13 @@ def add_dashboard_routes(api: FastAPI, scope_of: Callable[[str | None], RunScope
         out_of_range = [Refused(id=i, reason=f"run {i} not found") for i in body.ids if i not in ids]
         return RetriedOut(retried=[RunOut.of(h.run) for h in done],
                           refused=[Refused(id=i, reason=r) for i, r in refused.items()] + out_of_range)
+
+    @api.get(PAGE_PATH, include_in_schema=False)
+    async def dashboard() -> HTMLResponse:
+        """The dashboard: one static page; its data comes from this API, with the caller's token."""
+        return HTMLResponse(DASHBOARD.read_text())
+
+    api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
 
 
 def _step_out(position: int, name: str, status: str, result: str | None, error: str | None,

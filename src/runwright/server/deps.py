@@ -1,13 +1,14 @@
-"""What routes depend on: the caller's tenant, the operator-only guard, and what each
-path, query and header value may be (bounds and checks from `runwright.inputs`, the
-same the library and the CLI apply: a bad value is a 422 problem before a route runs).
+"""What routes depend on: the caller's tenant and scope, the operator-only guard, and
+what each path, query and header value may be (bounds and checks from `runwright.inputs`,
+the same the library and the CLI apply: a bad value is a 422 problem before a route runs).
 
 At module level, and imported by each module of routes: FastAPI resolves (string)
 annotations in the namespace of the module that defines the route."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 from fastapi import Depends, Header, Query, Request
 from fastapi import Path as FastAPIPath
@@ -25,8 +26,39 @@ from ..inputs import (
 )
 from .problems import OperatorOnly
 
+if TYPE_CHECKING:
+    from ..app import App
+    from ..scope import RunScope
+    from .auth import Auth
+
 __all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "KeyFilter", "LastEventId",
-           "NameFilter", "QueueFilter", "RunId", "Tenant", "TenantFilter", "ThreadFilter", "ThreadName"]
+           "NameFilter", "QueueFilter", "RunId", "Scopes", "Tenant", "TenantFilter", "ThreadFilter",
+           "ThreadName"]
+
+
+@dataclass(frozen=True)
+class Scopes:
+    """Each request acts through the caller's scope: the tenant's view of the App when auth
+    is on (so another tenant's run is a 404, keys and threads are the tenant's own), the
+    App itself when auth is off (local use: every run is visible). One object for every
+    module of routes, so that rule is written once."""
+
+    app: App
+    auth: Auth
+
+    def of(self, who: str | None) -> RunScope:
+        """The caller's view: another tenant's run answers 404, never 403 (ids are not probed)."""
+        return self.app if who is None or not self.auth.enabled else self.app.tenant(who)
+
+    def narrowed(self, who: str | None, tenant: str | None) -> RunScope:
+        """The caller's view, narrowed to `tenant`: the operator may look at any tenant's
+        runs and threads this way, a tenant only at its own."""
+        if tenant is None or tenant == who:
+            return self.of(who)
+        if who is not None:
+            raise OperatorOnly(f"tenant {tenant!r}'s runs are not yours: the tenant filter is "
+                               f"the operator's")
+        return self.app.tenant(tenant)
 
 
 def _tenant(request: Request) -> str | None:

@@ -1,95 +1,51 @@
-"""The FastAPI application: routes over an App, auth, problem+json errors, SSE.
+"""The FastAPI application, assembled: its life (the App opened, the server in the
+fleet), the body limit and authentication middleware, problem+json errors, the docs,
+and the routes, which live in the `*_routes` modules by what they serve.
 
-Each request acts through the caller's scope: the tenant's view of the App when auth is
-on (so another tenant's run is a 404, keys and threads are the tenant's own), the App
-itself when auth is off (local use: every run is visible)."""
+Each request acts through the caller's scope (`deps.Scopes`): the tenant's view of the
+App when auth is on, the App itself when auth is off (local use: every run is visible)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import uuid
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import AsyncIterator, Awaitable, Callable
 
-from fastapi import FastAPI, Header, Query, Request, Response
-from fastapi.responses import HTMLResponse
-from fastapi.staticfiles import StaticFiles
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from fastapi import FastAPI, Request, Response
 
-from .. import inputs, metrics
 from ..app import App
-from ..errors import InvalidInput, ThreadDeleted
 from ..logs import event
-from ..runs import RunState
-from ..scope import RunScope
-from ..submission import refuse_options_in
 from .auth import Auth
 from .body_limit import BodyLimit
-from .dashboard_routes import add_dashboard_routes
-from .deps import (
-    OPERATOR_ONLY,
-    After,
-    Before,
-    Incarnation,
-    KeyFilter,
-    LastEventId,
-    NameFilter,
-    QueueFilter,
-    RunId,
-    Tenant,
-    TenantFilter,
-    ThreadFilter,
-    ThreadName,
-)
+from .dashboard_routes import PAGE_PATH, STATIC_URL, add_dashboard_routes
+from .deps import OPERATOR_ONLY, Scopes
 from .docs import ASSETS_URL, PUBLIC_PATHS, install_docs
-from .fanout import Broadcaster
 from .fleet_routes import add_fleet_routes
-from .models import (
-    EventOut,
-    EventPage,
-    RunOut,
-    RunPage,
-    ScheduleIn,
-    ScheduleOut,
-    SubmitIn,
-    ThreadEventOut,
-    ThreadEventPage,
-    ThreadInfoOut,
-    ThreadOut,
-    ThreadPage,
-    cursor_of,
-    thread_cursor,
-)
-from .problems import OperatorOnly, install_problem_handlers, problem
+from .problems import install_problem_handlers, problem
 from .question_routes import add_question_routes
+from .run_routes import add_run_routes
+from .schedule_routes import add_schedule_routes
 from .series import DepthHistory
 from .session import SESSION_PATH, add_session_routes, credentials
+from .sse import PING_S
+from .status_routes import add_status_routes
+from .thread_routes import add_thread_routes
+from .worker_routes import add_worker_routes
 
 __all__ = ["create_server"]
 
-STATIC = Path(__file__).with_name("static")
-DASHBOARD = STATIC / "dashboard.html"
-STATIC_URL = "/static"  # the dashboard's scripts, styles and vendored chart library
 DEPTH_SAMPLE_S = 10.0  # how often the server samples queue depth for the dashboard's chart
 MAX_BODY_BYTES = 2 << 20  # a submission's JSON; the App's own payload limit applies inside
-# SSE: a comment line this often keeps proxies and load balancers from closing a quiet
-# stream; a client that lost the stream reconnects after RETRY_MS, sending Last-Event-ID.
-PING_S = 15.0
-RETRY_MS = 3000
-# Lines end with a bare newline, so frames end with a blank line "\n\n" (each event
-# given here carries it too: sse-starlette encodes an event with the event's own).
-SSE_SEP = "\n"
-SEND_TIMEOUT_S = 60.0  # a client that reads nothing for this long is let go
 DRAIN_S = 10.0  # a stopping server lets requests in flight finish this long (announced)
 
 # Paths any caller may read: the dashboard's page and assets (its data needs a token),
 # the probes, and the API's documentation. Signing in and out needs no token either.
-PUBLIC = frozenset({"/", "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
+PUBLIC = frozenset({PAGE_PATH, "/healthz", "/readyz", "/openapi.json", *PUBLIC_PATHS})
 PUBLIC_PREFIXES = (ASSETS_URL + "/", STATIC_URL + "/")
-NO_TOKEN: dict[str, Any] = {"security": []}  # in OpenAPI: these operations need no bearer token
+
+CallNext = Callable[[Request], Awaitable[Response]]
+
 
 def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
                   depth_sample_s: float = DEPTH_SAMPLE_S) -> FastAPI:
@@ -97,7 +53,31 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     `ping_s`: the SSE keep-alive interval. Defaults to 15 s. `depth_sample_s`: how often
     queue depth is sampled for the dashboard. Defaults to 10 s."""
     depths = DepthHistory(depth_sample_s)
+    api = FastAPI(title="runwright", version="0.1.0", lifespan=_lifespan(app, auth, depths),
+                  docs_url=None, redoc_url=None,
+                  description="Durable runs: submit, follow, cancel, retry.")
+    install_problem_handlers(api)
+    install_docs(api)
+    # Added before the authentication middleware, so inside it: an unauthenticated caller
+    # is answered 401 without a byte of its body read.
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    api.middleware("http")(_authentication(auth))
+    scopes = Scopes(app, auth)
+    # In this order, the OpenAPI document lists the paths as it always has.
+    add_fleet_routes(api, app, OPERATOR_ONLY)
+    add_status_routes(api, app, scopes)
+    add_run_routes(api, app, scopes, ping_s)
+    add_thread_routes(api, scopes, ping_s)
+    add_schedule_routes(api, app)
+    add_worker_routes(api, scopes)
+    add_question_routes(api, scopes.of)
+    add_session_routes(api, auth)
+    add_dashboard_routes(api, scopes.of, depths)
+    return api
 
+
+def _lifespan(app: App, auth: Auth,
+              depths: DepthHistory) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_api: FastAPI) -> AsyncIterator[None]:
         if not auth.enabled:
@@ -115,19 +95,11 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         await member.leave()
         await app.close()
 
-    api = FastAPI(title="runwright", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Durable runs: submit, follow, cancel, retry.")
-    install_problem_handlers(api)
-    install_docs(api)
-    # Added before the authentication middleware, so inside it: an unauthenticated caller
-    # is answered 401 without a byte of its body read.
-    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    broadcaster = Broadcaster(app)
-    add_fleet_routes(api, app, OPERATOR_ONLY)
+    return lifespan
 
-    @api.middleware("http")
-    async def authenticate(request: Request,
-                           call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+
+def _authentication(auth: Auth) -> Callable[[Request, CallNext], Awaitable[Response]]:
+    async def authenticate(request: Request, call_next: CallNext) -> Response:
         path = request.url.path
         if (path in PUBLIC or path.startswith(PUBLIC_PREFIXES)
                 or (path == SESSION_PATH and request.method in ("POST", "DELETE"))):
@@ -143,301 +115,4 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
         request.state.tenant = tenant
         return await call_next(request)
 
-    def scope_of(who: str | None) -> RunScope:
-        """The caller's view: another tenant's run answers 404, never 403 (ids are not probed)."""
-        return app if who is None or not auth.enabled else app.tenant(who)
-
-    def scope_for(who: str | None, tenant: str | None) -> RunScope:
-        """The caller's view, narrowed to `tenant`: the operator may look at any tenant's
-        runs and threads this way, a tenant only at its own."""
-        if tenant is None or tenant == who:
-            return scope_of(who)
-        if who is not None:
-            raise OperatorOnly(f"tenant {tenant!r}'s runs are not yours: the tenant filter is "
-                               f"the operator's")
-        return app.tenant(tenant)
-
-    @api.get("/", include_in_schema=False)
-    async def dashboard() -> HTMLResponse:
-        """The dashboard: one static page; its data comes from this API, with the caller's token."""
-        return HTMLResponse(DASHBOARD.read_text())
-
-    @api.get("/healthz", openapi_extra=NO_TOKEN)
-    async def healthz() -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok"}
-
-    @api.get("/readyz", openapi_extra=NO_TOKEN)
-    async def readyz() -> Response:
-        """The store answers."""
-        try:
-            await app.check_ready()
-        except Exception as exc:  # any failure means "not ready", and says why
-            return problem(503, "Store unavailable", str(exc))
-        return Response(json.dumps({"status": "ready"}), media_type="application/json")
-
-    @api.get("/metrics", response_class=Response, **OPERATOR_ONLY)
-    async def prometheus() -> Response:
-        """Prometheus text format: this process's counters and the store's gauges, over every
-        tenant's runs (the operator's: scrape with an operator bearer token)."""
-        return Response(await metrics.scrape(app), media_type="text/plain; version=0.0.4")
-
-    @api.get("/summary")
-    async def status_summary(who: Tenant) -> dict[str, Any]:
-        """Pending, running, done, dead, workers alive, due runs no live worker can run
-        (`unrunnable`), oldest due age (the dashboard's data), of the caller's own runs."""
-        return await metrics.summary(scope_of(who))
-
-    @api.post("/runs", status_code=201, response_model=RunOut,
-              responses={200: {"model": RunOut, "description": "The key already named a run"}})
-    async def submit(body: SubmitIn, response: Response, who: Tenant,
-                     traceparent: str | None = Header(
-                         None, description="W3C traceparent: the run's spans continue this trace.")
-                     ) -> RunOut:
-        """Submit a run: `task` names a registered task or a built-in job type (webhook,
-        llm, chain: their `args` are published below); the other fields are the
-        submission's options, and the `traceparent` header is one too. An unknown field is
-        refused, named."""
-        arguments = body.arguments()
-        refuse_options_in(arguments)
-        handle = await scope_of(who).submit(body.task, **body.submission(), traceparent=traceparent,
-                                            **arguments)
-        if handle.existed:
-            response.status_code = 200
-        return RunOut.of(handle.run)
-
-    @api.get("/runs/{run_id}", response_model=RunOut)
-    async def get_run(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scope_of(who).read_run(run_id))
-
-    @api.get("/runs", response_model=RunPage,
-             responses={403: {"description": "A tenant's token named another tenant"}})
-    async def list_runs(who: Tenant, state: list[RunState] = Query(default=[]), task: NameFilter = None,
-                        queue: QueueFilter = None, thread: ThreadFilter = None,
-                        before: Before = None, limit: int = Query(50, ge=1, le=500),
-                        created_after: float | None = Query(None, ge=0, le=1e11),
-                        created_before: float | None = Query(None, ge=0, le=1e11),
-                        key: KeyFilter = None, tenant: TenantFilter = None) -> RunPage:
-        """Newest first; `before` is the cursor; `created_after`/`created_before` (epoch
-        seconds) bound the submission time; `key` finds the run of an idempotency key;
-        `tenant` (the operator's) lists one tenant's runs."""
-        runs = await scope_for(who, tenant).list_runs(
-            states=state, task=task, queue=queue, thread=thread, limit=limit, before_id=before,
-            created_after=created_after, created_before=created_before, key=key)
-        return RunPage(items=[RunOut.of(r) for r in runs],
-                       next_cursor=runs[-1].id if len(runs) == limit else None)
-
-    @api.get("/dead", response_model=RunPage)
-    async def dead_letters(who: Tenant, before: Before = None,
-                           limit: int = Query(50, ge=1, le=500)) -> RunPage:
-        return await list_runs(who, [RunState.DEAD], None, None, None, before, limit, None, None,
-                               None, None)
-
-    @api.post("/runs/{run_id}/cancel", response_model=RunOut)
-    async def cancel(run_id: RunId, who: Tenant) -> RunOut:
-        return RunOut.of(await scope_of(who).cancel(run_id))
-
-    @api.post("/runs/{run_id}/retry", response_model=RunOut)
-    async def retry(run_id: RunId, who: Tenant) -> RunOut:
-        """Re-queue a dead or failed run with fresh attempts (409 in another state; 410 for
-        a run of a deleted thread, even once its name was given to a new thread)."""
-        return RunOut.of((await scope_of(who).retry(run_id)).run)
-
-    @api.get("/runs/{run_id}/events", response_model=EventPage)
-    async def events(run_id: RunId, who: Tenant, after: After = 0) -> EventPage:
-        page = await scope_of(who).events_page(run_id, after)
-        return EventPage(items=[EventOut.of(e) for e in page], next_after=page[-1].seq if page else after)
-
-    @api.get("/runs/{run_id}/events/stream", response_class=EventSourceResponse,
-             responses={200: {"content": {"text/event-stream": {}}},
-                        204: {"description": "The run has ended and nothing is left after the "
-                                             "given event: a client stops reconnecting"}})
-    async def stream(run_id: RunId, who: Tenant, after: After = 0,
-                     last_event_id: LastEventId = None) -> Response:
-        """Server-sent events: replays after `after` (or the Last-Event-ID a reconnecting
-        client sends), then follows live until the run has ended and every event of it
-        was sent. Each event: `id` its seq, `event` its kind, `data` its JSON."""
-        # A Last-Event-ID that is no seq is a 422 now, not a stream that dies once open.
-        start = inputs.sequence_text(last_event_id, "Last-Event-ID") if last_event_id else after
-        run = await scope_of(who).read_run(run_id)  # a 404 now, not a broken stream later
-        if run.done and run.last_seq <= start:
-            return Response(status_code=204)
-        return EventSourceResponse(_sse(broadcaster, run_id, start), ping=ping_s, sep=SSE_SEP,
-                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
-
-    @api.post("/threads", status_code=201)
-    async def create_thread(who: Tenant) -> dict[str, str]:
-        """A new thread id; the thread comes to exist with its first run."""
-        return {"thread": uuid.uuid4().hex}
-
-    @api.get("/threads", response_model=ThreadPage,
-             responses={403: {"description": "A tenant's token named another tenant"}})
-    async def list_threads(who: Tenant, limit: int = Query(50, ge=1, le=500),
-                           after: str | None = Query(None, min_length=1, max_length=2000),
-                           include_deleted: bool = False, tenant: TenantFilter = None) -> ThreadPage:
-        """Threads, newest first (by creation): the caller's own, or with an operator token
-        every tenant's (`tenant` narrows to one). `after` is the cursor; deleted threads
-        are listed (marked) only with `include_deleted`."""
-        cursor = None if after is None else thread_cursor(after)
-        found = await scope_for(who, tenant).list_threads(limit=limit, after=cursor,
-                                                          include_deleted=include_deleted)
-        return ThreadPage(items=[ThreadOut.of(t) for t in found],
-                          next_cursor=cursor_of(found[-1]) if len(found) == limit else None)
-
-    @api.get("/threads/{thread}", response_model=ThreadInfoOut)
-    async def thread_info(thread: ThreadName, who: Tenant, incarnation: Incarnation = None,
-                          tenant: TenantFilter = None) -> ThreadInfoOut:
-        """The thread that bears this name, with its `incarnation` (404 before its first run,
-        410 once deleted, or once the name names a thread other than `incarnation`)."""
-        return ThreadInfoOut.of(await scope_for(who, tenant).thread_info(thread, incarnation))
-
-    @api.get("/threads/{thread}/messages")
-    async def thread_messages(thread: ThreadName, who: Tenant, incarnation: Incarnation = None,
-                              tenant: TenantFilter = None) -> dict[str, Any]:
-        """A thread's history (410 once deleted, or once the name names a thread other than
-        `incarnation`); `tenant`: the operator reads a tenant's thread."""
-        messages = await scope_for(who, tenant).thread_history(thread, incarnation)
-        return {"thread": thread, "messages": messages}
-
-    @api.get("/threads/{thread}/runs", response_model=RunPage)
-    async def thread_runs(thread: ThreadName, who: Tenant, before: Before = None,
-                          limit: int = Query(50, ge=1, le=500), incarnation: Incarnation = None,
-                          tenant: TenantFilter = None) -> RunPage:
-        """The runs of the thread that bears this name now, newest first (not those of an
-        earlier thread of the name, deleted), or of the thread `incarnation` (410 once the
-        name names another)."""
-        runs = await scope_for(who, tenant).list_runs(thread=thread, limit=limit, before_id=before,
-                                                      incarnation=incarnation)
-        return RunPage(items=[RunOut.of(r) for r in runs],
-                       next_cursor=runs[-1].id if len(runs) == limit else None)
-
-    @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
-    async def thread_events(thread: ThreadName, who: Tenant, after: After = 0,
-                            incarnation: Incarnation = None, tenant: TenantFilter = None) -> ThreadEventPage:
-        """A page of the thread's log: every run's events, numbered per thread (`tseq`), of
-        the thread `incarnation` (410 once the name names another), else of the thread
-        that bears the name now (the page says which)."""
-        scope = scope_for(who, tenant)
-        held = (await scope.thread_info(thread, incarnation)).incarnation
-        page = await scope.thread_events_page(thread, after, incarnation=held)
-        return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
-                               next_after=page[-1].tseq if page else after, incarnation=held)
-
-    @api.get("/threads/{thread}/events/stream", response_class=EventSourceResponse,
-             responses={200: {"content": {"text/event-stream": {}}}})
-    async def thread_stream(thread: ThreadName, who: Tenant, after: After = 0,
-                            incarnation: Incarnation = None, last_event_id: LastEventId = None,
-                            tenant: TenantFilter = None) -> Response:
-        """Server-sent events of the whole thread, run after run, each with the id
-        `<incarnation>:<tseq>`: replays after `after` (or the Last-Event-ID a reconnecting
-        client sends), then follows live for as long as the client stays. It follows one
-        thread (`incarnation`, the Last-Event-ID's, else the one that bears the name now):
-        a `thread_deleted` event ends it once that thread is deleted, and a reconnect to
-        it is 410, even when a new thread has taken the name. `tenant`: the operator
-        follows a tenant's thread."""
-        scope = scope_for(who, tenant)
-        resumed, start = _thread_event_id(last_event_id)
-        start = after if start is None else start
-        # A 404/410 now, not a broken stream.
-        held = (await scope.thread_info(thread, resumed or incarnation)).incarnation
-        return EventSourceResponse(_thread_sse(scope, thread, start, held), ping=ping_s, sep=SSE_SEP,
-                                   send_timeout=SEND_TIMEOUT_S, headers={"Cache-Control": "no-cache"})
-
-    @api.post("/threads/{thread}/cancel", response_model=RunPage)
-    async def cancel_thread(thread: ThreadName, who: Tenant, tenant: TenantFilter = None) -> RunPage:
-        """Cancel every open run of the thread; the thread and its history stay. `tenant`:
-        the operator cancels a tenant's thread."""
-        cancelled = await scope_for(who, tenant).cancel_thread(thread)
-        return RunPage(items=[RunOut.of(r) for r in cancelled], next_cursor=None)
-
-    @api.delete("/threads/{thread}", status_code=204)
-    async def delete_thread(thread: ThreadName, who: Tenant) -> Response:
-        """Cancel the thread's open runs, wait for them, then delete it."""
-        await scope_of(who).delete_thread(thread)
-        return Response(status_code=204)
-
-    @api.get("/schedules", response_model=list[ScheduleOut], **OPERATOR_ONLY)
-    async def schedules() -> list[ScheduleOut]:
-        """Schedules with their next fire times (their arguments are not shown). Schedules
-        are the deployment's: creating, listing, pausing, resuming and deleting them is
-        the operator's."""
-        return [ScheduleOut.of(s) for s in await app.list_schedules()]
-
-    @api.post("/schedules", status_code=201, response_model=ScheduleOut,
-              dependencies=OPERATOR_ONLY["dependencies"], responses={
-                  **OPERATOR_ONLY["responses"],
-                  200: {"model": ScheduleOut, "description": "The name was redefined"}})
-    async def create_schedule(body: ScheduleIn, response: Response) -> ScheduleOut:
-        """Create a schedule, or redefine the one of that name (200). A schedule declared
-        in the deployment's code takes its code's definition again when a worker starts."""
-        existed = any(s.name == body.name for s in await app.list_schedules())
-        spec = app.schedule_spec(body.name, cron=body.cron, task=body.task, args=body.args, tz=body.tz,
-                                 misfire=body.misfire, catch_up_limit=body.catch_up_limit,
-                                 queue=body.queue, priority=body.priority)
-        if existed:
-            response.status_code = 200
-        return ScheduleOut.of(await app.save_schedule(spec))
-
-    @api.delete("/schedules/{name}", status_code=204, **OPERATOR_ONLY)
-    async def delete_schedule(name: str) -> Response:
-        await app.delete_schedule(name)
-        return Response(status_code=204)
-
-    @api.post("/schedules/{name}/pause", status_code=204, **OPERATOR_ONLY)
-    async def pause(name: str) -> Response:
-        await app.pause_schedule(name)
-        return Response(status_code=204)
-
-    @api.post("/schedules/{name}/resume", status_code=204, **OPERATOR_ONLY)
-    async def resume(name: str) -> Response:
-        await app.resume_schedule(name)
-        return Response(status_code=204)
-
-    @api.get("/workers")
-    async def workers(who: Tenant) -> list[dict[str, Any]]:
-        return [{"id": w.id, "host": w.host, "pid": w.pid, "queues": w.queues,
-                 "started_at": w.started_at, "heartbeat_at": w.heartbeat_at}
-                for w in await scope_of(who).list_workers()]
-
-    add_question_routes(api, scope_of)
-    add_session_routes(api, auth)
-    add_dashboard_routes(api, scope_of, depths)
-    api.mount(STATIC_URL, StaticFiles(directory=STATIC), name="dashboard-static")
-    return api
-
-async def _sse(broadcaster: Broadcaster, run_id: int, after: int) -> AsyncIterator[ServerSentEvent]:
-    yield ServerSentEvent(comment=f"run {run_id} after {after}", retry=RETRY_MS, sep=SSE_SEP)
-    async for item in broadcaster.follow(run_id, after):
-        data = json.dumps({"seq": item.seq, "kind": item.kind, "data": item.data, "at": item.at})
-        yield ServerSentEvent(data, id=str(item.seq), event=item.kind, sep=SSE_SEP)
-
-def _thread_event_id(last_event_id: str | None) -> tuple[int | None, int | None]:
-    """(incarnation, tseq) of a thread stream's Last-Event-ID: `<incarnation>:<tseq>` as
-    the stream sends them, or a bare `<tseq>` (of the thread that bears the name now);
-    InvalidInput (422) for any other text."""
-    if not last_event_id:
-        return None, None
-    head, colon, tail = last_event_id.partition(":")
-    if not colon:
-        return None, inputs.sequence_text(head, "Last-Event-ID")
-    try:
-        incarnation = inputs.integer_text(head, "Last-Event-ID's incarnation", 1, inputs.MAX_ID)
-    except InvalidInput:
-        raise InvalidInput(f"Last-Event-ID must be <incarnation>:<tseq> or <tseq>, as the stream "
-                           f"sent them, got {last_event_id!r}") from None
-    return incarnation, inputs.sequence_text(tail, "Last-Event-ID's tseq")
-
-
-async def _thread_sse(scope: RunScope, thread: str, after: int,
-                      incarnation: int) -> AsyncIterator[ServerSentEvent]:
-    """The thread's events as the run stream's are framed, each with its incarnation and
-    tseq as its id; a last `thread_deleted` event once that thread is gone."""
-    yield ServerSentEvent(comment=f"thread {thread} incarnation {incarnation} after {after}",
-                          retry=RETRY_MS, sep=SSE_SEP)
-    try:
-        async for item in scope.follow_thread(thread, after, incarnation=incarnation):
-            data = ThreadEventOut.of_thread(item).model_dump_json()
-            yield ServerSentEvent(data, id=f"{incarnation}:{item.tseq}", event=item.kind, sep=SSE_SEP)
-    except ThreadDeleted as exc:
-        data = json.dumps({"thread": thread, "incarnation": incarnation, "detail": str(exc)})
-        yield ServerSentEvent(data, event="thread_deleted", sep=SSE_SEP)
+    return authenticate

@@ -196,6 +196,12 @@ class RunPage(BaseModel):
     items: list[RunOut]
     next_cursor: int | None = Field(None, description="Pass as `before` for the next page.")
 
+    @classmethod
+    def page(cls, runs: list[Run], limit: int) -> RunPage:
+        """Runs read newest first, at most `limit`: only a full page can have a next one."""
+        return cls(items=[RunOut.of(r) for r in runs],
+                   next_cursor=runs[-1].id if len(runs) == limit else None)
+
 
 class EventOut(BaseModel):
     seq: int
