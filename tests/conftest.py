@@ -38,6 +38,9 @@ def store_url(backend: str, tmp_path) -> Iterator[str]:
     if backend == "sqlite":
         yield f"sqlite:///{tmp_path / 'runwright.db'}"
         return
+    if backend == "memory":  # named: a second store opened on the URL shares it
+        yield f"memory://rw_test_{uuid.uuid4().hex[:12]}"
+        return
     if backend == "redis":
         namespace = f"rw_test_{uuid.uuid4().hex[:12]}"
         yield f"{REDIS_BASE}?namespace={namespace}"

@@ -36,6 +36,7 @@ from .params import (
     LIMIT,
     SECONDS,
     SECONDS_OR_ZERO,
+    STORE_URL,
     TEXT,
     Integer,
     Number,
@@ -50,7 +51,7 @@ cli = typer.Typer(help="runwright: durable, distributed execution for agent runs
                   epilog=EXIT_CODES, no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode=None)
 
-URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL", metavar="URL",
+URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL", metavar="URL", click_type=STORE_URL,
                    help="Store URL. Defaults to RUNWRIGHT_URL, else sqlite:///./runwright.db.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", click_type=ID, help="The run's id.")
@@ -579,7 +580,7 @@ def demo(
                                    help="Runs to submit."),
     workers: int = typer.Option(3, "--workers", metavar="N", click_type=Integer(1, 64),
                                 help="Worker processes."),
-    url: str | None = typer.Option(None, "--url", metavar="URL",
+    url: str | None = typer.Option(None, "--url", metavar="URL", click_type=STORE_URL,
                                    help="Store URL. Defaults to a fresh ./runwright-demo.db."),
 ) -> None:
     """Show the core guarantee: worker processes, a SIGKILL midway, every run done once."""

@@ -21,8 +21,8 @@ try:  # the click that typer parses with: a copy of its own since typer 0.2x
 except ImportError:  # pragma: no cover (an older typer: click itself)
     from click.types import ParamType  # type: ignore[no-redef,assignment,unused-ignore]
 
-__all__ = ["AFTER", "DOCUMENT", "ID", "LIMIT", "SECONDS", "SECONDS_OR_ZERO", "TEXT", "Integer", "Number",
-           "Text", "UsageError", "refused"]
+__all__ = ["AFTER", "DOCUMENT", "ID", "LIMIT", "SECONDS", "SECONDS_OR_ZERO", "STORE_URL", "TEXT", "Integer",
+           "Number", "StoreUrl", "Text", "UsageError", "refused"]
 
 # Click's UsageError, which typer names only through BadParameter, its subclass.
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]
@@ -82,6 +82,21 @@ class Text(ParamType):
             raise refused(exc, ctx) from None
 
 
+class StoreUrl(ParamType):
+    """A store URL a command can share with other processes: not `memory://`, whose
+    database dies with the command (a run submitted there would be lost as it returns).
+    The rest of the URL is checked where the store is made, as the library's is."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        url = str(value)
+        if url.split(":", 1)[0].strip().lower() == "memory":
+            raise UsageError(f"{_what(param)}: memory:// lives inside one Python process (tests,"
+                             f" notebooks); a command needs sqlite:///, postgresql:// or redis://", ctx)
+        return url
+
+
 def refused(exc: InvalidInput, ctx: Any) -> Exception:
     """A bad value, as the line every bad input gets (`error: InvalidInput: ...`, exit 2)."""
     return UsageError(f"{type(exc).__name__}: {exc}", ctx)
@@ -98,6 +113,7 @@ def _what(param: Any) -> str:
 ID = Integer(1, MAX_ID)  # a run's id
 AFTER = Integer(0, MAX_SEQ)  # a position in a log: an event's seq, a thread's tseq
 LIMIT = Integer(1, MAX_LIMIT)  # how many to list or keep
+STORE_URL = StoreUrl()
 SECONDS = Number(0, MAX_SECONDS, low_open=True)  # a duration that must pass: > 0
 SECONDS_OR_ZERO = Number(0, MAX_SECONDS)  # a duration that may be none: >= 0
 TEXT = Text()  # a name, a URL, a time, an app's module path

@@ -1,6 +1,7 @@
 """From a URL to a store: `sqlite:///path`, `postgresql://...?schema=name` (behind a
 transaction pooler also `&direct=postgresql://<the server itself>`),
-`redis://[:password@]host:6379/0?namespace=name` (or `rediss://`)."""
+`redis://[:password@]host:6379/0?namespace=name` (or `rediss://`), `memory://[name]` (one
+process's own, see memory/store.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ def store_from_url(url: str | None = None) -> Store:
         return _postgres(url)
     if scheme in ("redis", "rediss"):
         return _redis(url)
+    if scheme == "memory":
+        return _memory(url)
     raise ConfigError(f"unknown store URL {url!r}: expected sqlite:///path.db, "
-                      f"postgresql://user@host/db or redis://host:6379/0 "
+                      f"postgresql://user@host/db, redis://host:6379/0 or memory:// "
                       f"(set RUNWRIGHT_URL or pass it to App)")
 
 
@@ -48,6 +51,19 @@ def _sqlite(url: str) -> Store:
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA") or options:
         raise ConfigError(f"{url!r}: the only SQLite option is synchronous=off|normal|full|extra")
     return SqliteStore(url, path, synchronous=synchronous)
+
+
+def _memory(url: str) -> Store:
+    from .memory import MemoryStore
+
+    rest = url.split(":", 1)[1]
+    if not rest.startswith("//") or "?" in rest or "/" in rest[2:]:
+        raise ConfigError(f"{url!r}: a memory URL is memory:// (a database of its own) or"
+                          f" memory://NAME (shared by the stores of this process that name it)")
+    name = rest[2:]
+    if name and not all(c.isalnum() or c in "_-." for c in name):
+        raise ConfigError(f"{url!r}: a memory database's name is letters, digits, '_', '-' or '.'")
+    return MemoryStore(url, name or None)
 
 
 def _postgres(url: str) -> Store:

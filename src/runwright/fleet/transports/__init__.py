@@ -26,10 +26,10 @@ def transport_for(store: Store, root: str) -> Transport:
 
         assert isinstance(store, RedisStore)
         return RedisTransport(store.client_url, store.prefix, root)
-    if backend == "sqlite":
+    if backend in ("sqlite", "memory"):  # memory: SQLite's store on an in-memory database
         from ...store.sqlite.store import SqliteStore
         from .sqlite import SqliteTransport
 
         assert isinstance(store, SqliteStore)
-        return SqliteTransport(store.path, root)
+        return SqliteTransport(store.path, root, uri=backend == "memory")
     raise TypeError(f"no fleet transport for {type(store).__name__}")

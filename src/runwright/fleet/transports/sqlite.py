@@ -37,9 +37,10 @@ class SqliteTransport(SqlTransport):
     dialect = SQLITE
     now_sql = "((julianday('now') - 2440587.5) * 86400.0)"
 
-    def __init__(self, path: str, root: str) -> None:
+    def __init__(self, path: str, root: str, *, uri: bool = False) -> None:
         super().__init__(root)
         self._path = path
+        self._uri = uri  # a file: URI (the memory store's database), not a file's path
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -49,7 +50,8 @@ class SqliteTransport(SqlTransport):
         self._conn = await self._call(self._connect)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn = sqlite3.connect(self._path, uri=self._uri, isolation_level=None, check_same_thread=False,
+                               timeout=30.0)
         conn.execute("PRAGMA busy_timeout = 30000")
         return conn
 

@@ -196,7 +196,8 @@ class SqliteStore(SqlStore):
         conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         return conn
 
-    async def open(self, create: bool = True) -> None:
+    def _check_place(self, create: bool) -> None:
+        """Refuse, before connecting, a file that cannot be or must not be made."""
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
             raise StoreUnreachable(f"sqlite: directory {directory} does not exist (from {self.url})")
@@ -205,6 +206,9 @@ class SqliteStore(SqlStore):
             # database: a reader (`runwright status` in the wrong folder) must leave none.
             raise SchemaError(f"no such database at {os.path.abspath(self.path)}; set RUNWRIGHT_URL "
                               f"or run `runwright migrate`")
+
+    async def open(self, create: bool = True) -> None:
+        self._check_place(create)
         try:
             for thread in (self._hot, self._shared):
                 await thread.start(self._connect)

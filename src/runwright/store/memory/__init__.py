@@ -1,0 +1,5 @@
+"""The in-process store: `memory://`."""
+
+from .store import MemoryStore
+
+__all__ = ["MemoryStore"]
