@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from . import inputs
 from .agents.loop import define_agent
 from .agents.rate_limits import RateLimit
-from .clock import Clock
+from .clock import Clock, StoreClock
+from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .following import Follower
 from .jobs import register_builtin_jobs
@@ -247,6 +248,18 @@ class App(RunScope):
             await self.store.close()
         except Exception:  # the store is being given up on anyway
             pass
+
+    def use_clock(self, clock: Clock) -> None:
+        """Read time from `clock` everywhere: the store's judgements (due times, leases,
+        retention), submissions, workers made after this, schedules (runwright.testing's
+        clock that skips ahead). A store shared with other processes keeps the server's
+        clock (see runwright.clock): only the embedded stores take one."""
+        if isinstance(self.store.clock, StoreClock):  # the database server's, in its statements
+            raise ConfigError(f"{self.url}: only an embedded store (sqlite://, memory://) takes"
+                              f" a clock of the App's")
+        self.store.clock = clock
+        object.__setattr__(self.runtime, "clock", clock)  # frozen for the engine, set here once
+        self._schedules.use_clock(clock)
 
     # -- workers --------------------------------------------------------------------
 

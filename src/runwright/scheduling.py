@@ -31,6 +31,9 @@ class Schedules:
         self._clock = clock
         self._limits = limits
 
+    def use_clock(self, clock: Clock) -> None:
+        self._clock = clock
+
     def define(self, name: str, *, cron: str, task: TaskSpec | str, args: Mapping[str, Any] | None,
                tz: str, misfire: str, catch_up_limit: int, queue: str | None,
                priority: int | None) -> Schedule:

@@ -220,6 +220,12 @@ class Worker:
 
     # -- lifecycle ------------------------------------------------------------------
 
+    @property
+    def idle(self) -> bool:
+        """Running nothing, claiming nothing, with no claimed backlog: what is queued is not
+        yet due (runwright.testing skips its clock ahead only then)."""
+        return not self._active and not self._claiming and not self._backlog
+
     def stop(self) -> None:
         """Ask for a graceful stop: claim nothing more, drain, give back the rest."""
         self._stopping.set()

@@ -1,0 +1,130 @@
+"""Unit-testing a user's own tasks and agents: in one process, in milliseconds, with a
+clock that skips ahead over durable sleeps, timers and retry backoffs (Temporal's
+time-skipping test environment does the same for workflows).
+
+    app = rw.App("memory://")            # or RUNWRIGHT_URL=memory:// for an app of a module
+
+    async def test_onboarding():
+        async with runwright.testing.Env(app) as env:
+            handle = await app.submit(onboard, "ada")
+            assert await env.result(handle) == "welcome, ada"   # a 1-day ctx.sleep: ~ms
+            assert "progress" in await env.event_kinds(handle)
+
+The Env runs one worker of the app in this event loop, and whenever that worker is idle
+(nothing running, nothing claimed) while a queued run is due later, moves the clock to
+that run's due time: a sleep, a backoff or a timer ends at once, and the run sees the time
+it waited for (`ctx.sleep(86400)` returns with a day gone by on the App's clock). Runs
+waiting on something else (an answer, a child) are left to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from .app import App
+from .clock import Clock
+from .engine.worker import Worker
+from .errors import ConfigError
+from .handles import RunHandle
+from .store.hub import QUEUED
+from .store.params import RunNextDueParams, WorkerHeartbeatParams
+
+__all__ = ["Env", "SkippingClock"]
+
+SETTLE_S = 0.02  # how long the worker may sit idle before the clock skips (real time)
+
+
+class SkippingClock(Clock):
+    """This machine's clock, plus however far a test has skipped it ahead."""
+
+    __slots__ = ("skipped_s",)
+
+    def __init__(self) -> None:
+        super().__init__(time.time)
+        self.skipped_s = 0.0
+
+    def __call__(self) -> float:
+        return self._source() + self.skipped_s
+
+    def skip(self, seconds: float) -> None:
+        self.skipped_s += max(0.0, seconds)
+
+
+class Env:
+    """An App on `memory://` with one worker in this process and a clock that skips."""
+
+    def __init__(self, app: App, **worker_options: Any) -> None:
+        if not app.url.startswith("memory:"):
+            raise ConfigError(f"runwright.testing needs an App on memory://, not {app.url}")
+        self.app = app
+        self.clock = SkippingClock()
+        self._options = {"poll_s": 0.05, **worker_options}
+        self._worker: Worker | None = None
+        self._running: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Env:
+        self.app.use_clock(self.clock)
+        await self.app.open()
+        self._worker = self.app.worker(**self._options)
+        started = asyncio.Event()
+        self._running = asyncio.create_task(self._worker.run(ready=lambda _w: started.set()))
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait({waiting, self._running}, return_when=asyncio.FIRST_COMPLETED)
+        if self._running.done():  # it could not start: say why
+            waiting.cancel()
+            await self._running
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._worker is not None and self._running is not None:
+            self._worker.stop()
+            await self._running
+        await self.app.close()
+
+    async def result(self, handle: RunHandle, timeout_s: float = 30.0) -> Any:
+        """The run's result (or its RunFailed / RunCancelled), skipping the clock ahead
+        whenever the worker has nothing to do until a later due time. `timeout_s` is real
+        time: a run that waits on something no skip brings (an answer) times out."""
+        outcome = asyncio.create_task(handle.result())
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                done, _ = await asyncio.wait({outcome}, timeout=SETTLE_S)
+                if done:
+                    return outcome.result()
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"run {handle.id} has not ended in {timeout_s} s of real time")
+                await self.skip_to_next_due()
+        finally:
+            outcome.cancel()
+
+    async def skip_to_next_due(self) -> float:
+        """If the worker is idle and a queued run is due later, move the clock to then and
+        wake the worker: the seconds skipped (0 when nothing was)."""
+        worker = self._worker
+        if worker is None or self._running is None or self._running.done() or not worker.idle:
+            return 0.0
+        registry = self.app.registry
+        due_at = await self.app.store.run_next_due_at(RunNextDueParams(
+            sorted({spec.queue for spec in registry.tasks.values()}), sorted(registry.tasks)))
+        ahead_s = 0.0 if due_at is None else due_at - self.clock()
+        if ahead_s <= 0:
+            return 0.0
+        # The worker's heartbeat first, at the new time: its own rescue must not find it a
+        # day stale and take it for dead.
+        await self.app.store.worker_heartbeat(WorkerHeartbeatParams(worker.id, now=self.clock() + ahead_s))
+        self.clock.skip(ahead_s)
+        self.app.store.hub.fire(QUEUED)
+        return ahead_s
+
+    async def event_kinds(self, handle: RunHandle) -> list[str]:
+        """The kinds of the run's events, in order (`started`, `progress`, `succeeded`...)."""
+        return [event.kind async for event in handle.events(follow=False)]
+
+    async def steps(self, handle: RunHandle) -> list[tuple[str, Any]]:
+        """The run's journal, in order: each completed step's name and recorded value."""
+        return [(step.name, None if step.result is None else json.loads(step.result))
+                for step in await self.app.store.step_list(handle.id) if step.status == "done"]
