@@ -13,7 +13,7 @@ import json
 import os
 import signal
 import sys
-from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Mapping, Sequence, TypeVar
 
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
@@ -95,8 +95,20 @@ def with_app(url: str | None, use: Callable[[App], Awaitable[T]], migrate: bool 
     return run_async(go)
 
 
+# The worker command's options that are the command line's, not the worker's settings.
+CLI_ONLY = frozenset({"app_spec", "processes", "metrics_port", "metrics_host", "allow_verify_faults", "url"})
+
+
+def _as_options(ctx: typer.Context, settings: Mapping[str, Any]) -> list[str]:
+    """The options of `ctx`'s command that give these settings (unset ones left out)."""
+    flags = {param.name: max(param.opts, key=len) for param in ctx.command.params}
+    return [part for name, value in settings.items() if value is not None
+            for part in (flags[name], str(value))]
+
+
 @cli.command()
 def worker(
+    ctx: typer.Context,
     app_spec: str = typer.Argument(..., metavar="MODULE:APP", help="The app, e.g. jobs:app."),
     concurrency: int = typer.Option(10, "--concurrency", "-c", click_type=Integer(1, 100_000),
                                     help="Runs at once per process."),
@@ -160,35 +172,17 @@ def worker(
     _use_url(url)
     if allow_verify_faults:  # read when the App is made; the children of -p inherit it
         os.environ["RUNWRIGHT_VERIFY_FAULTS"] = "1"
+    # Each setting is spelled once, as its option above: the options that are not the
+    # command line's own are WorkerConfig's fields of the same names, and a child of -p
+    # gets each of them back as the option it came from.
+    settings = {name: value for name, value in ctx.params.items() if name not in CLI_ONLY}
     with clear_errors():
         app = load_app(app_spec)
-        options: dict[str, Any] = dict(concurrency=concurrency, queues=queues.split(","),
-                                       lease_s=lease_s, drain_grace_s=drain_grace_s,
-                                       retain_max_age_s=retain_max_age_s,
-                                       retain_max_events=retain_max_events,
-                                       retain_thread_max_runs=retain_thread_max_runs,
-                                       retain_tombstone_age_s=retain_tombstone_age_s,
-                                       retain_thread_max_messages=retain_thread_max_messages,
-                                       sweep_interval_s=sweep_interval_s,
-                                       unrunnable_after_s=unrunnable_after_s,
-                                       schedule_clock=clock_from_env(
-                                           os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK")))
+        options: dict[str, Any] = {**settings, "queues": queues.split(","), "schedule_clock": clock_from_env(
+            os.environ.get("RUNWRIGHT_SCHEDULE_CLOCK"))}
         WorkerConfig(**options)  # a bad setting is refused now, before anything starts
     if processes > 1:
-        argv = ["worker", app_spec, "-c", str(concurrency), "-p", "1", "-q", queues,
-                "--lease-s", str(lease_s), "--drain-grace-s", str(drain_grace_s),
-                "--unrunnable-after-s", str(unrunnable_after_s)]
-        argv += ["--sweep-interval-s", str(sweep_interval_s)]
-        if retain_max_age_s is not None:
-            argv += ["--retain-max-age-s", str(retain_max_age_s)]
-        if retain_max_events is not None:
-            argv += ["--retain-max-events", str(retain_max_events)]
-        if retain_thread_max_runs is not None:
-            argv += ["--retain-thread-max-runs", str(retain_thread_max_runs)]
-        if retain_tombstone_age_s is not None:
-            argv += ["--retain-tombstone-age-s", str(retain_tombstone_age_s)]
-        if retain_thread_max_messages is not None:
-            argv += ["--retain-thread-max-messages", str(retain_thread_max_messages)]
+        argv = ["worker", app_spec, "-p", "1", *_as_options(ctx, settings)]
 
         def argv_of(slot: int) -> list[str]:
             # One port per process: each keeps its own counters and its own readiness.
