@@ -21,6 +21,8 @@ from .blocking import in_thread
 from .crashpoints import crash_point
 from .errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from .journal import SNAPSHOT, TERMINAL_EVENT_KINDS, StepRecord
+from .observe.spans import active, span
+from .observe.trace_context import RunTrace
 from .parking import Interrupted, Park, RunSignals
 from .questions import schema_of
 from .resilience import through_blinks
@@ -29,8 +31,6 @@ from .runs import Run, outcome_of
 from .serde import due_at, encode, encode_error, finite
 from .store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
 from .submission import Submission, insert_params
-from .telemetry import active, span
-from .tracing import RunTrace
 
 if TYPE_CHECKING:
     from .runtime import Runtime

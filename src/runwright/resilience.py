@@ -11,7 +11,7 @@ import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 from .errors import StoreError
-from .logs import event
+from .observe.logs import event
 
 __all__ = [
     "BLINK_LIMIT_S", "is_store_failure", "jittered", "store_call", "through_blinks", "unless_cancelled",

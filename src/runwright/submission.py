@@ -22,10 +22,10 @@ from . import inputs
 from .budget import Budget
 from .errors import InvalidInput, InvalidTime
 from .limits import Limits
+from .observe.trace_context import check_traceparent
 from .serde import due_at, encode, finite
 from .store.params import ON_BUSY, RunInsertParams
 from .tasks import TaskSpec
-from .tracing import check_traceparent
 
 __all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", "refuse_options_in",
            "run_at_of"]

@@ -176,7 +176,7 @@ async def test_auth_off_must_be_explicit(store_url: str) -> None:
 
 
 async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
-    from runwright import metrics
+    from runwright.observe import metrics
 
     async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
         run = (await http.post("/runs", json={"task": "record", "args": {"n": 1}})).json()

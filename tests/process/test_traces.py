@@ -22,8 +22,8 @@ import pytest
 
 import runwright as rw
 from runwright.journal import Event
+from runwright.observe.trace_context import RunTrace
 from runwright.runs import Run, RunState
-from runwright.tracing import RunTrace
 
 from ..api.test_api import OPERATOR_TOKEN, as_, serving
 from ..otlp_receiver import OtlpReceiver, ReceivedSpan

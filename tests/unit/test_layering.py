@@ -113,7 +113,7 @@ def test_neither_the_engine_nor_the_store_imports_the_app():
 
 def test_the_faces_call_the_app_and_never_a_store_module():
     graph = _graph()
-    for face in ("runwright.server", "runwright.cli", "runwright.metrics"):
+    for face in ("runwright.server", "runwright.cli", "runwright.observe.metrics"):
         assert _importers_of(graph, face, "runwright.store") == [], face
 
 

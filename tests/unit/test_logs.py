@@ -4,7 +4,8 @@ import logging
 import pytest
 
 import runwright as rw
-from runwright import crashpoints, logs
+from runwright import crashpoints
+from runwright.observe import logs
 
 
 def test_json_lines_carry_run_attempt_and_worker(monkeypatch, capsys):

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..budget import Budget
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, PayloadTooLarge
+from ..observe.spans import annotate
 from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
-from ..telemetry import annotate
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .rate_limits import within_quota
 from .tools import ToolSpec

@@ -20,7 +20,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..app import App
 from ..errors import InvalidInput, RunFailed
-from ..logs import configure_logging
+from ..observe.logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
 from ..scope import RETRY_REFUSALS
@@ -208,7 +208,7 @@ def worker(
 
         probes = Probes(metrics_host, metrics_port) if metrics_port is not None else None
         from ..engine.worker import WorkerCrashed
-        from ..trace_export import setup_tracing
+        from ..observe.exporting import setup_tracing
 
         tracing = setup_tracing()  # only if OTEL_* ask for it and runwright[otel] is installed
         try:
@@ -352,7 +352,7 @@ def runs(
 @cli.command()
 def status(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
     """Queued, running, done and dead runs, workers alive, the oldest due run's wait."""
-    from .. import metrics
+    from ..observe import metrics
 
     found = with_app(url, metrics.summary)
     if as_json:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from ..clock import Clock
 from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
-from ..logs import event
+from ..observe.logs import event
 from ..parking import Interrupted, Park, RunSignals
 from ..resilience import through_blinks
 from ..runs import Run, RunState

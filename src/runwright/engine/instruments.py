@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from .. import telemetry
 from ..journal import StepRecord
+from ..observe import spans as telemetry
+from ..observe.trace_context import RunTrace
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.params import RunFinishParams
-from ..tracing import RunTrace
 from .tallies import HotCounter, HotHistogram
 
 __all__ = ["ATTEMPTS", "CLAIM_BATCH", "DEFERRALS", "FINISH_BATCH_SECONDS", "FINISHED", "LEASE_LOSSES",

@@ -12,7 +12,7 @@ import time
 from typing import Callable, Collection, Sequence
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..logs import event
+from ..observe.logs import event
 from ..resilience import store_call
 from ..runs import Run, RunState
 from ..store.interface import Store

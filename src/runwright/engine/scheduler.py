@@ -12,7 +12,7 @@ import logging
 from typing import Callable, Iterable
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..logs import event
+from ..observe.logs import event
 from ..runs import Run
 from ..schedules import Schedule, fire_key, fires_due, next_fire_after
 from ..store.interface import Store

@@ -16,7 +16,7 @@ import signal
 import time
 from typing import Awaitable, Callable, Sequence
 
-from ..logs import event
+from ..observe.logs import event
 from .children import Child, tell_supervisor_started
 from .worker import Worker
 

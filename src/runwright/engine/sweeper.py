@@ -20,7 +20,7 @@ from prometheus_client import Counter
 
 from ..clock import Clock
 from ..errors import ConfigError
-from ..logs import event
+from ..observe.logs import event
 from ..store.interface import Store
 from ..store.params import (
     EventsTrimmed,

@@ -20,12 +20,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from .. import inputs, telemetry
+from .. import inputs
 from ..clock import Clock
 from ..crashpoints import crash_point
 from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
 from ..jobs.verify import TASKS as VERIFY_TASKS
-from ..logs import event
+from ..observe import spans as telemetry
+from ..observe.logs import event
 from ..parking import RunSignals
 from ..resilience import is_store_failure, jittered, store_call
 from ..runs import Run, RunState

@@ -18,7 +18,7 @@ import time
 from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 from ..errors import InvalidInput, StoreError
-from ..logs import event
+from ..observe.logs import event
 from ..resilience import jittered
 from ..store.liveness import this_machine
 from ..waiting import bounded, halt

@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine
 
 from ..errors import InvalidInput, StoreError
-from ..logs import event
+from ..observe.logs import event
 
 if TYPE_CHECKING:
     from ..store.interface import Store

@@ -15,7 +15,7 @@ from typing import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 
 from ..app import App
-from ..logs import event
+from ..observe.logs import event
 from .auth import Auth
 from .body_limit import BodyLimit
 from .dashboard_routes import PAGE_PATH, STATIC_URL, add_dashboard_routes

@@ -21,8 +21,8 @@ import math
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Sequence
 
-from ..logs import event
-from ..metrics import percentiles
+from ..observe.logs import event
+from ..observe.metrics import percentiles
 
 if TYPE_CHECKING:
     from ..scope import RunScope

@@ -9,8 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI, Response
 
-from .. import metrics
 from ..app import App
+from ..observe import metrics
 from .deps import OPERATOR_ONLY, Scopes, Tenant
 from .problems import problem
 

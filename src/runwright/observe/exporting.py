@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Mapping
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -86,7 +86,7 @@ def _derived_ids() -> IdGenerator:
     a span runwright did not start (the user's own) gets random ids, as usual."""
     from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
-    from .telemetry import DERIVED_IDS
+    from .spans import DERIVED_IDS
 
     class DerivedIds(IdGenerator):
         _random = RandomIdGenerator()

@@ -27,9 +27,9 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
-from .journal import SNAPSHOT, StepRecord
-from .runs import Run
-from .tracing import RunTrace
+from ..journal import SNAPSHOT, StepRecord
+from ..runs import Run
+from .trace_context import RunTrace
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer

@@ -10,7 +10,7 @@ another execution), a step (fence and journal position). A child run's tracepare
 names the parent's step that submitted it, so the child's spans sit under that step.
 
 Pure computation, no OpenTelemetry import: submission and the journal use it on every
-call, traced or not, and `import runwright` stays fast. `telemetry` turns these ids
+call, traced or not, and `import runwright` stays fast. `spans` turns these ids
 into spans when an OpenTelemetry SDK is set up.
 """
 
@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInput
-from .runs import Run
+from ..errors import InvalidInput
+from ..runs import Run
 
 __all__ = ["RunTrace", "check_traceparent"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from .engine.instruments import (
+from ..engine.instruments import (
     ATTEMPTS,
     FINISHED,
     LEASE_LOSSES,
@@ -31,8 +31,8 @@ from .engine.instruments import (
 )
 
 if TYPE_CHECKING:
-    from .app import App
-    from .scope import RunScope
+    from ..app import App
+    from ..scope import RunScope
 
 __all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "RUN_SECONDS", "START_DELAY", "TAKEOVERS",
            "LATENCY_SAMPLE", "LATENCY_WINDOW_S", "OTHER_QUEUE", "QueueStat", "fold_queues",
