@@ -3,6 +3,9 @@
 from .agents import ModelError, ModelUnavailable, Price, ToolSpec
 from .app import App, Call, TenantView
 from .budget import Budget
+from .client.following import TokenText
+from .client.handles import RunHandle
+from .client.threads import ThreadCursor, ThreadHandle, ThreadInfo
 from .context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
@@ -39,14 +42,11 @@ from .errors import (
     ThreadNotFound,
     UnknownTask,
 )
-from .following import TokenText
-from .handles import RunHandle
 from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
 from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks import TaskSpec
-from .threads import ThreadCursor, ThreadHandle, ThreadInfo
 
 __version__ = "0.1.0"
 

@@ -18,21 +18,21 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from . import inputs
 from .agents.loop import define_agent
 from .agents.rate_limits import RateLimit
+from .client.following import Follower
+from .client.scheduling import Schedules
+from .client.scope import Call, RunScope, TenantView
+from .client.threads import Threads
 from .clock import Clock, StoreClock
 from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
-from .following import Follower
 from .jobs import register_builtin_jobs
 from .limits import Limits
 from .registry import Registry
 from .runtime import Runtime
 from .schedules import Schedule
-from .scheduling import Schedules
-from .scope import Call, RunScope, TenantView
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .store import Store, store_from_url
 from .tasks import TaskSpec
-from .threads import Threads
 from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:

@@ -25,10 +25,10 @@ import time
 from typing import Any
 
 from .app import App
+from .client.handles import RunHandle
 from .clock import Clock
 from .engine.worker import Worker
 from .errors import ConfigError
-from .handles import RunHandle
 from .store.hub import QUEUED
 from .store.params import RunNextDueParams, WorkerHeartbeatParams
 

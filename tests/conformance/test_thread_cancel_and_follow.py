@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from runwright.client.following import Follower
+from runwright.client.threads import Threads
 from runwright.errors import ThreadDeleted, ThreadNotFound
-from runwright.following import Follower
 from runwright.runs import RunState
 from runwright.store.params import (
     EventAppendParams,
@@ -19,7 +20,6 @@ from runwright.store.params import (
     ThreadEventListParams,
     ThreadMessagesParams,
 )
-from runwright.threads import Threads
 
 from .helpers import T0, claim, worker
 

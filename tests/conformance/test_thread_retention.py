@@ -15,10 +15,10 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
+from runwright.client.following import Follower
 from runwright.clock import Clock
 from runwright.engine.sweeper import Retention, Sweeper
 from runwright.errors import ThreadDeleted, ThreadNotFound
-from runwright.following import Follower
 from runwright.runs import RunState
 from runwright.store.params import (
     EventAppendParams,

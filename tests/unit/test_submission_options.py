@@ -11,10 +11,10 @@ import pytest
 from pydantic import BaseModel
 
 import runwright as rw
+from runwright.client.scope import RunScope
 from runwright.jobs import register_builtin_jobs
 from runwright.jobs.bodies import BODIES
 from runwright.registry import Registry
-from runwright.scope import RunScope
 from runwright.server.models import SubmitOptions
 from runwright.store.params import RunInsertParams
 from runwright.submission import OPTIONS, Submission

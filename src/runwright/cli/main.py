@@ -19,11 +19,11 @@ import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..app import App
+from ..client.scope import RETRY_REFUSALS
 from ..errors import InvalidInput, RunFailed
 from ..observe.logs import configure_logging
 from ..runs import RunState
 from ..schedules import clock_from_env
-from ..scope import RETRY_REFUSALS
 from . import views
 from .exits import BAD_INPUT, FAILED, TABLE, TIMED_OUT, clear_errors, code_for, err, fail
 from .output import as_json as as_json_value

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..app import App
 from ..budget import Budget
+from ..client.handles import RunHandle
 from ..errors import InvalidInput
-from ..handles import RunHandle
 from ..serde import decode
 from ..submission import parse_run_at
 

@@ -7,11 +7,11 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..attempts import Attempt
+from ..client.attempts import Attempt
+from ..client.threads import ThreadInfo
 from ..journal import Event
 from ..runs import Run
 from ..schedules import Schedule, parse_zone
-from ..threads import ThreadInfo
 from .output import escape
 
 if TYPE_CHECKING:

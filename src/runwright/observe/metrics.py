@@ -32,7 +32,7 @@ from ..engine.instruments import (
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..scope import RunScope
+    from ..client.scope import RunScope
 
 __all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "RUN_SECONDS", "START_DELAY", "TAKEOVERS",
            "LATENCY_SAMPLE", "LATENCY_WINDOW_S", "OTHER_QUEUE", "QueueStat", "fold_queues",

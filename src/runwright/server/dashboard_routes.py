@@ -14,8 +14,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..client.scope import RunScope
 from ..errors import InvalidInput
-from ..scope import RunScope
 from .deps import MAX_ID, RunId, Tenant
 from .models import RunOut, RunPage
 from .series import SERIES_SAMPLE, DepthHistory, buckets

@@ -28,7 +28,7 @@ from .problems import OperatorOnly
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..scope import RunScope
+    from ..client.scope import RunScope
     from .auth import Auth
 
 __all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "KeyFilter", "LastEventId",

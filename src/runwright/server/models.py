@@ -11,12 +11,12 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from .. import inputs
 from ..budget import Budget
+from ..client.threads import ThreadCursor, ThreadInfo
 from ..errors import InvalidInput
 from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
-from ..threads import ThreadCursor, ThreadInfo
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
            "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut", "ThreadOut",

@@ -10,8 +10,8 @@ from typing import Any, Callable
 from fastapi import FastAPI, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..client.scope import RunScope
 from ..questions import Question
-from ..scope import RunScope
 from .deps import RunId, Tenant
 
 __all__ = ["AnswerIn", "QuestionOut", "add_question_routes"]

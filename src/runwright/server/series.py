@@ -25,7 +25,7 @@ from ..observe.logs import event
 from ..observe.metrics import percentiles
 
 if TYPE_CHECKING:
-    from ..scope import RunScope
+    from ..client.scope import RunScope
 
 __all__ = ["DepthHistory", "SERIES_SAMPLE", "buckets", "queue_depths"]
 

@@ -13,8 +13,8 @@ from fastapi import FastAPI, Query, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from .. import inputs
+from ..client.scope import RunScope
 from ..errors import InvalidInput, ThreadDeleted
-from ..scope import RunScope
 from .deps import After, Before, Incarnation, LastEventId, Scopes, Tenant, TenantFilter, ThreadName
 from .models import (
     RunOut,

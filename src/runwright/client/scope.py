@@ -15,19 +15,15 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
-from . import inputs
-from .attempts import Attempt, attempts_of
-from .budget import Budget
-from .errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
-from .following import EVENT_PAGE, Follower
-from .handles import RunHandle
-from .journal import Event, StepRecord, ThreadEvent
-from .listing import checked_listing, checked_thread_listing
-from .questions import Question
-from .runs import Run, RunState
-from .runtime import Runtime
-from .serde import encode
-from .store.params import (
+from .. import inputs
+from ..budget import Budget
+from ..errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
+from ..journal import Event, StepRecord, ThreadEvent
+from ..questions import Question
+from ..runs import Run, RunState
+from ..runtime import Runtime
+from ..serde import encode
+from ..store.params import (
     EndedTimes,
     QuestionAnswerParams,
     QuestionListParams,
@@ -45,8 +41,12 @@ from .store.params import (
     ThreadListParams,
     WorkerInfo,
 )
-from .submission import Inserts, Submission, insert_params
-from .tasks import TaskSpec
+from ..submission import Inserts, Submission, insert_params
+from ..tasks import TaskSpec
+from .attempts import Attempt, attempts_of
+from .following import EVENT_PAGE, Follower
+from .handles import RunHandle
+from .listing import checked_listing, checked_thread_listing
 from .threads import ThreadHandle, Threads
 
 __all__ = ["Call", "RunScope", "TenantView"]
@@ -307,7 +307,7 @@ class RunScope:
     def thread(self, thread: str, incarnation: int | None = None) -> ThreadHandle:
         """A handle on this scope's thread of that name that reads one thread: after its
         first read (or given `incarnation`), ThreadDeleted once that thread is deleted,
-        even when a new thread takes the name (see `runwright.threads`)."""
+        even when a new thread takes the name (see `runwright.client.threads`)."""
         _check_thread(thread, incarnation)
         return ThreadHandle(self, thread, incarnation)
 

@@ -18,13 +18,12 @@ import asyncio
 import json
 from typing import Any, AsyncIterator, Protocol
 
-from .errors import RunEnded, ThreadNotFound
-from .following import EVENT_PAGE, MAX_OPEN_RUNS, OPEN_STATES, Follower
-from .journal import ThreadEvent
-from .runs import Run
-from .store import rules
-from .store.interface import Store
-from .store.params import (
+from ..errors import RunEnded, ThreadNotFound
+from ..journal import ThreadEvent
+from ..runs import Run
+from ..store import rules
+from ..store.interface import Store
+from ..store.params import (
     RunCancelParams,
     RunListParams,
     ThreadCursor,
@@ -33,6 +32,7 @@ from .store.params import (
     ThreadInfo,
     ThreadMessagesParams,
 )
+from .following import EVENT_PAGE, MAX_OPEN_RUNS, OPEN_STATES, Follower
 
 __all__ = ["ThreadCursor", "ThreadHandle", "ThreadInfo", "ThreadReads", "Threads"]
 

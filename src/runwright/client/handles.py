@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Protocol
 
-from .journal import Event
-from .runs import Run, RunState, outcome_of
+from ..journal import Event
+from ..runs import Run, RunState, outcome_of
 
 __all__ = ["RunAccess", "RunHandle"]
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from . import inputs
-from .clock import Clock
-from .engine.scheduler import save_schedule
-from .errors import InvalidInput, ScheduleNotFound
-from .limits import Limits
-from .registry import Registry
-from .schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
-from .store.interface import Store
-from .store.params import SchedulePauseParams
-from .submission import Submission, insert_params
-from .tasks import TaskSpec
+from .. import inputs
+from ..clock import Clock
+from ..engine.scheduler import save_schedule
+from ..errors import InvalidInput, ScheduleNotFound
+from ..limits import Limits
+from ..registry import Registry
+from ..schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
+from ..store.interface import Store
+from ..store.params import SchedulePauseParams
+from ..submission import Submission, insert_params
+from ..tasks import TaskSpec
 
 __all__ = ["Schedules"]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from . import inputs
-from .errors import InvalidInput
-from .inputs import MAX_ID, MAX_LIMIT
-from .runs import RunState
-from .serde import finite
-from .store.params import RunListParams, ThreadCursor, ThreadListParams
+from .. import inputs
+from ..errors import InvalidInput
+from ..inputs import MAX_ID, MAX_LIMIT
+from ..runs import RunState
+from ..serde import finite
+from ..store.params import RunListParams, ThreadCursor, ThreadListParams
 
 __all__ = ["MAX_LIMIT", "checked_listing", "checked_thread_listing"]
 
