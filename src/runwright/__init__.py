@@ -6,7 +6,7 @@ from .budget import Budget
 from .client.following import TokenText
 from .client.handles import RunHandle
 from .client.threads import ThreadCursor, ThreadHandle, ThreadInfo
-from .context import ChildRun, Context
+from .engine.context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
     AlreadyAnswered,

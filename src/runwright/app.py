@@ -23,12 +23,12 @@ from .client.scheduling import Schedules
 from .client.scope import Call, RunScope, TenantView
 from .client.threads import Threads
 from .clock import Clock, StoreClock
+from .engine.runtime import Runtime
 from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .jobs import register_builtin_jobs
 from .limits import Limits
 from .registry import Registry
-from .runtime import Runtime
 from .schedules import Schedule
 from .serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .store import Store, store_from_url

@@ -9,8 +9,8 @@ import time
 import pytest
 
 import runwright as rw
-from runwright import crashpoints
 from runwright.agents import ModelClient
+from runwright.engine import crashpoints
 from runwright.store.params import EventListParams
 
 from ..integration.conftest import running_worker

@@ -204,7 +204,7 @@ async def test_emit_and_follow_from_any_point(app, store_url):
     assert [k for _, k, _ in seen] == ["submitted", "started", *["progress"] * 3, "succeeded"]
     assert resumed == [(s, k) for s, k, _ in seen[3:]]
     with pytest.raises(ValueError, match="reserved"):
-        from runwright.context import Context
+        from runwright.engine.context import Context
 
         await Context(app.runtime, handle.run, 0).emit("succeeded")
 

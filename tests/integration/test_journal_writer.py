@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Sequence
 
-from runwright.journal_writer import JournalWriter
+from runwright.engine.journal_writer import JournalWriter
 from runwright.store.interface import Store
 from runwright.store.params import EventListParams, StepRecordParams
 

@@ -4,7 +4,7 @@ import logging
 import pytest
 
 import runwright as rw
-from runwright import crashpoints
+from runwright.engine import crashpoints
 from runwright.observe import logs
 
 

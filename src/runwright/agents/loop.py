@@ -24,7 +24,7 @@ from .rate_limits import within_quota
 from .tools import ToolSpec
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from ..engine.context import Context
     from ..registry import Registry
     from ..tasks import TaskSpec
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
 from ..clock import Clock
+from ..engine.parking import Park
 from ..errors import ConfigError
-from ..parking import Park
 from ..resilience import through_blinks
 from ..store.interface import Store
 from ..store.params import BucketTakeParams

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..app import App
-from ..context import Context
+from ..engine.context import Context
 from ..runs import Run, RunState
 
 __all__ = ["demo_app", "run_demo"]

@@ -17,11 +17,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, 
 
 from .. import inputs
 from ..budget import Budget
+from ..engine.runtime import Runtime
 from ..errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
 from ..journal import Event, StepRecord, ThreadEvent
 from ..questions import Question
 from ..runs import Run, RunState
-from ..runtime import Runtime
 from ..serde import encode
 from ..store.params import (
     EndedTimes,

@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from ..clock import Clock
-from ..context import Context
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..observe.logs import event
-from ..parking import Interrupted, Park, RunSignals
 from ..resilience import through_blinks
 from ..runs import Run, RunState
 from ..serde import encode, encode_error
 from ..store.params import RunFinishParams
 from ..store.rules import cancelled_error
+from .context import Context
+from .parking import Interrupted, Park, RunSignals
 
 if TYPE_CHECKING:
-    from ..runtime import Runtime
     from ..tasks import TaskSpec
+    from .runtime import Runtime
 
 __all__ = ["Active", "Stop", "run_attempt"]
 

@@ -22,12 +22,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from .. import inputs
 from ..clock import Clock
-from ..crashpoints import crash_point
 from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
 from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..observe import spans as telemetry
 from ..observe.logs import event
-from ..parking import RunSignals
 from ..resilience import is_store_failure, jittered, store_call
 from ..runs import Run, RunState
 from ..store.hub import CANCEL, QUEUED
@@ -43,15 +41,17 @@ from ..store.params import (
 )
 from ..waiting import halt, wait_set
 from .completer import Completer
+from .crashpoints import crash_point
 from .executor import Active, Stop, run_attempt
 from .instruments import Instruments, WorkerStats
+from .parking import RunSignals
 from .rescuer import Rescuer
 from .scheduler import Scheduler, save_schedules
 from .sweeper import Retention, Sweeper
 
 if TYPE_CHECKING:
     from ..fleet import Member
-    from ..runtime import Runtime
+    from .runtime import Runtime
 
 __all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 

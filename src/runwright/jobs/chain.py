@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..engine.parking import Park
 from ..errors import BadArguments, FinalError, InvalidInput, UnknownTask
-from ..parking import Park
 from ..resilience import through_blinks
 from ..retry import Backoff, RetryPolicy
 from ..runs import Run, RunState
@@ -39,7 +39,7 @@ from .conditions import check_condition, holds
 from .webhook import WebhookRefused, call_back, check_callback
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from ..engine.context import Context
     from ..registry import Registry
     from ..tasks import TaskSpec
 

@@ -19,7 +19,7 @@ from .chain import render
 from .webhook import CALLBACK_FIELDS, call_back, check_callback
 
 if TYPE_CHECKING:
-    from ..context import Context
+    from ..engine.context import Context
     from ..registry import Registry
     from ..tasks import TaskSpec
 

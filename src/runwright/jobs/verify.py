@@ -33,7 +33,7 @@ import os
 import random
 from typing import TYPE_CHECKING, Any
 
-from ..context import Context
+from ..engine.context import Context
 from ..errors import OutcomeUnknown
 from ..resilience import through_blinks
 from ..store.params import EventAppendParams

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .clock import Clock
+from ..clock import Clock
+from ..limits import Limits
+from ..registry import Registry
+from ..store.interface import Store
 from .journal_writer import JournalWriter
-from .limits import Limits
-from .registry import Registry
-from .store.interface import Store
 
 __all__ = ["Runtime"]
 

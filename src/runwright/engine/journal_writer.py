@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from .resilience import through_blinks
-from .store.interface import Store
-from .store.params import StepRecordParams
+from ..resilience import through_blinks
+from ..store.interface import Store
+from ..store.params import StepRecordParams
 
 __all__ = ["JournalWriter"]
 

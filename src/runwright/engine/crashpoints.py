@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import signal
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["CrashPointReached", "arm", "crash_point", "disarm"]
 
