@@ -50,11 +50,11 @@ from typing import Any, Awaitable, Callable
 import asyncpg
 
 import runwright as rw
-from runwright.limits import Limits
 from runwright.store.params import RunInsertParams
 from runwright.store.postgres import sql
 from runwright.store.postgres.store import PostgresStore, _insert_row  # the values INSERT_ONE takes
-from runwright.submission import Submission, insert_params
+from runwright.tasks.limits import Limits
+from runwright.tasks.submission import Submission, insert_params
 
 from . import common
 from .common import say

@@ -2,7 +2,6 @@
 
 from .agents import ModelError, ModelUnavailable, Price, ToolSpec
 from .app import App, Call, TenantView
-from .budget import Budget
 from .client.following import TokenText
 from .client.handles import RunHandle
 from .client.threads import ThreadCursor, ThreadHandle, ThreadInfo
@@ -44,9 +43,10 @@ from .errors import (
 )
 from .journal import Event, StepRecord, ThreadEvent
 from .questions import Question
-from .retry import Backoff, RetryPolicy
 from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
-from .tasks import TaskSpec
+from .tasks.budget import Budget
+from .tasks.retry import Backoff, RetryPolicy
+from .tasks.specs import TaskSpec
 
 __version__ = "0.1.0"
 

@@ -27,12 +27,12 @@ from .engine.runtime import Runtime
 from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .jobs import register_builtin_jobs
-from .limits import Limits
-from .registry import Registry
 from .schedules import Schedule
-from .serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .store import Store, store_from_url
-from .tasks import TaskSpec
+from .tasks.limits import Limits
+from .tasks.registry import Registry
+from .tasks.serde import DEFAULT_MAX_PAYLOAD_BYTES
+from .tasks.specs import TaskSpec
 from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.serde import MAX_DEPTH
 from runwright.store.params import RunCountParams
+from runwright.tasks.serde import MAX_DEPTH
 
 from ..api.test_api import OPERATOR_TOKEN, server  # noqa: F401 (fixture)
 from ..process.harness import APP_SPEC, ROOT, client

@@ -9,7 +9,7 @@ import pytest
 
 import runwright as rw
 from runwright.store.params import RunCountParams
-from runwright.submission import OPTIONS
+from runwright.tasks.submission import OPTIONS
 
 
 def _tasks(app: rw.App):

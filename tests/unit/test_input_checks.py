@@ -10,9 +10,9 @@ import runwright as rw
 from runwright import inputs
 from runwright.agents.tools import tool_spec
 from runwright.cli.params import Integer, Number, Text, UsageError
-from runwright.retry import Backoff, RetryPolicy
-from runwright.serde import MAX_DEPTH, decode, encode
 from runwright.store import store_from_url
+from runwright.tasks.retry import Backoff, RetryPolicy
+from runwright.tasks.serde import MAX_DEPTH, decode, encode
 
 
 def test_encode_refuses_what_json_cannot_hold_and_oversized_payloads():
@@ -109,7 +109,7 @@ def test_task_registration_errors():
 
 
 def test_due_times_are_checked():
-    from runwright.serde import due_at as _due_at
+    from runwright.tasks.serde import due_at as _due_at
 
     assert _due_at(100.0, 5, None) == 105.0
     assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC)) == 1893456000.0

@@ -14,10 +14,10 @@ import runwright as rw
 from runwright.client.scope import RunScope
 from runwright.jobs import register_builtin_jobs
 from runwright.jobs.bodies import BODIES
-from runwright.registry import Registry
 from runwright.server.models import SubmitOptions
 from runwright.store.params import RunInsertParams
-from runwright.submission import OPTIONS, Submission
+from runwright.tasks.registry import Registry
+from runwright.tasks.submission import OPTIONS, Submission
 
 # Given by the caller's token (tenant) or a header, not by the body of POST /runs.
 NOT_IN_THE_BODY = {"tenant", "traceparent"}

@@ -13,20 +13,20 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..budget import Budget
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, PayloadTooLarge
 from ..observe.spans import annotate
 from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
+from ..tasks.budget import Budget
 from .models import DEFAULT_PRICES, ModelClient, Price
 from .rate_limits import within_quota
 from .tools import ToolSpec
 
 if TYPE_CHECKING:
     from ..engine.context import Context
-    from ..registry import Registry
-    from ..tasks import TaskSpec
+    from ..tasks.registry import Registry
+    from ..tasks.specs import TaskSpec
 
 __all__ = ["AgentSpec", "define_agent", "run_agent"]
 

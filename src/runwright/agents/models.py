@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..errors import ConfigError, FinalError, RunwrightError
-from ..retry import Backoff
+from ..tasks.retry import Backoff
 
 if TYPE_CHECKING:
     import openai

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, cast
 
-from ..blocking import in_thread
 from ..errors import BadArguments, ConfigError
+from ..tasks.blocking import in_thread
 
 if TYPE_CHECKING:  # pydantic is imported when a tool is defined: a worker without tools skips it
     import pydantic

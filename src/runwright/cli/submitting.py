@@ -10,11 +10,11 @@ import difflib
 from typing import Any
 
 from ..app import App
-from ..budget import Budget
 from ..client.handles import RunHandle
 from ..errors import InvalidInput
-from ..serde import decode
-from ..submission import parse_run_at
+from ..tasks.budget import Budget
+from ..tasks.serde import decode
+from ..tasks.submission import parse_run_at
 
 __all__ = ["DOCUMENT_KEYS", "document_submission", "gather_submission", "json_object", "parse_json",
            "read_document", "warn_if_unserved"]

@@ -14,8 +14,8 @@ from .. import inputs
 from ..errors import InvalidInput
 from ..inputs import MAX_ID, MAX_LIMIT
 from ..runs import RunState
-from ..serde import finite
 from ..store.params import RunListParams, ThreadCursor, ThreadListParams
+from ..tasks.serde import finite
 
 __all__ = ["MAX_LIMIT", "checked_listing", "checked_thread_listing"]
 

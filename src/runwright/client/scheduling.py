@@ -13,13 +13,13 @@ from .. import inputs
 from ..clock import Clock
 from ..engine.scheduler import save_schedule
 from ..errors import InvalidInput, ScheduleNotFound
-from ..limits import Limits
-from ..registry import Registry
 from ..schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
 from ..store.interface import Store
 from ..store.params import SchedulePauseParams
-from ..submission import Submission, insert_params
-from ..tasks import TaskSpec
+from ..tasks.limits import Limits
+from ..tasks.registry import Registry
+from ..tasks.specs import TaskSpec
+from ..tasks.submission import Submission, insert_params
 
 __all__ = ["Schedules"]
 

@@ -16,13 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .. import inputs
-from ..budget import Budget
 from ..engine.runtime import Runtime
 from ..errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
 from ..journal import Event, StepRecord, ThreadEvent
 from ..questions import Question
 from ..runs import Run, RunState
-from ..serde import encode
 from ..store.params import (
     EndedTimes,
     QuestionAnswerParams,
@@ -41,8 +39,10 @@ from ..store.params import (
     ThreadListParams,
     WorkerInfo,
 )
-from ..submission import Inserts, Submission, insert_params
-from ..tasks import TaskSpec
+from ..tasks.budget import Budget
+from ..tasks.serde import encode
+from ..tasks.specs import TaskSpec
+from ..tasks.submission import Inserts, Submission, insert_params
 from .attempts import Attempt, attempts_of
 from .following import EVENT_PAGE, Follower
 from .handles import RunHandle

@@ -17,23 +17,23 @@ from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
-from ..blocking import in_thread
 from ..errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
 from ..journal import SNAPSHOT, TERMINAL_EVENT_KINDS, StepRecord
 from ..observe.spans import active, span
 from ..observe.trace_context import RunTrace
 from ..questions import schema_of
 from ..resilience import through_blinks
-from ..retry import RetryPolicy
 from ..runs import Run, outcome_of
-from ..serde import due_at, encode, encode_error, finite
 from ..store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
-from ..submission import Submission, insert_params
+from ..tasks.blocking import in_thread
+from ..tasks.retry import RetryPolicy
+from ..tasks.serde import due_at, encode, encode_error, finite
+from ..tasks.submission import Submission, insert_params
 from .crashpoints import crash_point
 from .parking import Interrupted, Park, RunSignals
 
 if TYPE_CHECKING:
-    from ..tasks import TaskSpec
+    from ..tasks.specs import TaskSpec
     from .runtime import Runtime
 
 __all__ = ["ChildRun", "Context"]

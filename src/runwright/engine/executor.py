@@ -18,14 +18,14 @@ from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..observe.logs import event
 from ..resilience import through_blinks
 from ..runs import Run, RunState
-from ..serde import encode, encode_error
 from ..store.params import RunFinishParams
 from ..store.rules import cancelled_error
+from ..tasks.serde import encode, encode_error
 from .context import Context
 from .parking import Interrupted, Park, RunSignals
 
 if TYPE_CHECKING:
-    from ..tasks import TaskSpec
+    from ..tasks.specs import TaskSpec
     from .runtime import Runtime
 
 __all__ = ["Active", "Stop", "run_attempt"]

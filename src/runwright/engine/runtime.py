@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..clock import Clock
-from ..limits import Limits
-from ..registry import Registry
 from ..store.interface import Store
+from ..tasks.limits import Limits
+from ..tasks.registry import Registry
 from .journal_writer import JournalWriter
 
 __all__ = ["Runtime"]

@@ -12,7 +12,7 @@ from .verify import register_verify_tasks
 from .webhook import WEBHOOK, register_webhook, signature_header
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..tasks.registry import Registry
 
 __all__ = ["CHAIN", "LLM", "WEBHOOK", "register_builtin_jobs", "signature_header"]
 

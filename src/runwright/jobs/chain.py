@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Any
 from ..engine.parking import Park
 from ..errors import BadArguments, FinalError, InvalidInput, UnknownTask
 from ..resilience import through_blinks
-from ..retry import Backoff, RetryPolicy
 from ..runs import Run, RunState
+from ..tasks.retry import Backoff, RetryPolicy
 from .conditions import check_condition, holds
 from .webhook import WebhookRefused, call_back, check_callback
 
 if TYPE_CHECKING:
     from ..engine.context import Context
-    from ..registry import Registry
-    from ..tasks import TaskSpec
+    from ..tasks.registry import Registry
+    from ..tasks.specs import TaskSpec
 
 __all__ = ["CHAIN", "check_chain", "register_chain", "render"]
 

@@ -20,8 +20,8 @@ from .webhook import CALLBACK_FIELDS, call_back, check_callback
 
 if TYPE_CHECKING:
     from ..engine.context import Context
-    from ..registry import Registry
-    from ..tasks import TaskSpec
+    from ..tasks.registry import Registry
+    from ..tasks.specs import TaskSpec
 
 __all__ = ["CALLBACK_FIELDS", "LLM", "check_llm", "register_llm"]
 

@@ -39,7 +39,7 @@ from ..resilience import through_blinks
 from ..store.params import EventAppendParams
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..tasks.registry import Registry
 
 __all__ = ["CHILD_TASK", "LEDGER_ENV", "LEDGER_EVENT", "LEDGER_TASK", "LedgerClosed", "QUEUE",
            "RUN_TASK", "TASKS", "register_verify_tasks"]

@@ -33,8 +33,8 @@ from .outbound import ALLOW_ENV, OutboundPolicy, UnknownSecret
 if TYPE_CHECKING:
     import httpx
 
-    from ..registry import Registry
-    from ..tasks import TaskSpec
+    from ..tasks.registry import Registry
+    from ..tasks.specs import TaskSpec
 
 __all__ = ["CALLBACK_FIELDS", "WEBHOOK", "WebhookRefused", "call_back", "call_checked", "check_callback",
            "register_webhook", "signature_header"]

@@ -10,13 +10,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from .. import inputs
-from ..budget import Budget
 from ..client.threads import ThreadCursor, ThreadInfo
 from ..errors import InvalidInput
 from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..journal import Event, ThreadEvent
 from ..runs import Run
 from ..schedules import Schedule
+from ..tasks.budget import Budget
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
            "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut", "ThreadOut",

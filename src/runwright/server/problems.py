@@ -24,7 +24,7 @@ from ..errors import (
     ThreadDeleted,
     ThreadNotFound,
 )
-from ..serde import MAX_DEPTH
+from ..tasks.serde import MAX_DEPTH
 from .models import SUBMIT_TAGS
 
 __all__ = ["OperatorOnly", "install_problem_handlers", "problem"]

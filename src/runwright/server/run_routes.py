@@ -12,7 +12,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from .. import inputs
 from ..app import App
 from ..runs import RunState
-from ..submission import refuse_options_in
+from ..tasks.submission import refuse_options_in
 from .deps import (
     After,
     Before,

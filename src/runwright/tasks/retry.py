@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from .errors import FinalError, InvalidInput
+from ..errors import FinalError, InvalidInput
 
 __all__ = ["Backoff", "RetryPolicy"]
 

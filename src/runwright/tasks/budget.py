@@ -6,7 +6,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["Budget"]
 

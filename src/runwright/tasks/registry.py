@@ -9,16 +9,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Awaitable, Callable, Sequence, overload
 
-from .agents.rate_limits import RateLimit
-from .agents.tools import ToolSpec, tool_spec
-from .errors import ConfigError, UnknownTask
+from ..agents.rate_limits import RateLimit
+from ..agents.tools import ToolSpec, tool_spec
+from ..errors import ConfigError, UnknownTask
+from ..runs import NORMAL
+from ..schedules import Schedule
+from ..versions import DEFAULT_VERSION, check_majors, check_version, major_of
 from .retry import Backoff, RetryPolicy
-from .runs import NORMAL
-from .schedules import Schedule
 from .serde import finite
+from .specs import TaskSpec, takes_context
 from .submission import OPTIONS
-from .tasks import TaskSpec, takes_context
-from .versions import DEFAULT_VERSION, check_majors, check_version, major_of
 
 __all__ = ["Registry"]
 

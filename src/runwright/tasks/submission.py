@@ -18,14 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import inputs
+from .. import inputs
+from ..errors import InvalidInput, InvalidTime
+from ..observe.trace_context import check_traceparent
+from ..store.params import ON_BUSY, RunInsertParams
 from .budget import Budget
-from .errors import InvalidInput, InvalidTime
 from .limits import Limits
-from .observe.trace_context import check_traceparent
 from .serde import due_at, encode, finite
-from .store.params import ON_BUSY, RunInsertParams
-from .tasks import TaskSpec
+from .specs import TaskSpec
 
 __all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", "refuse_options_in",
            "run_at_of"]
