@@ -33,7 +33,7 @@ def _app(url: str | None, app_spec: str | None, major: int | None) -> App:
         raise InvalidInput("give --app or --major, not both")
     if app_spec is None:
         return App(url, auto_migrate=False, version=f"{major or 0}.0.0")
-    from ..loader import load_app
+    from .loader import load_app
 
     if url:
         import os

@@ -166,7 +166,7 @@ def worker(
     signal.signal(signal.SIGTERM, _stop_before_start)
     from ..engine.supervisor import PoolCannotStart, run_worker, supervise
     from ..engine.worker import WorkerConfig
-    from ..loader import load_app
+    from .loader import load_app
 
     configure_logging()
     _use_url(url)
@@ -233,7 +233,7 @@ def serve(
     """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json, docs at /docs) and the
     dashboard (at /); prints where it listens once it does. Bearer tokens come from
     RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
-    from ..loader import load_app
+    from .loader import load_app
 
     configure_logging()
     with clear_errors():
@@ -279,7 +279,7 @@ def submit(
     url: str | None = URL,
 ) -> None:
     """Submit a run of TASK, or of the job a --json document describes."""
-    from ..loader import load_app
+    from .loader import load_app
     from .submitting import gather_submission
 
     with clear_errors():
@@ -533,7 +533,7 @@ def schedules(
 
 def _create_schedule(name: str, app_spec: str | None, task: str | None, cron: str | None,
                      args: str, tz: str, misfire: str, url: str | None) -> Any:
-    from ..loader import load_app
+    from .loader import load_app
     from .submitting import json_object, parse_json
 
     if not task or not cron:

@@ -6,8 +6,8 @@ import importlib
 import os
 import sys
 
-from .app import App
-from .errors import ConfigError
+from ..app import App
+from ..errors import ConfigError
 
 __all__ = ["load_app"]
 
