@@ -147,3 +147,40 @@ def test_modules_of_routes_share_helpers_through_deps_not_through_each_other():
     for name in sorted(routes):
         assert graph[name] & routes == set(), name
         assert f"{SERVER}.factory" not in graph[name], f"{name} imports the factory that assembles it"
+
+
+# Which folders a folder must never import (DESIGN §14: faces -> App and the client side ->
+# tasks and the engine -> the store interface <- backends). A folder is a top-level package
+# of runwright; the modules every layer shares (runs, errors, journal, questions,
+# schedules, versions, clock, waiting, inputs) stay at the top, below all of them.
+FACES = {"server", "cli", "verify", "testing"}
+NEVER = {
+    "store": {"app", "client", "tasks", "engine", "fleet", "agents", "jobs", "observe", *FACES},
+    "fleet": {"app", "client", "tasks", "engine", "agents", "jobs", *FACES},
+    "tasks": {"app", "client", "engine", "fleet", "jobs", *FACES},
+    "engine": {"app", "client", *FACES},
+    "client": {"app", *FACES},
+    "agents": {"app", "client", *FACES},
+    "jobs": {"app", "client", *FACES},
+}
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_each_folder_imports_only_the_layers_below_it():
+    graph = _graph()
+    for folder, never in sorted(NEVER.items()):
+        crossings = sorted(f"{name} -> {target}" for name, targets in graph.items() if _folder(name) == folder
+                           for target in targets if _folder(target) in never)
+        assert crossings == [], f"{folder}/ imports a layer above it: {crossings}"
+
+
+def test_the_top_level_holds_the_public_face_and_what_every_layer_shares():
+    top = sorted(name for name, path in _modules().items()
+                 if name.count(".") == 1 and path.name != "__init__.py")
+    assert top == [f"{PACKAGE}.{name}" for name in (
+        "__main__", "app", "clock", "errors", "inputs", "journal", "questions", "resilience", "runs",
+        "schedules", "testing", "versions", "waiting")]
