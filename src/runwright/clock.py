@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "StoreClock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "OffsetClock", "StoreClock"]
 
 
 class Clock:
@@ -43,13 +43,9 @@ class Clock:
         return self._source()
 
 
-class StoreClock(Clock):
-    """A database server's clock, as one process sees it (see the module docstring).
-
-    `observe` records one reading of the server's clock; the offset is how far this
-    machine's clock is from it, assuming the reading was taken halfway through its round
-    trip (an error of at most half the round trip: milliseconds).
-    """
+class OffsetClock(Clock):
+    """This machine's clock moved by `offset_s`: a server's as measured (StoreClock), or a
+    test's that skips ahead (runwright.testing.SkippingClock)."""
 
     __slots__ = ("offset_s",)
 
@@ -59,6 +55,17 @@ class StoreClock(Clock):
 
     def __call__(self) -> float:
         return self._source() + self.offset_s
+
+
+class StoreClock(OffsetClock):
+    """A database server's clock, as one process sees it (see the module docstring).
+
+    `observe` records one reading of the server's clock; the offset is how far this
+    machine's clock is from it, assuming the reading was taken halfway through its round
+    trip (an error of at most half the round trip: milliseconds).
+    """
+
+    __slots__ = ()
 
     def judged(self, given: float | None = None) -> float | None:
         return given

@@ -26,7 +26,7 @@ from typing import Any
 
 from .app import App
 from .client.handles import RunHandle
-from .clock import Clock
+from .clock import OffsetClock
 from .engine.worker import Worker
 from .errors import ConfigError
 from .store.hub import QUEUED
@@ -37,20 +37,17 @@ __all__ = ["Env", "SkippingClock"]
 SETTLE_S = 0.02  # how long the worker may sit idle before the clock skips (real time)
 
 
-class SkippingClock(Clock):
-    """This machine's clock, plus however far a test has skipped it ahead."""
+class SkippingClock(OffsetClock):
+    """This machine's clock, plus however far a test has skipped it ahead (`skipped_s`)."""
 
-    __slots__ = ("skipped_s",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        super().__init__(time.time)
-        self.skipped_s = 0.0
-
-    def __call__(self) -> float:
-        return self._source() + self.skipped_s
+    @property
+    def skipped_s(self) -> float:
+        return self.offset_s
 
     def skip(self, seconds: float) -> None:
-        self.skipped_s += max(0.0, seconds)
+        self.offset_s += max(0.0, seconds)
 
 
 class Env:
