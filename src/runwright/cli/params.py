@@ -82,15 +82,16 @@ class Text(ParamType):
             raise refused(exc, ctx) from None
 
 
-class StoreUrl(ParamType):
-    """A store URL a command can share with other processes: not `memory://`, whose
-    database dies with the command (a run submitted there would be lost as it returns).
-    The rest of the URL is checked where the store is made, as the library's is."""
+class StoreUrl(Text):
+    """A store URL a command can share with other processes, read as any text is, and not
+    `memory://`, whose database dies with the command (a run submitted there would be lost
+    as it returns). The rest of the URL is checked where the store is made, as the
+    library's is."""
 
     name = "url"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
-        url = str(value)
+        url = super().convert(value, param, ctx)
         if url.split(":", 1)[0].strip().lower() == "memory":
             raise UsageError(f"{_what(param)}: memory:// lives inside one Python process (tests,"
                              f" notebooks); a command needs sqlite:///, postgresql:// or redis://", ctx)
