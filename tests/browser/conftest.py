@@ -18,8 +18,9 @@ import pytest
 
 import runwright as rw
 
-from ..api.test_api import OPERATOR_TOKEN, free_port
+from ..api.test_api import OPERATOR_TOKEN
 from ..conftest import BACKENDS, PG_BASE, REDIS_BASE, _drop_schema, drop_redis_namespace
+from ..ports import free_port
 from ..process import apps
 from ..process.harness import APP_SPEC, ROOT, client
 
