@@ -27,7 +27,7 @@ import runwright as rw
 from runwright.fleet.verify_ops import QUEUE_PREFIX
 
 from . import verify_fleet_app
-from .harness import ROOT, outputs, wait_until
+from .harness import ROOT, outputs, sigstop_outside_a_write, wait_until
 
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.25", "RUNWRIGHT_FLEET_STALE_S": "3", "RUNWRIGHT_FLEET_TTL_S": "8"}
 APP_SPEC = "tests.process.verify_fleet_app:app"
@@ -348,7 +348,10 @@ async def test_a_worker_stalled_across_the_end_of_a_session_takes_nothing_of_its
     app = rw.App(store_url, auto_migrate=False)
     app.tasks["hello"] = verify_fleet_app.hello
     try:
-        stalled.send_signal(signal.SIGSTOP)  # it serves the session: every ready worker took it
+        # It serves the session: every ready worker took it. Stopped outside a write: on
+        # SQLite a worker stopped inside one keeps the one write lock, and verify's end
+        # (which removes its runs) would wait on it for ever.
+        await sigstop_outside_a_write(stalled, store_url)
         try:
             proc.send_signal(signal.SIGINT)
             _, err = finish(proc)
