@@ -32,6 +32,10 @@ from . import apps
 from .harness import APP_SPEC, DEADLINE_S, ROOT, WorkerFleet, client, wait_until
 from .test_workers import all_done, all_in
 
+# Its share of the suite's PostgreSQL budget (tests/pg_budget.py): PgBouncer's
+# server pool (20) and the workers' direct sessions.
+pytestmark = pytest.mark.pg_connections(30)
+
 LEASE_S = 60.0  # long: a takeover before it lapses came from the liveness mark
 
 

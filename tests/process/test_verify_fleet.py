@@ -29,6 +29,10 @@ from runwright.fleet.verify_ops import QUEUE_PREFIX
 from . import verify_fleet_app
 from .harness import ROOT, outputs, sigstop_outside_a_write, wait_until
 
+# Three workers of 8 slots and verify, each with its pool (of 4, PG_POOL below): on
+# PostgreSQL the whole budget of connections (tests/pg_budget.py).
+pytestmark = pytest.mark.pg_connections(50)
+
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.25", "RUNWRIGHT_FLEET_STALE_S": "3", "RUNWRIGHT_FLEET_TTL_S": "8"}
 APP_SPEC = "tests.process.verify_fleet_app:app"
 SHORT = ["--runs", "200", "--kill-every", "2s", "--stall-every", "4s", "--blip-every", "3s",
@@ -37,8 +41,15 @@ WORKERS = 3
 VERIFY_WITHIN_S = 420  # a run takes under a minute; this is under pytest's 600 s with the fleet's start
 
 
+# On PostgreSQL each process of the fleet and verify keep a pool of 4 sessions, not 10: with
+# their own sessions (LISTEN, liveness, fleet bus) four processes with full pools held 61
+# connections on a loaded machine, more than the suite's budget (tests/pg_budget.py).
+PG_POOL = "pool_size=4"
+
+
 def env_of(store_url: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, **FAST, "RUNWRIGHT_URL": store_url, "RUNWRIGHT_LOG_LEVEL": "WARNING",
+    url = f"{store_url}&{PG_POOL}" if store_url.startswith("postgresql:") else store_url
+    return {**os.environ, **FAST, "RUNWRIGHT_URL": url, "RUNWRIGHT_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT), **extra}
 
 
@@ -329,6 +340,12 @@ async def ready_pid(store_url: str, pid: int) -> str | None:
         await app.close()
 
 
+# Verify's end, timed against a stopped worker's lease of 2 s: on a machine that other tests
+# load at the same time one of verify's runs was left (seen only in a parallel run). Its
+# share of the PostgreSQL budget is its own (26 measured), so that it fits beside the
+# browser module's (tests/browser/conftest.py), which an `alone` test may find held.
+@pytest.mark.alone
+@pytest.mark.pg_connections(26)
 async def test_a_worker_stalled_across_the_end_of_a_session_takes_nothing_of_its_queue(backend, store_url,
                                                                                        fleet_of):
     """A worker stopped (SIGSTOP) while the session ends wakes still serving it as far as it
