@@ -340,12 +340,6 @@ async def ready_pid(store_url: str, pid: int) -> str | None:
         await app.close()
 
 
-# Verify's end, timed against a stopped worker's lease of 2 s: on a machine that other tests
-# load at the same time one of verify's runs was left (seen only in a parallel run). Its
-# share of the PostgreSQL budget is its own (26 measured), so that it fits beside the
-# browser module's (tests/browser/conftest.py), which an `alone` test may find held.
-@pytest.mark.alone
-@pytest.mark.pg_connections(26)
 async def test_a_worker_stalled_across_the_end_of_a_session_takes_nothing_of_its_queue(backend, store_url,
                                                                                        fleet_of):
     """A worker stopped (SIGSTOP) while the session ends wakes still serving it as far as it
