@@ -38,12 +38,26 @@ PG_PROCESSES = 24
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("RUNWRIGHT_LOG_LEVEL", "WARNING")
+    config.addinivalue_line("markers", "fast: the fast tier, ./scripts/test --fast (given at collection)")
     config.addinivalue_line(
         "markers", "alone: in a parallel run, runs with no other test beside it (timing under faults that "
         "a machine loaded by other tests upsets)")
     config.addinivalue_line(
         "markers", "pg_connections(n): the most PostgreSQL connections the test holds at once: its "
         "share of the suite's budget (tests/pg_budget.py); 0 when a wider fixture holds its share")
+
+
+FAST_TIER = ("tests/unit/", "tests/conformance/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fast tier (`./scripts/test --fast`, `-m fast`): the unit tests, and the store
+    conformance scenarios on SQLite (the same scenarios run on every backend in the whole suite)."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec is not None else None
+        if item.nodeid.startswith(FAST_TIER) and backend in (None, "sqlite"):
+            item.add_marker(pytest.mark.fast)
 
 
 def pg_connections(item: pytest.Item) -> int:
