@@ -4,7 +4,8 @@ unreachable for real (connections reset, the port refusing), then back on the sa
 from __future__ import annotations
 
 import asyncio
-import socket
+
+from .ports import free_port
 
 __all__ = ["TcpProxy"]
 
@@ -12,9 +13,7 @@ __all__ = ["TcpProxy"]
 class TcpProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()  # kept across close and open (see tests/ports.py)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from contextlib import asynccontextmanager
@@ -17,18 +16,13 @@ import runwright as rw
 from runwright.store.params import RunCountParams
 
 from ..integration.conftest import running_worker
+from ..ports import free_port
 from ..process import apps
 from ..process.harness import APP_SPEC, ROOT, client, wait_until
 
 pytestmark = pytest.mark.process
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
 OPERATOR_TOKEN = "operator-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ import pytest
 
 from runwright.server.factory import MAX_BODY_BYTES
 
+from ..ports import free_port
 from ..process import apps
 from ..process.harness import APP_SPEC, ROOT, client, wait_until
-from .test_api import _healthy, free_port
+from .test_api import _healthy
 
 pytestmark = pytest.mark.process
 UPLOAD_BYTES = 64 << 20

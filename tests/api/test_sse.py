@@ -20,9 +20,10 @@ from runwright.server import Auth, create_server
 from runwright.store.params import EventListParams
 
 from ..integration.conftest import running_worker
+from ..ports import free_port
 from ..process import apps
 from ..process.harness import wait_until
-from .test_api import as_, free_port, server, worker_app  # noqa: F401 (fixtures)
+from .test_api import as_, server, worker_app  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.process
 

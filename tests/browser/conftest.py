@@ -18,8 +18,18 @@ import pytest
 
 import runwright as rw
 
-from ..api.test_api import OPERATOR_TOKEN, free_port
-from ..conftest import BACKENDS, PG_BASE, REDIS_BASE, _drop_schema, drop_redis_namespace
+from ..api.test_api import OPERATOR_TOKEN
+from ..conftest import (
+    BACKENDS,
+    PG_BASE,
+    PG_PROCESSES,
+    REDIS_BASE,
+    _drop_schema,
+    drop_redis_namespace,
+    pg_share,
+)
+from ..pg_budget import Budget
+from ..ports import free_port
 from ..process import apps
 from ..process.harness import APP_SPEC, ROOT, client
 
@@ -59,7 +69,16 @@ def store_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def server(store_url: str, ledger: Path) -> Iterator[str]:
+def pg_module_share(backend: str, pg_budget: Budget, request: pytest.FixtureRequest) -> Iterator[None]:
+    """The module's share of the PostgreSQL connection budget (tests/pg_budget.py), held as
+    long as its server: the server's sessions and each test's client App and in-process
+    worker (the tests themselves take none: pg_connections(0) in test_dashboard.py)."""
+    with pg_share(pg_budget, PG_PROCESSES if backend == "postgres" else 0, f"{request.node.nodeid} server"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def server(pg_module_share: None, store_url: str, ledger: Path) -> Iterator[str]:
     """A `runwright serve` on the module's store, with auth on; its URL."""
     asyncio.run(_migrate(store_url))  # the schema exists before the server starts
     port = free_port()

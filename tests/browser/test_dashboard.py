@@ -35,7 +35,8 @@ from ..process import apps
 from ..process.harness import ROOT, wait_until
 from .conftest import token
 
-pytestmark = pytest.mark.process
+# The module's server holds the share of the PostgreSQL budget for its tests (conftest.py).
+pytestmark = [pytest.mark.process, pytest.mark.pg_connections(0)]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

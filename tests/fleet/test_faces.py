@@ -12,7 +12,7 @@ import sys
 
 import httpx
 
-from ..api.test_api import free_port
+from ..ports import free_port
 from ..process.harness import wait_until
 from .conftest import APP_SPEC, FAST, ROOT, Processes
 from .test_processes import ready_rows

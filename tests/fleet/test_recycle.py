@@ -8,6 +8,8 @@ import asyncio
 import dataclasses
 from collections import Counter
 
+import pytest
+
 import runwright as rw
 
 from ..process.harness import wait_until
@@ -15,6 +17,8 @@ from .conftest import Processes
 from .test_processes import ready_rows
 
 
+# A pool of processes recycled under load (the most measured: 28).
+@pytest.mark.pg_connections(34)
 async def test_a_rolling_recycle_under_load_loses_no_run(client: rw.App, processes: Processes):
     processes.start("--processes", "3", "-c", "4")
     before = {r["name"]: r for r in await ready_rows(client, 3)}

@@ -9,7 +9,6 @@ SQLite file whose directory appears after the first opening failed.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 from typing import Iterator
@@ -19,13 +18,8 @@ import redis
 
 import runwright as rw
 
+from ..ports import free_port
 from ..process.harness import wait_until
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:
@@ -56,7 +50,7 @@ class RedisServer:
 
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(_free_port(), tmp_path)
+    server = RedisServer(free_port(), tmp_path)
     try:
         yield server
     finally:

@@ -32,13 +32,8 @@ from runwright.store.params import (
 )
 
 from ..conformance.helpers import T0, claim, insert, worker
+from ..ports import free_port
 from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PrivateRedis:
@@ -46,7 +41,7 @@ class PrivateRedis:
 
     def __init__(self, directory: Path, *options: str) -> None:
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.options = options  # more of redis-server's, e.g. ("--busy-reply-threshold", "50")
 

@@ -282,20 +282,21 @@ class Follower:
         self.proc.wait()
 
 
-async def sigstop_outside_a_write(worker: WorkerProcess, store_url: str) -> None:
+async def sigstop_outside_a_write(worker: WorkerProcess | subprocess.Popen[bytes], store_url: str) -> None:
     """SIGSTOP the worker. On SQLite, a process stopped inside a write transaction keeps
     the database's single write lock, and every other worker waits on it: the lease cannot
     help then (a limit of SQLite, not what the tests are about). So check that the lock is
     free, and if the stopped worker holds it, let it run on and stop it again."""
+    send = worker.signal if isinstance(worker, WorkerProcess) else worker.send_signal
     if not store_url.startswith("sqlite:"):
-        worker.signal(signal.SIGSTOP)
+        send(signal.SIGSTOP)
         return
 
     def stopped_outside_a_write() -> bool:
-        worker.signal(signal.SIGSTOP)
+        send(signal.SIGSTOP)
         if sqlite_write_lock_free(store_url):
             return True
-        worker.signal(signal.SIGCONT)  # it holds the lock: let it run on, and try again
+        send(signal.SIGCONT)  # it holds the lock: let it run on, and try again
         return False
 
     await wait_until(stopped_outside_a_write, "the worker is stopped outside a write transaction")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,9 +27,14 @@ from runwright.store import store_from_url
 from runwright.store.params import EventListParams
 
 from ..conftest import PG_BASE
+from ..ports import free_port
 from . import apps
 from .harness import APP_SPEC, DEADLINE_S, ROOT, WorkerFleet, client, wait_until
 from .test_workers import all_done, all_in
+
+# Its share of the suite's PostgreSQL budget (tests/pg_budget.py): PgBouncer's
+# server pool (20) and the workers' direct sessions.
+pytestmark = pytest.mark.pg_connections(30)
 
 LEASE_S = 60.0  # long: a takeover before it lapses came from the liveness mark
 
@@ -44,7 +48,7 @@ async def pooler() -> AsyncIterator[str]:
     # directory of its own (pytest's tmp_path is not open to other users).
     user = "postgres" if os.geteuid() == 0 else None
     directory = Path(tempfile.mkdtemp(prefix="rw-pgbouncer-"))
-    port = _free_port()
+    port = free_port()
     (directory / "users.txt").write_text(f'"{server.username}" ""\n')
     (directory / "pgbouncer.ini").write_text(f"""
 [databases]
@@ -170,9 +174,4 @@ async def _database_now() -> float:
     finally:
         await conn.close()
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 

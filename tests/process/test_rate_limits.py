@@ -49,6 +49,8 @@ def most_in_a_window(times: list[float], window_s: float) -> int:
     return max(sum(1 for t in times[i:] if t <= start + window_s) for i, start in enumerate(times))
 
 
+# Two workers and the agents' clients (the most measured: 26).
+@pytest.mark.pg_connections(34)
 async def test_two_workers_keep_a_models_rate_limit_and_park_while_they_wait(client, agents):
     server = agents.serve_model(lambda body, index: Reply(content="ok", usage=(3, 1)))
     agents.start()

@@ -254,6 +254,8 @@ def moved(op: str, state: RunState, before: tuple[Any, ...], after: tuple[Any, .
 CASES = [(backend, face) for backend in BACKENDS for face in ("library", "http")] + [("sqlite", "cli")]
 
 
+# Workers, a server and the CLI's processes on one store (the most measured: 33).
+@pytest.mark.pg_connections(40)
 @pytest.mark.parametrize(("backend", "face"), CASES, indirect=["backend"])
 async def test_every_operation_in_every_state_is_a_transition_or_a_refusal_that_changes_nothing(
         app: rw.App, fleet, store_url: str, face: str) -> None:

@@ -25,6 +25,8 @@ async def fired(app: rw.App) -> list[rw.Run]:
     return await app.store.run_list(RunListParams(task="record", limit=10_000))
 
 
+# Three workers and a rescuer (the most measured: 28).
+@pytest.mark.pg_connections(34)
 async def test_three_workers_fire_each_time_once_across_a_sigkill(app: rw.App, fleet: WorkerFleet) -> None:
     anchor = time.time()
     clock = f"{anchor}:{START}:{SPEED}"

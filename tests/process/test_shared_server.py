@@ -24,6 +24,10 @@ from ..conftest import PG_BASE
 from . import apps
 from .harness import WorkerFleet, client, wait_until
 
+# Its share of the suite's PostgreSQL budget (tests/pg_budget.py): two
+# deployments' worker processes and their clients.
+pytestmark = pytest.mark.pg_connections(30)
+
 LEASE_S = 60.0  # long: a takeover before it lapses came from the liveness mark
 
 

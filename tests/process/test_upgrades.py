@@ -35,6 +35,8 @@ async def all_done(app: rw.App, handles: list[rw.RunHandle]) -> bool:
     return all(run.done for run in await runs_of(app, handles))
 
 
+# Old and new workers side by side, each with its pool: the whole PostgreSQL budget.
+@pytest.mark.pg_connections(50)
 async def test_a_rolling_upgrade_loses_nothing_and_runs_each_run_on_its_own_major(
         app: rw.App, fleet: WorkerFleet) -> None:
     old_app, new_app = submitter(fleet.url, OLD_VERSION), submitter(fleet.url, NEW_VERSION)

@@ -69,10 +69,13 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+# Kills, stalls and blips timed in seconds against a lease of seconds: a machine that other
+# tests load at the same time upset it (an exit 1 seen only in a parallel run).
+@pytest.mark.alone
 async def test_verify_passes_under_real_faults(backend, store_url, tmp_path):
     proc = verify(store_url, *SHORT, "--json", cwd=tmp_path)
     out, err = outputs(proc, 540)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 0, (out + err)[-3000:]  # the report (--json) says what failed
     report = json.loads(out)
     assert report["ok"] and report["backend"] == backend
     assert not any(report["violations"].values()), report["violations"]

@@ -27,7 +27,11 @@ import runwright as rw
 from runwright.fleet.verify_ops import QUEUE_PREFIX
 
 from . import verify_fleet_app
-from .harness import ROOT, outputs, wait_until
+from .harness import ROOT, outputs, sigstop_outside_a_write, wait_until
+
+# Three workers of 8 slots and verify, each with its pool (of 4, PG_POOL below): on
+# PostgreSQL the whole budget of connections (tests/pg_budget.py).
+pytestmark = pytest.mark.pg_connections(50)
 
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.25", "RUNWRIGHT_FLEET_STALE_S": "3", "RUNWRIGHT_FLEET_TTL_S": "8"}
 APP_SPEC = "tests.process.verify_fleet_app:app"
@@ -37,8 +41,15 @@ WORKERS = 3
 VERIFY_WITHIN_S = 420  # a run takes under a minute; this is under pytest's 600 s with the fleet's start
 
 
+# On PostgreSQL each process of the fleet and verify keep a pool of 4 sessions, not 10: with
+# their own sessions (LISTEN, liveness, fleet bus) four processes with full pools held 61
+# connections on a loaded machine, more than the suite's budget (tests/pg_budget.py).
+PG_POOL = "pool_size=4"
+
+
 def env_of(store_url: str, **extra: str) -> dict[str, str]:
-    return {**os.environ, **FAST, "RUNWRIGHT_URL": store_url, "RUNWRIGHT_LOG_LEVEL": "WARNING",
+    url = f"{store_url}&{PG_POOL}" if store_url.startswith("postgresql:") else store_url
+    return {**os.environ, **FAST, "RUNWRIGHT_URL": url, "RUNWRIGHT_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT), **extra}
 
 
@@ -348,7 +359,10 @@ async def test_a_worker_stalled_across_the_end_of_a_session_takes_nothing_of_its
     app = rw.App(store_url, auto_migrate=False)
     app.tasks["hello"] = verify_fleet_app.hello
     try:
-        stalled.send_signal(signal.SIGSTOP)  # it serves the session: every ready worker took it
+        # It serves the session: every ready worker took it. Stopped outside a write: on
+        # SQLite a worker stopped inside one keeps the one write lock, and verify's end
+        # (which removes its runs) would wait on it for ever.
+        await sigstop_outside_a_write(stalled, store_url)
         try:
             proc.send_signal(signal.SIGINT)
             _, err = finish(proc)

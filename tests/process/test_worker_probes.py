@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -15,27 +14,11 @@ import pytest
 import runwright as rw
 from runwright.runs import RunState
 
+from ..ports import free_ports
 from . import apps
 from .harness import APP_SPEC, ROOT, WorkerFleet, owner_pid, sigstop_outside_a_write, wait_until
 
 pytestmark = pytest.mark.process
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> int:
-    """The first of `count` consecutive free ports."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind((host, 0))
-            first = sock.getsockname()[1]
-        if first + count > 65535:
-            continue
-        try:
-            for port in range(first, first + count):
-                with socket.socket() as sock:
-                    sock.bind((host, port))
-        except OSError:
-            continue
-        return first
 
 
 async def get(url: str) -> httpx.Response | None:

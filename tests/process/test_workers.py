@@ -52,6 +52,8 @@ async def all_done(app: rw.App, handles: list[rw.RunHandle]) -> list[Run] | None
 ROUNDS, RUNS_PER_ROUND, WORKERS, CONCURRENCY = 10, 1000, 5, 30
 
 
+# Five workers of 30 slots, each with a full pool under load: the whole PostgreSQL budget.
+@pytest.mark.pg_connections(50)
 async def test_every_run_executes_exactly_once(app: rw.App, fleet: WorkerFleet) -> None:
     """10 rounds of 1000 runs and 5 worker processes: no run is executed twice and none is
     missed. Each round submits first and then starts 5 fresh workers at once, so they all
