@@ -28,6 +28,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from runwright.store.liveness import pid_alive  # a zombie holds no share either
+
 __all__ = ["Budget", "BudgetExhausted", "DEFAULT_BUDGET"]
 
 DEFAULT_BUDGET = 50
@@ -37,16 +39,6 @@ POLL_S = 0.05
 
 class BudgetExhausted(Exception):
     """A test could not have its share of the connection budget in time."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -69,7 +61,7 @@ class Budget:
         state.setdefault("waiting", [])
         # A process that died (a worker killed by a crash) gives its shares back.
         for key in ("held", "waiting"):
-            state[key] = [entry for entry in state[key] if _alive(int(str(entry["pid"])))]
+            state[key] = [entry for entry in state[key] if pid_alive(int(str(entry["pid"])))]
         return state
 
     def _write(self, state: dict[str, list[dict[str, object]]]) -> None:

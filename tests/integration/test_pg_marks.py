@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from typing import AsyncIterator
 
 import asyncpg
 import pytest
@@ -24,29 +22,16 @@ MAX_CUTS = 400  # a few percent of cuts at least meet it
 RETAKEN_WITHIN_S = 5.0  # far past a retake (ms), far short of a heartbeat left to come
 
 
-@pytest.fixture
-async def store() -> AsyncIterator[PostgresStore]:
-    schema = f"rw_test_{uuid.uuid4().hex[:12]}"
-    made = PostgresStore(PG_BASE, PG_BASE, schema)
-    await made.open()
-    await made.migrate()
-    try:
-        yield made
-    finally:
-        await made.close()
-        admin = await asyncpg.connect(PG_BASE)
-        await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        await admin.close()
-
-
 async def _mark_pid(admin: asyncpg.Connection, store: PostgresStore, worker_id: int) -> int | None:
     return await admin.fetchval(
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
         " AND objid::bigint = $2 AND objsubid = 2 AND granted", store.lock_namespace, worker_id)
 
 
+@pytest.mark.parametrize("backend", ["postgres"])  # the shared store fixture, on PostgreSQL alone
 async def test_a_mark_cut_under_a_heartbeat_is_taken_again_without_another_heartbeat(
         store: PostgresStore) -> None:
+    assert isinstance(store, PostgresStore)
     worker_id = await store.worker_register(WorkerRegisterParams(
         host="h", pid=1, queues=["default"], tasks=["t"], version="v"))
     admin = await asyncpg.connect(PG_BASE)

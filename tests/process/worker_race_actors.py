@@ -43,19 +43,9 @@ from runwright.store.params import (
     WorkerRegisterParams,
 )
 
-START_DEADLINE_S = 120.0  # only so that a lost start signal ends the actor
+from .race_actors import _until_exists  # the one start signal every race actor waits on
+
 QUEUE = "racing"
-
-
-async def _until_exists(path: str) -> None:
-    """Say this actor is ready (a file beside GO), then wait for GO."""
-    with open(f"{path}.ready.{os.getpid()}", "w"):
-        pass
-    deadline = time.monotonic() + START_DEADLINE_S
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"no start signal at {path}")
-        await asyncio.sleep(0.005)
 
 
 async def sweep(store: Any, go: str, stop: str, _arg: str) -> dict[str, Any]:
