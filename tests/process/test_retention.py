@@ -35,7 +35,8 @@ async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it
         await app.get(handle.id)
     with pytest.raises(rw.RunNotFound):  # an id that never was a run is not "expired"
         await app.get(handle.id + 10**9)
-    assert "retention pass" in first.log()
+    # the pass logs once it has ended, which can be after the run is gone
+    await wait_until(lambda: "retention pass" in first.log(), "the sweeper logs its pass")
 
     first.signal(signal.SIGKILL)
     await first.wait_exit()
@@ -44,7 +45,8 @@ async def test_a_sweeping_worker_removes_old_runs_and_another_takes_over_when_it
     assert (await later.result(timeout_s=60)) == 2
     await second.wait_started()  # a start can outlast the wait below on a loaded machine
     await wait_until(lambda: _gone(app, later.id), "the next sweeper reclaims it once the lease lapsed")
-    assert "retention pass" in second.log() and "retention pass" not in kept.log()
+    await wait_until(lambda: "retention pass" in second.log(), "the next sweeper logs its pass")
+    assert "retention pass" not in kept.log()
     open_run = await app.submit(apps.record, n=3, delay_s=3600)
     assert (await app.get(open_run.id)).state is rw.RunState.QUEUED, "an open run is never reclaimed"
 
