@@ -111,7 +111,7 @@ class VerifyOps:
             self._later(self._stall(float(stall_s)))
             return {"kind": kind, "stall_s": stall_s}
         if kind == "blip":
-            if getattr(self.store, "sessions_cut", None) is None:
+            if not self.store.has_sessions:
                 raise RuntimeError("SQLite has no database sessions to cut")
             self._later(self._blip())
             return {"kind": kind}
@@ -134,7 +134,7 @@ class VerifyOps:
 
     async def _blip(self) -> None:
         await asyncio.sleep(DEFER_S)
-        cut = await self.store.sessions_cut()  # type: ignore[attr-defined]
+        cut = await self.store.sessions_cut()
         event(WARNING, "verify fault: own database sessions cut", sessions=cut)
 
 
