@@ -378,13 +378,13 @@ class Worker:
     # -- claiming -------------------------------------------------------------------
 
     def _claimable(self) -> list[str]:
-        """This worker's queues but those paused fleet-wide, and those a verify session
-        asked it to serve for a while (`runwright verify --fleet`)."""
+        """This worker's queues but those paused fleet-wide, and the extra ones an op
+        asked it to serve for a while (`Member.serve_extra`)."""
         if self.member is None:
             return list(self.config.queues)
         paused = self.member.paused
         mine = [queue for queue in self.config.queues if queue not in paused]
-        return mine + [queue for queue in self.member.serving() if queue not in mine]
+        return mine + [queue for queue in self.member.extra_queues() if queue not in mine]
 
     @property
     def _fleet_root(self) -> str | None:

@@ -85,12 +85,12 @@ class VerifyOps:
             pass  # as last read: the store's claim skips a paused queue anyway
         if queue in member.paused:
             raise RuntimeError(f"verify session {queue} has ended (its queue is paused)")
-        member.served[queue] = time.monotonic() + float(for_s)
+        member.serve_extra(queue, float(for_s))
         return {"queue": queue, "faults": self.faults, "lease_s": member.lease_s, "pid": os.getpid()}
 
     def release(self, payload: dict[str, Any]) -> dict[str, Any]:
         member = self._worker()
-        return {"released": member.served.pop(_queue(payload), None) is not None}
+        return {"released": member.stop_extra(_queue(payload))}
 
     def fault(self, payload: dict[str, Any]) -> dict[str, Any]:
         member = self._worker()
@@ -98,7 +98,7 @@ class VerifyOps:
             raise PermissionError(f"this worker does not obey verify's faults (start it with "
                                   f"--allow-verify-faults, or {FAULTS_ENV}=1)")
         queue, kind = _queue(payload), payload.get("kind")
-        if queue not in member.serving():
+        if queue not in member.extra_queues():
             raise RuntimeError(f"this worker does not serve {queue}: it takes no fault of it")
         if kind == "die":
             event(WARNING, "verify fault: dying (SIGKILL)", queue=queue)
