@@ -56,6 +56,7 @@ class Fleet:
         }
         self.verify_ops = VerifyOps(store, lambda: self.member)
         self._handlers.update(self.verify_ops.handlers())
+        self._reserved = set(BUILTIN_OPS)  # the ops `on` refuses to (re)declare
         self._resyncs: list[Resync] = []
         self._transport: Transport | None = None
         self._opening = asyncio.Lock()
@@ -67,15 +68,21 @@ class Fleet:
 
     # -- declaring ------------------------------------------------------------------
 
-    def on(self, op: str) -> Callable[[Handler], Handler]:
+    def on(self, op: str, *, reserve: bool = False) -> Callable[[Handler], Handler]:
         """`@app.on_fleet("reload-config")`: `fn(payload) -> detail` (sync or async) runs in
-        every ready process that receives the op; raising reports `failed` with its error."""
-        if not isinstance(op, str) or not op or op in BUILTIN_OPS:
+        every ready process that receives the op; raising reports `failed` with its error.
+        `reserve=True`: once registered, `op` is refused to any later declaration, as a
+        built-in op is (a part with ops of its own, such as verify's, keeps them so)."""
+        if not isinstance(op, str) or not op or op in self._reserved:
             raise InvalidInput(f"a fleet op is a non-empty name other than the built-in "
-                               f"{', '.join(BUILTIN_OPS)}; got {op!r}")
+                               f"{', '.join(sorted(self._reserved))}; got {op!r}")
 
         def register(fn: Handler) -> Handler:
+            if op in self._reserved:  # reserved between this decorator and its use
+                raise InvalidInput(f"fleet op {op!r} is reserved")
             self._handlers[op] = fn
+            if reserve:
+                self._reserved.add(op)
             return fn
 
         return register
