@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 from .. import inputs
 from ..clock import Clock
 from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
-from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..observe import spans as telemetry
 from ..observe.logs import event
 from ..resilience import is_store_failure, jittered, store_call
@@ -248,7 +247,6 @@ class Worker:
             self.member = await self._join_fleet()  # the boot rules refuse a bad shape here
             self.member.on_recycle = self.stop
             self.member.lease_s = self.config.lease_s
-            self.member.runs_verify = set(VERIFY_TASKS) <= set(self._tasks)
         try:
             await self._boot_and_work(ready)
         except BaseException:

@@ -57,7 +57,6 @@ class Member:
         self._extra: dict[str, float] = {}
         # What the worker says of itself, for an op that needs it: its lease.
         self.lease_s = 0.0
-        self.runs_verify = False
         # What a `recycle` op does here (a worker: its graceful stop); None: not recyclable.
         self.on_recycle: Callable[[], None] | None = None
         self._handlers = handlers
