@@ -33,6 +33,7 @@ from .tasks.limits import Limits
 from .tasks.registry import Registry
 from .tasks.serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .tasks.specs import TaskSpec
+from .verify.hooks import register as register_verify
 from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ class App(RunScope):
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
     `runwright migrate`; a SQLite file that does not exist is then refused, not created).
     A newer schema than this code knows is refused either way.
-    The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
+    The built-in job types (`webhook`, `llm`, `chain`), and the workload `runwright verify
+    --fleet` runs on the app's workers, are registered unless `builtin_jobs=False`.
     `clock` defaults to the store's. `version` is the app's semantic version (defaults to
     "0.0.0"); its major names the fleet its processes join: two majors are two fleets.
     """
@@ -81,6 +83,9 @@ class App(RunScope):
         self.cache = self.fleet.cache
         if builtin_jobs:
             register_builtin_jobs(self.registry)
+        # Verify's fleet ops in every App, its workload with the built-in jobs: through the
+        # hooks a user has, so the engine and the fleet know nothing of it.
+        register_verify(self.registry, self.fleet, workload=builtin_jobs)
 
     def __repr__(self) -> str:
         return f"<App {self.url} tasks={sorted(self.tasks)}>"

@@ -3,8 +3,8 @@
 It owns the transport (opened on first use, on the App's store), routes what comes off
 the bus (replies to the broadcast waiting for them, ops to this process's member), and
 holds the handlers: the user's (`@app.on_fleet("reload-config")`) and the built-in
-`ping`, `evict-cache`, `pause-queue`, `resume-queue`, `recycle` and verify's
-(`verify_ops`: a worker serving a `runwright verify --fleet` session, its faults).
+`ping`, `evict-cache`, `pause-queue`, `resume-queue` and `recycle`. A part of runwright
+with ops of its own registers them as a user does (`on`, with `reserve=True`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from .recycle import RecycleReport, roll
 from .settings import FleetSettings
 from .transport import Transport, encode
 from .transports import transport_for
-from .verify_ops import VERIFY_OPS, VerifyOps
 
 __all__ = ["BUILTIN_OPS", "Fleet"]
 
-BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue", *VERIFY_OPS)
+BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue")
 Resync = Callable[[], Awaitable[None]]
 
 
@@ -54,8 +53,7 @@ class Fleet:
             "resume-queue": self._queue_changed,
             "recycle": lambda _payload: {"drain_s": self.member.drain_s if self.member else 0},
         }
-        self.verify_ops = VerifyOps(store, lambda: self.member)
-        self._handlers.update(self.verify_ops.handlers())
+        self._reserved = set(BUILTIN_OPS)  # the ops `on` refuses to (re)declare
         self._resyncs: list[Resync] = []
         self._transport: Transport | None = None
         self._opening = asyncio.Lock()
@@ -67,15 +65,21 @@ class Fleet:
 
     # -- declaring ------------------------------------------------------------------
 
-    def on(self, op: str) -> Callable[[Handler], Handler]:
+    def on(self, op: str, *, reserve: bool = False) -> Callable[[Handler], Handler]:
         """`@app.on_fleet("reload-config")`: `fn(payload) -> detail` (sync or async) runs in
-        every ready process that receives the op; raising reports `failed` with its error."""
-        if not isinstance(op, str) or not op or op in BUILTIN_OPS:
+        every ready process that receives the op; raising reports `failed` with its error.
+        `reserve=True`: once registered, `op` is refused to any later declaration, as a
+        built-in op is (a part of runwright with ops of its own keeps them so)."""
+        if not isinstance(op, str) or not op or op in self._reserved:
             raise InvalidInput(f"a fleet op is a non-empty name other than the built-in "
-                               f"{', '.join(BUILTIN_OPS)}; got {op!r}")
+                               f"{', '.join(sorted(self._reserved))}; got {op!r}")
 
         def register(fn: Handler) -> Handler:
+            if op in self._reserved:  # reserved between this decorator and its use
+                raise InvalidInput(f"fleet op {op!r} is reserved")
             self._handlers[op] = fn
+            if reserve:
+                self._reserved.add(op)
             return fn
 
         return register

@@ -51,13 +51,12 @@ class Member:
         # worker leaves them out of its claims, and the store's claim skips them anyway.
         self.paused: set[str] = set()
         self._read_paused = read_paused
-        # Queues served while told to (`verify-serve`, see fleet.verify_ops): each until its
-        # deadline on this process's monotonic clock, so a verify that died stops them.
-        self.served: dict[str, float] = {}
-        # What the worker says of itself, for verify's ops: its lease, and whether its app
-        # registers verify's workload (the built-in jobs).
+        # Queues a worker serves besides its own while an op asks it to (`serve_extra`):
+        # each until its deadline on this process's monotonic clock, so that an asker that
+        # died, and renews no more, stops being served.
+        self._extra: dict[str, float] = {}
+        # What the worker says of itself, for an op that needs it: its lease.
         self.lease_s = 0.0
-        self.runs_verify = False
         # What a `recycle` op does here (a worker: its graceful stop); None: not recyclable.
         self.on_recycle: Callable[[], None] | None = None
         self._handlers = handlers
@@ -70,13 +69,23 @@ class Member:
         self._host, self._pid = this_machine(), os.getpid()
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
 
-    def serving(self) -> list[str]:
-        """The queues served for verify sessions now (those past their deadline dropped,
-        and an ended session's: its queue is paused)."""
+    def serve_extra(self, queue: str, for_s: float) -> None:
+        """Serve `queue` besides the worker's own for `for_s` seconds from now (again:
+        the deadline moves on)."""
+        self._extra[queue] = time.monotonic() + for_s
+
+    def stop_extra(self, queue: str) -> bool:
+        """Serve `queue` no more (if it was an extra one): whether it was."""
+        return self._extra.pop(queue, None) is not None
+
+    def extra_queues(self) -> list[str]:
+        """The extra queues served now: those past their deadline are dropped, and so is
+        a paused one (pausing it is how its asker ends it for good, however stale the
+        worker that serves it)."""
         now = time.monotonic()
-        for queue in [q for q, until in self.served.items() if until <= now or q in self.paused]:
-            del self.served[queue]
-        return sorted(self.served)
+        for queue in [q for q, until in self._extra.items() if until <= now or q in self.paused]:
+            del self._extra[queue]
+        return sorted(self._extra)
 
     @property
     def name(self) -> str | None:

@@ -81,6 +81,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "SchemaStore",
+    "SessionStore",
     "Store",
     "ThreadStore",
     "WorkerStore",
@@ -109,6 +110,19 @@ class SchemaStore(Protocol):
 
     async def require_schema(self) -> None:
         """SchemaError unless the schema is exactly the one this code knows."""
+
+
+class SessionStore(Protocol):
+    """This process's own sessions on the database server, which a fault can cut."""
+
+    # Whether this process holds sessions on a server that `sessions_cut` terminates:
+    # False for an embedded store (SQLite, memory), which has none.
+    has_sessions: bool
+
+    async def sessions_cut(self) -> int:
+        """Terminate this process's own sessions on the server, its fleet bus's too, as a
+        cut network would (the store reconnects as after any blip): how many were cut.
+        Others' sessions are left alone. A store without sessions cuts none: 0."""
 
 
 class Notifications(Protocol):
@@ -341,6 +355,6 @@ class LimitStore(Protocol):
         is paid off by the refill (0.0 when it leaves none)."""
 
 
-class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
+class Store(SchemaStore, SessionStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
             RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, Protocol):
     """What every backend provides."""

@@ -122,6 +122,7 @@ class PostgresStore(SqlStore):
     migrations = MIGRATIONS
     whole_schema = WHOLE_SCHEMA
     schema_version_known = MIGRATIONS[-1].version
+    has_sessions = True  # named `runwright:<schema>:<pid>` (see sessions_cut)
     get_by_key = sql.GET_BY_KEY
     forget_keys = sql.FORGET_KEYS
 

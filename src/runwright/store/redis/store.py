@@ -204,6 +204,7 @@ class RedisStore:
 
     schema_version_known = SCHEMA_VERSION
     ended_keep = ENDED_KEEP  # read when the scripts are loaded, at open()
+    has_sessions = True  # clients named `runwright:<namespace>:<pid>` (see sessions_cut)
     # Redis runs one script at a time, and a claim's script costs about 17 µs a run: a
     # claim of 500 held the server 8 ms, while the other workers' finishes and claims
     # waited. Two workers of 500 slots drained 28.9k runs/s, against 34.4k at 64 slots;

@@ -170,6 +170,7 @@ class SqliteStore(SqlStore):
     migrations = MIGRATIONS
     whole_schema = WHOLE_SCHEMA
     schema_version_known = MIGRATIONS[-1].version
+    has_sessions = False  # embedded: no server, no session to cut
 
     def __init__(self, url: str, path: str, *, synchronous: str = "NORMAL",
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -223,6 +224,10 @@ class SqliteStore(SqlStore):
             self._poller = None
         for thread in (self._hot, self._shared):
             await thread.stop()
+
+    async def sessions_cut(self) -> int:
+        """None to cut: the database is a file this process opens itself."""
+        return 0
 
     @asynccontextmanager
     async def between_transactions(self) -> AsyncIterator[None]:
