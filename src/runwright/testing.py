@@ -263,6 +263,10 @@ class ScriptedModel(Model):
     (its reply is journaled). The tool calls of reply n have ids `call_<n>_<i>`."""
 
     def __init__(self, *replies: Reply, spec: str = "scripted:model") -> None:
+        for number, scripted in enumerate(replies, 1):
+            if not _is_reply(scripted):
+                raise ConfigError(f"ScriptedModel: reply {number} of the script is {scripted!r}; "
+                                  f"a reply is a string, a call(...) or a list of calls")
         self.spec = spec
         self.replies: list[Reply] = list(replies)
         self.requests: list[ModelRequest] = []
@@ -298,15 +302,19 @@ class ScriptedModel(Model):
                 await on_tokens(scripted)
         else:
             calls = [scripted] if isinstance(scripted, Call) else list(scripted)
-            if not calls or not all(isinstance(c, Call) for c in calls):
-                raise ConfigError(f"{self.spec}: reply {number} of the script is {scripted!r}; "
-                                  f"a reply is a string, a call(...) or a list of calls")
             message["tool_calls"] = [
                 {"id": f"call_{number}_{i}", "type": "function",
                  "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
                 for i, c in enumerate(calls)]
         return {"message": message, "usage": {"prompt_tokens": 0, "completion_tokens": 0},
                 "cost_usd": 0.0, "priced": False, "model": self.spec}
+
+
+def _is_reply(scripted: object) -> bool:
+    if isinstance(scripted, (str, Call)):
+        return True
+    return (isinstance(scripted, (list, tuple)) and bool(scripted)
+            and all(isinstance(c, Call) for c in scripted))
 
 
 def _describe_last(messages: list[dict[str, Any]]) -> str:
