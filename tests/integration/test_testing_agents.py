@@ -5,7 +5,9 @@ calls, steps and events back; a durable wait between turns takes no wall time.""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +156,22 @@ def test_a_script_with_something_other_than_a_reply_is_refused_at_once():
         ScriptedModel("hello", 42)  # type: ignore[arg-type]
     with pytest.raises(rw.ConfigError, match="reply 1"):
         ScriptedModel([])
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_examples_of_runwright_testing() -> list[str]:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return [block for block in blocks if "from runwright.testing import" in block]
+
+
+async def test_the_readmes_examples_of_runwright_testing_run_and_pass():
+    examples = _readme_examples_of_runwright_testing()
+    assert len(examples) == 2  # the task's and the agent's
+    for example in examples:
+        namespace: dict = {"__name__": "readme_example"}
+        exec(compile(example, str(README), "exec"), namespace)  # noqa: S102 (our own README)
+        tests = [value for name, value in namespace.items() if name.startswith("test_")]
+        assert len(tests) == 1
+        await tests[0]()
