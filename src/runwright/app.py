@@ -37,7 +37,7 @@ from .verify.hooks import register as register_verify
 from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:
-    from .agents.models import ModelClient
+    from .agents.models import Model
     from .agents.tools import ToolSpec
     from .engine.worker import Worker
     from .fleet import Member
@@ -109,7 +109,7 @@ class App(RunScope):
     def max_payload_bytes(self) -> int:
         return self.runtime.limits.max_payload_bytes
 
-    def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
+    def agent(self, name: str, *, model: str | Model, tools: Sequence[ToolSpec | str] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,
               prices: Mapping[str, Any] | None = None, snapshot_every: int = 20,
               **task_options: Any) -> TaskSpec:
@@ -117,7 +117,8 @@ class App(RunScope):
         -> model call, each journaled, until the model answers without tool calls or a
         bound is hit. Submit it like any task; `budget=` bounds cost, time and turns.
         Every `snapshot_every` turns it saves its conversation, so a resume replays only
-        the turns since."""
+        the turns since. `model`: "provider:model", or any `agents.models.Model` (in tests,
+        `runwright.testing.ScriptedModel`)."""
         return define_agent(self.registry, name, model=model, tools=tools, instructions=instructions,
                             max_turns=max_turns, stream=stream, prices=prices,
                             snapshot_every=snapshot_every, **task_options)
