@@ -196,4 +196,4 @@ def test_the_top_level_holds_the_public_face_and_what_every_layer_shares():
                  if name.count(".") == 1 and path.name != "__init__.py")
     assert top == [f"{PACKAGE}.{name}" for name in (
         "__main__", "app", "clock", "errors", "inputs", "journal", "questions", "resilience", "runs",
-        "schedules", "testing", "versions", "waiting")]
+        "schedules", "versions", "waiting")]

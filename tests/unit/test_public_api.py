@@ -61,7 +61,9 @@ def test_every_public_name_is_exported_and_only_public_names_are():
 def test_runwright_testing_exports_the_classes_and_functions_it_defines_and_has_what_it_exports():
     assert testing.__all__ == sorted(testing.__all__)
     defined = {name for name, value in vars(testing).items() if not name.startswith("_")
-               and isinstance(value, (type, types.FunctionType)) and value.__module__ == testing.__name__}
+               and isinstance(value, (type, types.FunctionType))
+               and value.__module__.startswith(f"{testing.__name__}.")}  # defined in the package
+    assert defined, "the package re-exports what its modules define"
     assert defined <= set(testing.__all__), sorted(defined - set(testing.__all__))
     for name in testing.__all__:
         assert hasattr(testing, name), f"runwright.testing.__all__ names {name}, which it lacks"
