@@ -141,7 +141,7 @@ async def test_a_life_that_stops_heartbeating_reads_stale_then_ends(make_app):
     assert [(r.name, r.outcome) for r in report] == [("worker-1", Outcome.APPLIED),
                                                      ("worker-2", Outcome.STALE)]
     await wait_until(lambda: _absent(watcher, "worker-2"), "worker-2's TTL passes")
-    assert not await member.transport.presence_refresh(old, member._writing())  # noqa: SLF001
+    assert not await member.bus.presence_refresh(old, member._writing())  # noqa: SLF001
     # Away longer than the TTL: the life ended; the next heartbeat begins a new one.
     await member._beat_once()  # noqa: SLF001
     assert (member.life.name, member.life.generation) == ("worker-2", old.generation + 1)
