@@ -35,10 +35,6 @@ __all__ = ["MAX_MESSAGE_BYTES", "Bus", "Census", "Deliver", "Hearing", "Life", "
 # works on one works on all.
 MAX_MESSAGE_BYTES = 7900
 
-Deliver = Callable[[dict[str, Any]], None]
-# Told False when the subscription dropped (messages sent meanwhile are lost) and True
-# when it is taken again: the process resyncs in between, reading `resyncing`.
-
 
 class State(StrEnum):
     """What a process writes about itself."""
@@ -99,6 +95,11 @@ class Census:
 
     def holder(self, kind: str, ordinal: int) -> Presence | None:
         return next((r for r in self.live() if r.kind == kind and r.ordinal == ordinal), None)
+
+
+Deliver = Callable[[dict[str, Any]], None]
+# Told False when the subscription dropped (messages sent meanwhile are lost) and True
+# when it is taken again: the process resyncs in between, reading `resyncing`.
 Hearing = Callable[[bool], None]
 
 
