@@ -191,6 +191,24 @@ def test_verify_is_reached_only_by_the_app_which_registers_it_and_by_its_command
     assert importers[f"{PACKAGE}.app"] == [f"{PACKAGE}.verify.hooks"]
 
 
+# The backends' folders under store/ (store.urls picks one from the URL; sql/ is what the
+# two SQL backends share).
+BACKEND_FOLDERS = ("postgres", "redis", "sqlite", "memory", "sql")
+
+
+def test_the_fleet_reaches_its_bus_through_the_store_interface_never_a_backend():
+    """The fleet asks `store.bus(root)` and speaks to `store.bus.Bus`: it never imports a
+    backend's folder (a backend's bus is the backend's, chosen by the store itself)."""
+    graph = _graph()
+    assert "runwright.fleet.fleet" in graph
+    crossings = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                       if name == "runwright.fleet" or name.startswith("runwright.fleet.")
+                       for target in targets for backend in BACKEND_FOLDERS
+                       if target == f"runwright.store.{backend}"
+                       or target.startswith(f"runwright.store.{backend}."))
+    assert crossings == [], f"fleet/ imports a backend: {crossings}"
+
+
 def test_the_top_level_holds_the_public_face_and_what_every_layer_shares():
     top = sorted(name for name, path in _modules().items()
                  if name.count(".") == 1 and path.name != "__init__.py")

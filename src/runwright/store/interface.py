@@ -15,6 +15,7 @@ from ..journal import Event, StepRecord, ThreadEvent
 from ..questions import Question
 from ..runs import Run
 from ..schedules import Schedule
+from .bus import Bus
 from .hub import Hub
 from .params import (
     BucketTakeParams,
@@ -72,6 +73,7 @@ from .params import (
 )
 
 __all__ = [
+    "BusStore",
     "JournalStore",
     "LimitStore",
     "Notifications",
@@ -355,6 +357,15 @@ class LimitStore(Protocol):
         is paid off by the refill (0.0 when it leaves none)."""
 
 
+class BusStore(Protocol):
+    def bus(self, root: str) -> Bus:
+        """A new bus for the fleet root `root` (`{namespace}:v{major}`), closed until its
+        `open()`: it opens connections of its own (a LISTEN session, a pub/sub connection,
+        a polling SQLite connection), so the fleet never competes with runs for the
+        store's pool. Its rows and messages are this store's, under `root`. A backend
+        imports its bus when asked: a worker on PostgreSQL never loads redis-py."""
+
+
 class Store(SchemaStore, SessionStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, Protocol):
+            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, BusStore, Protocol):
     """What every backend provides."""

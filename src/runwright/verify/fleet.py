@@ -43,6 +43,7 @@ from ..app import App
 from ..errors import InvalidTransition, StoreError
 from ..fleet import Outcome as Reply
 from ..fleet import ReportRow, State
+from ..fleet.presence import reads_as
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.liveness import this_machine
 from ..store.params import (
@@ -432,7 +433,7 @@ class FleetInjector:
             stale_s = self.app.fleet.settings.stale_s
             for row in census.live():
                 if row.kind == "worker" and row.pid not in known | self._replacements \
-                        and row.host == member.host and census.reads_as(row, stale_s) == State.READY:
+                        and row.host == member.host and reads_as(census, row, stale_s) == State.READY:
                     self.roster.pids.add(row.pid)
                     self._replacements.add(row.pid)
                     self.counts["kills"] += 1

@@ -32,6 +32,7 @@ from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
 from .. import rules
+from ..bus import Bus
 from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, Hub, done_topic, events_topic
 from ..liveness import Unmarked, gone_here
 from ..migrations import Migration, load_migrations, load_schema
@@ -244,6 +245,13 @@ class PostgresStore(SqlStore):
                 self.session_name, f"runwright-fleet:{os.getpid()}:") or 0)
         finally:
             await conn.close()
+
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus on this schema: LISTEN/NOTIFY and `fleet_slots`, on connections
+        of its own to the session URL (the `direct=` one behind a transaction pooler)."""
+        from .bus import PostgresBus
+
+        return PostgresBus(self.direct_dsn, self.schema, root)
 
     async def close(self) -> None:
         if self._listener is not None:

@@ -84,6 +84,7 @@ from ...runs import Run, RunState
 from ...schedules import Schedule
 from ...waiting import halt
 from .. import rules
+from ..bus import Bus
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import Unmarked
 from ..params import (
@@ -221,7 +222,6 @@ class RedisStore:
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url
-        self.client_url = client_url  # for other users of this Redis (the fleet's transport)
         self._redis: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._listener: Listener | None = None
@@ -290,6 +290,13 @@ class RedisStore:
         except BaseException:
             await self.close()
             raise
+
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus in this namespace: pub/sub and a hash per life, on a client of
+        its own."""
+        from .bus import RedisBus
+
+        return RedisBus(self._client_url, self.prefix, root)
 
     async def close(self) -> None:
         self._closing = True

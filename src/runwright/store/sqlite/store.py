@@ -29,6 +29,7 @@ from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
 from .. import rules
+from ..bus import Bus
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import gone_here
 from ..migrations import Migration, load_migrations, load_schema
@@ -217,6 +218,13 @@ class SqliteStore(SqlStore):
             await self.close()  # a later open starts afresh
             raise StoreUnreachable(f"sqlite: cannot open {self.path}: {exc}") from exc
         await self._check_schema_known()
+
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus in this file: `fleet_slots` and a polled `fleet_messages`, on a
+        connection of its own."""
+        from .bus import SqliteBus
+
+        return SqliteBus(self.path, root)
 
     async def close(self) -> None:
         if self._poller is not None:
