@@ -33,10 +33,11 @@ from .tasks.limits import Limits
 from .tasks.registry import Registry
 from .tasks.serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .tasks.specs import TaskSpec
+from .verify.hooks import register as register_verify
 from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:
-    from .agents.models import ModelClient
+    from .agents.models import Model
     from .agents.tools import ToolSpec
     from .engine.worker import Worker
     from .fleet import Member
@@ -51,7 +52,8 @@ class App(RunScope):
     first use, and creates or upgrades the schema unless `auto_migrate=False` (then run
     `runwright migrate`; a SQLite file that does not exist is then refused, not created).
     A newer schema than this code knows is refused either way.
-    The built-in job types (`webhook`, `llm`, `chain`) are registered unless `builtin_jobs=False`.
+    The built-in job types (`webhook`, `llm`, `chain`), and the workload `runwright verify
+    --fleet` runs on the app's workers, are registered unless `builtin_jobs=False`.
     `clock` defaults to the store's. `version` is the app's semantic version (defaults to
     "0.0.0"); its major names the fleet its processes join: two majors are two fleets.
     """
@@ -81,6 +83,9 @@ class App(RunScope):
         self.cache = self.fleet.cache
         if builtin_jobs:
             register_builtin_jobs(self.registry)
+        # Verify's fleet ops in every App, its workload with the built-in jobs: through the
+        # hooks a user has, so the engine and the fleet know nothing of it.
+        register_verify(self.registry, self.fleet, workload=builtin_jobs)
 
     def __repr__(self) -> str:
         return f"<App {self.url} tasks={sorted(self.tasks)}>"
@@ -104,7 +109,7 @@ class App(RunScope):
     def max_payload_bytes(self) -> int:
         return self.runtime.limits.max_payload_bytes
 
-    def agent(self, name: str, *, model: str | ModelClient, tools: Sequence[ToolSpec | str] = (),
+    def agent(self, name: str, *, model: str | Model, tools: Sequence[ToolSpec | str] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,
               prices: Mapping[str, Any] | None = None, snapshot_every: int = 20,
               **task_options: Any) -> TaskSpec:
@@ -112,7 +117,8 @@ class App(RunScope):
         -> model call, each journaled, until the model answers without tool calls or a
         bound is hit. Submit it like any task; `budget=` bounds cost, time and turns.
         Every `snapshot_every` turns it saves its conversation, so a resume replays only
-        the turns since."""
+        the turns since. `model`: "provider:model", or any `agents.models.Model` (in tests,
+        `runwright.testing.ScriptedModel`)."""
         return define_agent(self.registry, name, model=model, tools=tools, instructions=instructions,
                             max_turns=max_turns, stream=stream, prices=prices,
                             snapshot_every=snapshot_every, **task_options)

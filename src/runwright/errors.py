@@ -35,9 +35,10 @@
         ├── NonDeterminismError     replay met another step than the journal holds
         ├── BudgetExceeded          a run's budget ran out (cost, deadline, turns)
         ├── ModelError              agents.models: the provider refused the request (a 4xx but 429)
+        ├── ScriptExhausted         testing: an agent asked a ScriptedModel for more replies than scripted
         └── WebhookRefused          jobs.webhook: a call that must not be made, or a final answer
 
-The errors of `agents.models` and `jobs.webhook` live beside the code that raises them;
+The errors of `agents.models`, `jobs.webhook` and `testing` live beside the code that raises them;
 they are drawn here so that the tree is whole. Not drawn, on purpose: the control-flow
 signals of `parking` (BaseException, never errors) and `crashpoints.CrashPointReached`,
 which stands for an unexpected failure and so must not look like one of runwright's own.

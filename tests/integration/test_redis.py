@@ -334,20 +334,18 @@ async def test_quiet_subscriptions_are_pinged_every_few_seconds_not_at_every_rea
     PING's own reply makes the next read come back empty: a PING per round trip,
     thousands a second in every process, on a server of its own here so that every
     PING counted is theirs."""
-    from runwright.fleet.transports import transport_for
-
     store = store_from_url(private_redis.url)
     await store.open()
-    transport = transport_for(store, "pings")
-    await transport.open()
+    bus = store.bus("pings")
+    await bus.open()
     heard: list[bool] = []
     try:
-        await transport.subscribe(lambda message: None, heard.append)
+        await bus.subscribe(lambda message: None, heard.append)
         before = await _pings(private_redis.port)
         await asyncio.sleep(5)
         pinged = await _pings(private_redis.port) - before
     finally:
-        await transport.close()
+        await bus.close()
         await store.close()
     assert 1 <= pinged <= 8, f"{pinged} PINGs in 5 s from two quiet subscriptions"
     assert heard == [], "the bus never dropped"

@@ -86,7 +86,11 @@ class Board:
         if state is RunState.QUEUED and not ask:
             return run.id
         wid = await store.worker_register(WorkerRegisterParams("board", os.getpid(), [name], ["ghost"]))
-        (run,) = await store.run_claim(RunClaimParams(wid, (name,), ("ghost",), 1, 60.0))
+        claimed = await store.run_claim(RunClaimParams(wid, (name,), ("ghost",), 1, 60.0))
+        # Once seen empty under a parallel suite and not reproduced since: say what the
+        # store held then, so that a next time explains itself.
+        assert len(claimed) == 1, (claimed, await store.run_get(run.id), await store.worker_list())
+        (run,) = claimed
         if ask:
             assert await store.question_open(QuestionOpenParams(run.id, run.fence, 0, "question", SHIP_IT))
         if state in (RunState.QUEUED, RunState.CANCELLED):  # a queued run waits: parked

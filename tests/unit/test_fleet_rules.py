@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from runwright.fleet.broadcast import Outcome, Tally
-from runwright.fleet.presence import Census, Life, Presence, State, choose_ordinal, departed, parse_name
+from runwright.fleet.presence import (
+    Census,
+    Life,
+    Presence,
+    State,
+    choose_ordinal,
+    departed,
+    parse_name,
+    reads_as,
+)
 
 NOW = 1000.0
 
@@ -24,8 +33,8 @@ def test_a_new_life_takes_the_lowest_ordinal_no_live_row_holds():
 
 def test_a_row_past_the_freshness_gate_reads_stale_whatever_it_wrote():
     census = Census([row(1, state=State.RECYCLING, age_s=4)], NOW)
-    assert census.reads_as(census.rows[0], stale_s=3) == "stale"
-    assert census.reads_as(census.rows[0], stale_s=5) == "recycling"
+    assert reads_as(census, census.rows[0], stale_s=3) == "stale"
+    assert reads_as(census, census.rows[0], stale_s=5) == "recycling"
 
 
 def test_a_life_departs_when_its_slot_is_absent_or_a_newer_generation_holds_it():

@@ -89,3 +89,20 @@ def test_a_worker_starts_and_runs_without_rich_or_what_features_load(tmp_path):
                          env=env, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout.splitlines()[-1]) == []
+
+
+# The fleet's bus is the store's (`store.bus(root)`): each backend imports its own when
+# asked, so a process on PostgreSQL never loads redis-py, nor one on SQLite either client.
+CLIENTS = ("asyncpg", "redis")
+
+
+def test_a_stores_bus_loads_only_its_own_backends_client(tmp_path):
+    for url, loaded in ((f"sqlite:///{tmp_path / 'unused.db'}", []),
+                        ("memory://", []),
+                        ("postgresql://127.0.0.1:1/unused", ["asyncpg"]),
+                        ("redis://127.0.0.1:1/0", ["redis"])):
+        probe = ("import json, sys\nfrom runwright.store import store_from_url\n"
+                 f"bus = store_from_url({url!r}).bus('probe:v1')\n"
+                 f"print(json.dumps(sorted(m for m in {CLIENTS!r} if m in sys.modules)))")
+        ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert json.loads(ran.stdout) == loaded, url

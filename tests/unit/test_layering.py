@@ -153,15 +153,17 @@ def test_modules_of_routes_share_helpers_through_deps_not_through_each_other():
 # tasks and the engine -> the store interface <- backends). A folder is a top-level package
 # of runwright; the modules every layer shares (runs, errors, journal, questions,
 # schedules, versions, clock, waiting, inputs) stay at the top, below all of them.
+# Verify is a face too: it registers its tasks and fleet ops through the hooks a user
+# has, so neither the engine nor the fleet (nor the built-in jobs) know of it.
 FACES = {"server", "cli", "verify", "testing"}
 NEVER = {
-    "store": {"app", "client", "tasks", "engine", "fleet", "agents", "jobs", "observe", *FACES},
-    "fleet": {"app", "client", "tasks", "engine", "agents", "jobs", *FACES},
-    "tasks": {"app", "client", "engine", "fleet", "jobs", *FACES},
-    "engine": {"app", "client", *FACES},
-    "client": {"app", *FACES},
+    "store": {"app", "client", "tasks", "engine", "fleet", "agents", "jobs", "observe", "verify", *FACES},
+    "fleet": {"app", "client", "tasks", "engine", "agents", "jobs", "verify", *FACES},
+    "tasks": {"app", "client", "engine", "fleet", "jobs", "verify", *FACES},
+    "engine": {"app", "client", "jobs", "verify", *FACES},
+    "client": {"app", "verify", *FACES},
     "agents": {"app", "client", *FACES},
-    "jobs": {"app", "client", *FACES},
+    "jobs": {"app", "client", "verify", *FACES},
 }
 
 
@@ -178,9 +180,38 @@ def test_each_folder_imports_only_the_layers_below_it():
         assert crossings == [], f"{folder}/ imports a layer above it: {crossings}"
 
 
+def test_verify_is_reached_only_by_the_app_which_registers_it_and_by_its_command():
+    """The App calls verify's `hooks` (its tasks, its fleet ops), the CLI runs `runwright
+    verify`: nothing else imports it, and the App nothing of it but its hooks."""
+    graph = _graph()
+    importers = {name: sorted(t for t in targets if _folder(t) == "verify")
+                 for name, targets in graph.items() if _folder(name) != "verify"}
+    importers = {name: targets for name, targets in importers.items() if targets}
+    assert sorted(importers) == [f"{PACKAGE}.app", f"{PACKAGE}.cli.verifying"]
+    assert importers[f"{PACKAGE}.app"] == [f"{PACKAGE}.verify.hooks"]
+
+
+# The backends' folders under store/ (store.urls picks one from the URL; sql/ is what the
+# two SQL backends share).
+BACKEND_FOLDERS = ("postgres", "redis", "sqlite", "memory", "sql")
+
+
+def test_the_fleet_reaches_its_bus_through_the_store_interface_never_a_backend():
+    """The fleet asks `store.bus(root)` and speaks to `store.bus.Bus`: it never imports a
+    backend's folder (a backend's bus is the backend's, chosen by the store itself)."""
+    graph = _graph()
+    assert "runwright.fleet.fleet" in graph
+    crossings = sorted(f"{name} -> {target}" for name, targets in graph.items()
+                       if name == "runwright.fleet" or name.startswith("runwright.fleet.")
+                       for target in targets for backend in BACKEND_FOLDERS
+                       if target == f"runwright.store.{backend}"
+                       or target.startswith(f"runwright.store.{backend}."))
+    assert crossings == [], f"fleet/ imports a backend: {crossings}"
+
+
 def test_the_top_level_holds_the_public_face_and_what_every_layer_shares():
     top = sorted(name for name, path in _modules().items()
                  if name.count(".") == 1 and path.name != "__init__.py")
     assert top == [f"{PACKAGE}.{name}" for name in (
         "__main__", "app", "clock", "errors", "inputs", "journal", "questions", "resilience", "runs",
-        "schedules", "testing", "versions", "waiting")]
+        "schedules", "versions", "waiting")]

@@ -2,13 +2,13 @@ import re
 import types
 
 import runwright as rw
-from runwright import errors, runs
+from runwright import errors, runs, testing
 from runwright.agents import models
 from runwright.jobs import webhook
 
 # Where the errors drawn in errors.py live: the tree is whole, so errors defined beside
 # the code that raises them are drawn too.
-ERROR_MODULES = (errors, models, webhook)
+ERROR_MODULES = (errors, models, testing, webhook)
 _TREE_LINE = re.compile(r"^(?P<indent>[ │├└─]*?)(?:[├└]── )?(?P<name>[A-Z]\w+)\b")
 
 
@@ -56,6 +56,17 @@ def test_every_public_name_is_exported_and_only_public_names_are():
         assert hasattr(rw, name), f"{name} in __all__ does not exist"
         assert not isinstance(getattr(rw, name), types.ModuleType), f"{name} in __all__ is a module"
     assert len(set(rw.__all__)) == len(rw.__all__), "a name is in __all__ twice"
+
+
+def test_runwright_testing_exports_the_classes_and_functions_it_defines_and_has_what_it_exports():
+    assert testing.__all__ == sorted(testing.__all__)
+    defined = {name for name, value in vars(testing).items() if not name.startswith("_")
+               and isinstance(value, (type, types.FunctionType))
+               and value.__module__.startswith(f"{testing.__name__}.")}  # defined in the package
+    assert defined, "the package re-exports what its modules define"
+    assert defined <= set(testing.__all__), sorted(defined - set(testing.__all__))
+    for name in testing.__all__:
+        assert hasattr(testing, name), f"runwright.testing.__all__ names {name}, which it lacks"
 
 
 def test_every_error_is_drawn_in_the_errors_docstring():

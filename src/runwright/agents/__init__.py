@@ -2,7 +2,7 @@
 durable tool loop."""
 
 from .loop import AgentSpec
-from .models import ModelClient, ModelError, ModelUnavailable, Price
+from .models import Model, ModelClient, ModelError, ModelUnavailable, Price
 from .tools import ToolSpec
 
-__all__ = ["AgentSpec", "ModelClient", "ModelError", "ModelUnavailable", "Price", "ToolSpec"]
+__all__ = ["AgentSpec", "Model", "ModelClient", "ModelError", "ModelUnavailable", "Price", "ToolSpec"]

@@ -19,7 +19,7 @@ from ..questions import APPROVAL_SCHEMA
 from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from ..tasks.budget import Budget
-from .models import DEFAULT_PRICES, ModelClient, Price
+from .models import DEFAULT_PRICES, Model, ModelClient, Price
 from .rate_limits import within_quota
 from .tools import ToolSpec
 
@@ -34,7 +34,7 @@ __all__ = ["AgentSpec", "define_agent", "run_agent"]
 @dataclass
 class AgentSpec:
     name: str
-    model: ModelClient
+    model: Model
     tools: dict[str, ToolSpec]
     instructions: str = ""
     max_turns: int = 10
@@ -46,11 +46,12 @@ class AgentSpec:
         self.schemas = [tool.schema() for tool in self.tools.values()]
 
 
-def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
+def define_agent(registry: Registry, name: str, *, model: str | Model,
                  tools: Sequence[ToolSpec | str], instructions: str, max_turns: int, stream: bool,
                  prices: Mapping[str, Any] | None, snapshot_every: int = 20,
                  **task_options: Any) -> TaskSpec:
-    """Register the agent `name` as a task of `registry`; its tools by spec or by name."""
+    """Register the agent `name` as a task of `registry`; its tools by spec or by name.
+    `model`: "provider:model" (a ModelClient with `prices`), or any Model."""
     table = dict(DEFAULT_PRICES)
     for model_name, price in (prices or {}).items():
         table[model_name] = price if isinstance(price, Price) else Price(*price)
@@ -64,7 +65,7 @@ def define_agent(registry: Registry, name: str, *, model: str | ModelClient,
         raise ConfigError(f"agent {name!r}: max_turns must be >= 1")
     if not isinstance(snapshot_every, int) or snapshot_every < 1:
         raise ConfigError(f"agent {name!r}: snapshot_every must be an integer >= 1")
-    client = model if isinstance(model, ModelClient) else ModelClient(model, table)
+    client = ModelClient(model, table) if isinstance(model, str) else model
     agent = AgentSpec(name, client, resolved, instructions, max_turns, stream, snapshot_every)
 
     async def agent_task(ctx: Context, input: str) -> str:

@@ -16,7 +16,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from ..errors import ConfigError, FinalError, RunwrightError
 from ..tasks.retry import Backoff
@@ -24,7 +24,8 @@ from ..tasks.retry import Backoff
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["DEFAULT_PRICES", "ModelClient", "ModelError", "ModelUnavailable", "Price", "resolve_model"]
+__all__ = ["DEFAULT_PRICES", "Model", "ModelClient", "ModelError", "ModelUnavailable", "Price",
+           "resolve_model"]
 
 KNOWN_PROVIDERS = {
     "groq": "https://api.groq.com/openai/v1",
@@ -59,6 +60,32 @@ DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4.1-mini": Price(0.40, 1.60),
     "gpt-4.1-nano": Price(0.10, 0.40),
 }
+
+
+class Model(Protocol):
+    """What an agent calls each turn. `ModelClient` (any OpenAI-compatible endpoint) is the
+    one runwright ships; `runwright.testing.ScriptedModel` is another, which replies from
+    a script in memory. This seam exists so that such a model plugs into `app.agent(...,
+    model=...)` exactly where a real one does: no fake HTTP server, no patching.
+
+    `spec` names the model in the `model` events and keys its rate limit
+    (`app.rate_limit(spec, ...)`). `complete` returns `{"message": the assistant's message
+    (role, content and/or tool_calls, as chat completions has them), "usage":
+    {"prompt_tokens", "completion_tokens"}, "cost_usd", "priced", "model": spec}`."""
+
+    spec: str
+
+    def prepare(self) -> None:
+        """Get ready for a call now (build a client), not when the call's turn comes."""
+
+    async def aclose(self) -> None:
+        """Let go of connections: the app closes its agents' models."""
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                       on_tokens: Callable[[str], Awaitable[None]] | None = None,
+                       on_retry: Callable[[int], Awaitable[None]] | None = None) -> dict[str, Any]:
+        """One reply to `messages`, with `tools` (chat-completions tool schemas) offered;
+        text streamed (an agent with stream=True) goes through `on_tokens`."""
 
 
 @dataclass(frozen=True, slots=True)

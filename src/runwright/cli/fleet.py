@@ -13,7 +13,9 @@ import typer
 
 from ..app import App
 from ..errors import InvalidInput
-from .main import URL, clear_errors, out, with_app
+from .exits import clear_errors
+from .main import URL, with_app
+from .output import out
 from .params import Integer, Number
 
 __all__ = ["fleet_cli"]

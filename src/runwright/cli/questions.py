@@ -12,7 +12,9 @@ import typer
 from .. import inputs
 from ..errors import InvalidInput
 from ..questions import Question
-from .main import URL, clear_errors, cli, out, with_app
+from .exits import clear_errors
+from .main import URL, cli, with_app
+from .output import out
 from .params import ID, Integer
 
 if TYPE_CHECKING:

@@ -9,7 +9,9 @@ import typer
 from ..app import App
 from ..engine.sweeper import Retention, Sweeper, SweepReport
 from ..errors import InvalidInput
-from .main import URL, clear_errors, cli, out, with_app
+from .exits import clear_errors
+from .main import URL, cli, with_app
+from .output import out
 from .params import LIMIT, SECONDS, Integer
 
 __all__ = ["sweep"]

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 from .. import inputs
 from ..clock import Clock
 from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
-from ..jobs.verify import TASKS as VERIFY_TASKS
 from ..observe import spans as telemetry
 from ..observe.logs import event
 from ..resilience import is_store_failure, jittered, store_call
@@ -248,7 +247,6 @@ class Worker:
             self.member = await self._join_fleet()  # the boot rules refuse a bad shape here
             self.member.on_recycle = self.stop
             self.member.lease_s = self.config.lease_s
-            self.member.runs_verify = set(VERIFY_TASKS) <= set(self._tasks)
         try:
             await self._boot_and_work(ready)
         except BaseException:
@@ -378,13 +376,13 @@ class Worker:
     # -- claiming -------------------------------------------------------------------
 
     def _claimable(self) -> list[str]:
-        """This worker's queues but those paused fleet-wide, and those a verify session
-        asked it to serve for a while (`runwright verify --fleet`)."""
+        """This worker's queues but those paused fleet-wide, and the extra ones an op
+        asked it to serve for a while (`Member.serve_extra`)."""
         if self.member is None:
             return list(self.config.queues)
         paused = self.member.paused
         mine = [queue for queue in self.config.queues if queue not in paused]
-        return mine + [queue for queue in self.member.serving() if queue not in mine]
+        return mine + [queue for queue in self.member.extra_queues() if queue not in mine]
 
     @property
     def _fleet_root(self) -> str | None:

@@ -1,10 +1,12 @@
 """The fleet bus: presence, slots with generations, and broadcasts with honest reports.
 
+The bus itself is the store's: `store.bus(root)` (its interface, rows and messages in
+`runwright.store.bus`; each backend's in `store/<backend>/bus.py`: postgres LISTEN/NOTIFY,
+redis pub/sub, sqlite a polled table). The fleet never looks at which backend it is on.
+
     settings    the root `{namespace}:v{major}` and the clocks of presence
-    presence    rows, how they read, which slot a new life takes, when a life departed
+    presence    how rows read, which slot a new life takes, when a life departed
     broadcast   the outcomes of an op, one row per process
-    transport   the one interface of every transport, and its messages
-    transports/ postgres (LISTEN/NOTIFY), redis (pub/sub), sqlite (a polled table)
     member      this process's life: claim, heartbeat, states, handling ops
     recycle     the rolling recycle, confirmed by the census
     boot        the rules that refuse a shape that cannot converge

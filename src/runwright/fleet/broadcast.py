@@ -1,6 +1,6 @@
 """A broadcast's report: one row per process, and the rules that classify each.
 
-Decided once for every transport:
+Decided once for every bus:
 - who is expected to answer: the live rows of the census taken when the op is sent that
   read `ready` (and are targeted). A row that reads `resyncing`, `recycling` or `stale`
   is reported as such at once: it is not handling ops, so waiting for it proves nothing;
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Collection
 
-from .presence import Census, Life, Presence, State, departed
+from .presence import Census, Life, Presence, State, departed, reads_as
 
 __all__ = ["Outcome", "ReportRow", "Tally"]
 
@@ -71,7 +71,7 @@ class Tally:
         for row in self.census.live():
             if self.targets is not None and row.name not in self.targets:
                 continue
-            state = self.census.reads_as(row, self.stale_s)
+            state = reads_as(self.census, row, self.stale_s)
             if departed(row.life, self.census):  # its process is gone: its row outlives it
                 self._settle(row, Outcome.DEPARTED)
             elif state == State.READY:

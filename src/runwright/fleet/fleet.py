@@ -1,10 +1,10 @@
 """Fleet: the App's face of the fleet bus (`app.fleet`).
 
-It owns the transport (opened on first use, on the App's store), routes what comes off
+It owns the bus (`store.bus(root)`, opened on first use), routes what comes off
 the bus (replies to the broadcast waiting for them, ops to this process's member), and
 holds the handlers: the user's (`@app.on_fleet("reload-config")`) and the built-in
-`ping`, `evict-cache`, `pause-queue`, `resume-queue`, `recycle` and verify's
-(`verify_ops`: a worker serving a `runwright verify --fleet` session, its faults).
+`ping`, `evict-cache`, `pause-queue`, `resume-queue` and `recycle`. A part of runwright
+with ops of its own registers them as a user does (`on`, with `reserve=True`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from .. import inputs
 from ..errors import InvalidInput, StoreError
+from ..store.bus import Bus, encode
 from ..store.interface import Store
 from ..store.params import QueuePauseParams
 from ..waiting import wait_set
@@ -23,16 +24,13 @@ from .boot import StartingShape, check_apply_window, check_one_host, check_uncha
 from .broadcast import ReportRow, Tally
 from .cache import Cache
 from .member import Handler, Member
-from .presence import Census, parse_name
+from .presence import Census, describe, parse_name
 from .recycle import RecycleReport, roll
 from .settings import FleetSettings
-from .transport import Transport, encode
-from .transports import transport_for
-from .verify_ops import VERIFY_OPS, VerifyOps
 
 __all__ = ["BUILTIN_OPS", "Fleet"]
 
-BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue", *VERIFY_OPS)
+BUILTIN_OPS = ("evict-cache", "pause-queue", "ping", "recycle", "resume-queue")
 Resync = Callable[[], Awaitable[None]]
 
 
@@ -54,10 +52,9 @@ class Fleet:
             "resume-queue": self._queue_changed,
             "recycle": lambda _payload: {"drain_s": self.member.drain_s if self.member else 0},
         }
-        self.verify_ops = VerifyOps(store, lambda: self.member)
-        self._handlers.update(self.verify_ops.handlers())
+        self._reserved = set(BUILTIN_OPS)  # the ops `on` refuses to (re)declare
         self._resyncs: list[Resync] = []
-        self._transport: Transport | None = None
+        self._bus: Bus | None = None
         self._opening = asyncio.Lock()
         self._waiting: dict[str, tuple[Tally, asyncio.Event]] = {}
 
@@ -67,15 +64,21 @@ class Fleet:
 
     # -- declaring ------------------------------------------------------------------
 
-    def on(self, op: str) -> Callable[[Handler], Handler]:
+    def on(self, op: str, *, reserve: bool = False) -> Callable[[Handler], Handler]:
         """`@app.on_fleet("reload-config")`: `fn(payload) -> detail` (sync or async) runs in
-        every ready process that receives the op; raising reports `failed` with its error."""
-        if not isinstance(op, str) or not op or op in BUILTIN_OPS:
+        every ready process that receives the op; raising reports `failed` with its error.
+        `reserve=True`: once registered, `op` is refused to any later declaration, as a
+        built-in op is (a part of runwright with ops of its own keeps them so)."""
+        if not isinstance(op, str) or not op or op in self._reserved:
             raise InvalidInput(f"a fleet op is a non-empty name other than the built-in "
-                               f"{', '.join(BUILTIN_OPS)}; got {op!r}")
+                               f"{', '.join(sorted(self._reserved))}; got {op!r}")
 
         def register(fn: Handler) -> Handler:
+            if op in self._reserved:  # reserved between this decorator and its use
+                raise InvalidInput(f"fleet op {op!r} is reserved")
             self._handlers[op] = fn
+            if reserve:
+                self._reserved.add(op)
             return fn
 
         return register
@@ -87,24 +90,24 @@ class Fleet:
 
     # -- the bus --------------------------------------------------------------------
 
-    async def open(self) -> Transport:
+    async def open(self) -> Bus:
         await self._connect()
         async with self._opening:
-            if self._transport is None:
-                transport = transport_for(self.store, self.root)
-                await transport.open()
+            if self._bus is None:
+                bus = self.store.bus(self.root)
+                await bus.open()
                 try:
-                    await transport.subscribe(self._deliver, self._hearing)
+                    await bus.subscribe(self._deliver, self._hearing)
                 except BaseException:
-                    await transport.close()
+                    await bus.close()
                     raise
-                self._transport = transport
-        return self._transport
+                self._bus = bus
+        return self._bus
 
     async def close(self) -> None:
-        if self._transport is not None:
-            transport, self._transport = self._transport, None
-            await transport.close()
+        if self._bus is not None:
+            bus, self._bus = self._bus, None
+            await bus.close()
 
     def _deliver(self, message: dict[str, Any]) -> None:
         if message["type"] == "reply":
@@ -128,9 +131,9 @@ class Fleet:
         rules: not joined yet (`join()` claims the slot)."""
         check_unchanged(self._started)
         check_apply_window(self.settings, drain_s)
-        transport = await self.open()
+        bus = await self.open()
         await check_one_host(self.store)
-        self.member = Member(transport, self.settings, kind, self._handlers, self._resync,
+        self.member = Member(bus, self.settings, kind, self._handlers, self._resync,
                              self.paused_queues)
         self.member.drain_s = drain_s
         return self.member
@@ -147,7 +150,7 @@ class Fleet:
 
     async def workers(self) -> list[dict[str, Any]]:
         """The census: name, kind, generation, state (as it reads), host, pid, heartbeat age."""
-        return (await self.census()).describe(self.settings.stale_s)
+        return describe(await self.census(), self.settings.stale_s)
 
     async def broadcast(self, op: str, payload: dict[str, Any] | None = None, *,
                         timeout_s: float | None = None,
@@ -158,21 +161,21 @@ class Fleet:
         # An infinite or NaN window would never close (a broadcast that never returns).
         window_s = self.settings.broadcast_timeout_s if timeout_s is None else inputs.seconds(
             timeout_s, "timeout_s")
-        transport = await self.open()
+        bus = await self.open()
         if op in ("pause-queue", "resume-queue"):  # durable first: every claim reads it
             await self.store.queue_set_paused(QueuePauseParams(
                 self.root, message["payload"]["queue"], op == "pause-queue"))
-        tally = Tally(await transport.census(), self.settings.stale_s, targets)
+        tally = Tally(await bus.census(), self.settings.stale_s, targets)
         changed = asyncio.Event()
         self._waiting[message["id"]] = (tally, changed)
         try:
-            await transport.publish(message)
-            await self._collect(transport, tally, changed, window_s)
+            await bus.publish(message)
+            await self._collect(bus, tally, changed, window_s)
         finally:
             del self._waiting[message["id"]]
         return tally.close()
 
-    async def _collect(self, transport: Transport, tally: Tally, changed: asyncio.Event,
+    async def _collect(self, bus: Bus, tally: Tally, changed: asyncio.Event,
                        window_s: float) -> None:
         """Until every expected life answered or is gone, re-reading the census once per
         heartbeat (departed lives are reported as such, not at the window's end)."""
@@ -186,13 +189,13 @@ class Fleet:
             await wait_set(changed, min(deadline, next_look) - now)
             if time.monotonic() >= next_look or time.monotonic() >= deadline:
                 next_look = time.monotonic() + self.settings.heartbeat_s
-                await self._recheck(transport, tally)
+                await self._recheck(bus, tally)
         if not tally.settled:
-            await self._recheck(transport, tally)
+            await self._recheck(bus, tally)
 
-    async def _recheck(self, transport: Transport, tally: Tally) -> None:
+    async def _recheck(self, bus: Bus, tally: Tally) -> None:
         try:
-            tally.recheck(await transport.census())
+            tally.recheck(await bus.census())
         except StoreError:  # next look, or the report says missing: never applied
             pass
 

@@ -20,11 +20,11 @@ from typing import Any, Awaitable, Callable, Coroutine, Mapping
 from ..errors import InvalidInput, StoreError
 from ..observe.logs import event
 from ..resilience import jittered
+from ..store.bus import Bus, Writing
 from ..store.liveness import this_machine
 from ..waiting import bounded, halt
 from .presence import Life, State, choose_ordinal
 from .settings import FleetSettings
-from .transport import Transport, Writing
 
 __all__ = ["Handler", "Member"]
 
@@ -37,11 +37,11 @@ STOP_WRITE_S = 5.0  # longest a stop waits on the fleet's store: the TTL covers 
 class Member:
     """One process's membership; made by `Fleet.member`, driven by its process."""
 
-    def __init__(self, transport: Transport, settings: FleetSettings, kind: str,
+    def __init__(self, bus: Bus, settings: FleetSettings, kind: str,
                  handlers: Mapping[str, Handler],
                  resync: Callable[[Member], Awaitable[None]],
                  read_paused: Callable[[], Awaitable[set[str]]]) -> None:
-        self.transport = transport
+        self.bus = bus
         self.settings = settings
         self.kind = kind
         self.life: Life | None = None
@@ -51,13 +51,12 @@ class Member:
         # worker leaves them out of its claims, and the store's claim skips them anyway.
         self.paused: set[str] = set()
         self._read_paused = read_paused
-        # Queues served while told to (`verify-serve`, see fleet.verify_ops): each until its
-        # deadline on this process's monotonic clock, so a verify that died stops them.
-        self.served: dict[str, float] = {}
-        # What the worker says of itself, for verify's ops: its lease, and whether its app
-        # registers verify's workload (the built-in jobs).
+        # Queues a worker serves besides its own while an op asks it to (`serve_extra`):
+        # each until its deadline on this process's monotonic clock, so that an asker that
+        # died, and renews no more, stops being served.
+        self._extra: dict[str, float] = {}
+        # What the worker says of itself, for an op that needs it: its lease.
         self.lease_s = 0.0
-        self.runs_verify = False
         # What a `recycle` op does here (a worker: its graceful stop); None: not recyclable.
         self.on_recycle: Callable[[], None] | None = None
         self._handlers = handlers
@@ -70,13 +69,23 @@ class Member:
         self._host, self._pid = this_machine(), os.getpid()
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
 
-    def serving(self) -> list[str]:
-        """The queues served for verify sessions now (those past their deadline dropped,
-        and an ended session's: its queue is paused)."""
+    def serve_extra(self, queue: str, for_s: float) -> None:
+        """Serve `queue` besides the worker's own for `for_s` seconds from now (again:
+        the deadline moves on)."""
+        self._extra[queue] = time.monotonic() + for_s
+
+    def stop_extra(self, queue: str) -> bool:
+        """Serve `queue` no more (if it was an extra one): whether it was."""
+        return self._extra.pop(queue, None) is not None
+
+    def extra_queues(self) -> list[str]:
+        """The extra queues served now: those past their deadline are dropped, and so is
+        a paused one (pausing it is how its asker ends it for good, however stale the
+        worker that serves it)."""
         now = time.monotonic()
-        for queue in [q for q, until in self.served.items() if until <= now or q in self.paused]:
-            del self.served[queue]
-        return sorted(self.served)
+        for queue in [q for q, until in self._extra.items() if until <= now or q in self.paused]:
+            del self._extra[queue]
+        return sorted(self._extra)
 
     @property
     def name(self) -> str | None:
@@ -99,8 +108,8 @@ class Member:
 
     async def _claim(self) -> Life:
         for _ in range(CLAIM_TRIES):
-            ordinal = choose_ordinal(await self.transport.census(), self.kind)
-            generation = await self.transport.slot_claim(self.kind, ordinal, self._writing())
+            ordinal = choose_ordinal(await self.bus.census(), self.kind)
+            generation = await self.bus.slot_claim(self.kind, ordinal, self._writing())
             if generation is not None:
                 return Life(self.kind, ordinal, generation)
         raise StoreError(f"fleet {self.settings.root}: lost {CLAIM_TRIES} slot claims in a row")
@@ -136,7 +145,7 @@ class Member:
             task.cancel()
         if self.life is not None:
             try:
-                await bounded(self.transport.presence_delete(self.life), STOP_WRITE_S)
+                await bounded(self.bus.presence_delete(self.life), STOP_WRITE_S)
             except (StoreError, TimeoutError) as exc:
                 event(WARNING, "could not delete the fleet row; it expires by its TTL",
                       name=self.life.name, error=str(exc))
@@ -175,7 +184,7 @@ class Member:
     async def _refresh_or_renew(self) -> None:
         if self.life is None:
             return
-        if await self.transport.presence_refresh(self.life, self._writing()):
+        if await self.bus.presence_refresh(self.life, self._writing()):
             if self.state is State.READY:
                 self.paused = await self._read_paused()  # a lost op heals here
             return
@@ -203,7 +212,7 @@ class Member:
         if ready:
             await self.resync()
             self.state = State.READY
-            await self.transport.presence_refresh(self.life, self._writing())
+            await self.bus.presence_refresh(self.life, self._writing())
 
     def hearing(self, up: bool) -> None:
         """The bus subscription dropped (False) or is back (True). Ops sent while it was
@@ -269,7 +278,7 @@ class Member:
     async def _reply(self, life: Life, message: dict[str, Any], phase: str, error: str | None = None,
                      detail: Any = None) -> None:
         try:
-            await self.transport.publish({"type": "reply", "id": message.get("id"), "name": life.name,
+            await self.bus.publish({"type": "reply", "id": message.get("id"), "name": life.name,
                                           "generation": life.generation, "phase": phase,
                                           "error": error, "detail": detail})
         except InvalidInput as exc:  # a detail too large to carry: say so, not "applied"

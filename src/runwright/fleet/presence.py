@@ -1,98 +1,40 @@
 """Presence: who holds which slot, in which life, in which state, and how fresh.
 
-The rules every transport shares, decided here once: which ordinal a new life takes,
-how a row reads (a row past the freshness gate reads `stale`, whatever it last wrote),
-when a row no longer counts (past its TTL: its life ended and its slot is free), and
-when a life has departed (its slot is absent, a newer generation holds it, or its process
-is known gone). Transports only store and return rows, with the store's own clock
-(`Census.now`).
+The rules every bus shares, decided here once: which ordinal a new life takes, how a row
+reads (a row past the freshness gate reads `stale`, whatever it last wrote), and when a
+life has departed (its slot is absent, a newer generation holds it, or its process is
+known gone). The rows themselves (`State`, `Life`, `Presence`, `Census`) are the store's
+bus's (`runwright.store.bus`), which stores and returns them with the store's own clock
+(`Census.now`) and applies the one rule a claim needs: a row past its TTL no longer
+counts (its life ended and its slot is free).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Iterable
 
+from ..store.bus import Census, Life, Presence, State
 from ..store.liveness import gone_here
 
-__all__ = ["Census", "Life", "Presence", "State", "choose_ordinal", "departed", "parse_name"]
-
-
-class State(StrEnum):
-    """What a process writes about itself."""
-
-    READY = "ready"
-    RESYNCING = "resyncing"  # boot or reconnect resync: not yet handling ops
-    RECYCLING = "recycling"  # leaving gracefully, for its announced drain seconds
+__all__ = ["Census", "Life", "Presence", "State", "choose_ordinal", "departed", "describe",
+           "parse_name", "reads_as"]
 
 
 STALE = "stale"  # how a row past the freshness gate reads; never written
 
 
-@dataclass(frozen=True, slots=True)
-class Life:
-    """One life of a slot: `worker-2` at generation 5."""
-
-    kind: str
-    ordinal: int
-    generation: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}-{self.ordinal}"
+def reads_as(census: Census, row: Presence, stale_s: float) -> str:
+    """The state a row reads: what it wrote, or `stale` past the freshness gate."""
+    return STALE if census.now - row.heartbeat_at > stale_s else row.state.value
 
 
-@dataclass(frozen=True, slots=True)
-class Presence:
-    """A row as a transport stores it; times are the store's clock (epoch seconds)."""
-
-    kind: str
-    ordinal: int
-    generation: int
-    state: State
-    host: str
-    pid: int
-    drain_s: float
-    claimed_at: float
-    heartbeat_at: float
-    expires_at: float
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}-{self.ordinal}"
-
-    @property
-    def life(self) -> Life:
-        return Life(self.kind, self.ordinal, self.generation)
-
-
-@dataclass(frozen=True, slots=True)
-class Census:
-    """The rows of a fleet at one instant of the store's clock, `now`."""
-
-    rows: list[Presence]
-    now: float
-
-    def live(self) -> list[Presence]:
-        """Rows within their TTL, by kind and ordinal (a row past it is a life that ended)."""
-        return sorted((r for r in self.rows if r.expires_at > self.now),
-                      key=lambda r: (r.kind, r.ordinal))
-
-    def holder(self, kind: str, ordinal: int) -> Presence | None:
-        return next((r for r in self.live() if r.kind == kind and r.ordinal == ordinal), None)
-
-    def reads_as(self, row: Presence, stale_s: float) -> str:
-        """The state a row reads: what it wrote, or `stale` past the freshness gate."""
-        return STALE if self.now - row.heartbeat_at > stale_s else row.state.value
-
-    def describe(self, stale_s: float) -> list[dict[str, Any]]:
-        """The census as `runwright fleet workers` and `GET /fleet` show it."""
-        return [{"name": r.name, "kind": r.kind, "generation": r.generation,
-                 "state": self.reads_as(r, stale_s), "host": r.host, "pid": r.pid,
-                 "heartbeat_age_s": round(max(0.0, self.now - r.heartbeat_at), 3),
-                 "drain_s": r.drain_s, "age_s": round(max(0.0, self.now - r.claimed_at), 3)}
-                for r in self.live()]
+def describe(census: Census, stale_s: float) -> list[dict[str, Any]]:
+    """The census as `runwright fleet workers` and `GET /fleet` show it."""
+    return [{"name": r.name, "kind": r.kind, "generation": r.generation,
+             "state": reads_as(census, r, stale_s), "host": r.host, "pid": r.pid,
+             "heartbeat_age_s": round(max(0.0, census.now - r.heartbeat_at), 3),
+             "drain_s": r.drain_s, "age_s": round(max(0.0, census.now - r.claimed_at), 3)}
+            for r in census.live()]
 
 
 def choose_ordinal(census: Census, kind: str, tried: Iterable[int] = ()) -> int:

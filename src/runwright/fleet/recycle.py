@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from .broadcast import Outcome, ReportRow
-from .presence import Census, Presence, State, departed
+from .presence import Census, Presence, State, departed, reads_as
 from .settings import FleetSettings
 
 __all__ = ["RecycleReport", "RecycleStep", "roll"]
@@ -67,7 +67,7 @@ class Fleet(Protocol):
 
 def ready_of(census: Census, kind: str, stale_s: float) -> list[Presence]:
     return [row for row in census.live()
-            if row.kind == kind and census.reads_as(row, stale_s) == State.READY]
+            if row.kind == kind and reads_as(census, row, stale_s) == State.READY]
 
 
 async def roll(fleet: Fleet, kind: str) -> RecycleReport:

@@ -1,6 +1,5 @@
 """Built-in job types for users who submit JSON rather than code: webhook, llm and
-chain; and verify's workload (`verify`), which `runwright verify --fleet` submits.
-`register_builtin_jobs(registry)` adds them to a registry as ordinary tasks."""
+chain. `register_builtin_jobs(registry)` adds them to a registry as ordinary tasks."""
 
 from __future__ import annotations
 
@@ -8,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from .chain import CHAIN, register_chain
 from .llm import LLM, register_llm
-from .verify import register_verify_tasks
 from .webhook import WEBHOOK, register_webhook, signature_header
 
 if TYPE_CHECKING:
@@ -21,4 +19,3 @@ def register_builtin_jobs(registry: Registry) -> None:
     register_webhook(registry)
     register_chain(registry)
     register_llm(registry)
-    register_verify_tasks(registry)  # `runwright verify --fleet` runs them on the user's workers

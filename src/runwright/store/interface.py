@@ -15,6 +15,7 @@ from ..journal import Event, StepRecord, ThreadEvent
 from ..questions import Question
 from ..runs import Run
 from ..schedules import Schedule
+from .bus import Bus
 from .hub import Hub
 from .params import (
     BucketTakeParams,
@@ -72,6 +73,7 @@ from .params import (
 )
 
 __all__ = [
+    "BusStore",
     "JournalStore",
     "LimitStore",
     "Notifications",
@@ -81,6 +83,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "SchemaStore",
+    "SessionStore",
     "Store",
     "ThreadStore",
     "WorkerStore",
@@ -109,6 +112,19 @@ class SchemaStore(Protocol):
 
     async def require_schema(self) -> None:
         """SchemaError unless the schema is exactly the one this code knows."""
+
+
+class SessionStore(Protocol):
+    """This process's own sessions on the database server, which a fault can cut."""
+
+    # Whether this process holds sessions on a server that `sessions_cut` terminates:
+    # False for an embedded store (SQLite, memory), which has none.
+    has_sessions: bool
+
+    async def sessions_cut(self) -> int:
+        """Terminate this process's own sessions on the server, its fleet bus's too, as a
+        cut network would (the store reconnects as after any blip): how many were cut.
+        Others' sessions are left alone. A store without sessions cuts none: 0."""
 
 
 class Notifications(Protocol):
@@ -341,6 +357,15 @@ class LimitStore(Protocol):
         is paid off by the refill (0.0 when it leaves none)."""
 
 
-class Store(SchemaStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, Protocol):
+class BusStore(Protocol):
+    def bus(self, root: str) -> Bus:
+        """A new bus for the fleet root `root` (`{namespace}:v{major}`), closed until its
+        `open()`: it opens connections of its own (a LISTEN session, a pub/sub connection,
+        a polling SQLite connection), so the fleet never competes with runs for the
+        store's pool. Its rows and messages are this store's, under `root`. A backend
+        imports its bus when asked: a worker on PostgreSQL never loads redis-py."""
+
+
+class Store(SchemaStore, SessionStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
+            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, BusStore, Protocol):
     """What every backend provides."""

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..jobs.verify import LEDGER_EVENT
 from ..journal import Event, StepRecord
 from ..runs import TERMINAL_STATES, Run, RunState
+from .tasks import LEDGER_EVENT
 
 __all__ = ["Findings", "Ledger", "RunData", "check", "children_of", "percentile", "throughput"]
 

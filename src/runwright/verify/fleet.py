@@ -7,7 +7,7 @@ workload, on a queue of this session's, while faults reach its workers over the 
   took it: one line, exit 8. The report says how many took it, and which obey faults;
 - the ledger: a run of verify's (`runwright.verify_ledger`, on `<queue>.ledger`, served by
   no worker) that verify claims and holds; the workers append their ledger lines to its log
-  (see runwright.jobs.verify). Verify registers as a worker for it while it runs. If the
+  (see runwright.verify.tasks). Verify registers as a worker for it while it runs. If the
   fleet takes that run back (verify taken for dead: stopped past its liveness), the
   workers' lines are refused from then on: verify aborts, one line and exit 1, and prints
   no figure. Its renewals are tried one by one, so a failing bus stops no heartbeat;
@@ -43,7 +43,7 @@ from ..app import App
 from ..errors import InvalidTransition, StoreError
 from ..fleet import Outcome as Reply
 from ..fleet import ReportRow, State
-from ..fleet.verify_ops import QUEUE_PREFIX
+from ..fleet.presence import reads_as
 from ..runs import TERMINAL_STATES, Run, RunState
 from ..store.liveness import this_machine
 from ..store.params import (
@@ -71,6 +71,7 @@ from .runner import (
     _submit,
     findings_summary,
 )
+from .serving import QUEUE_PREFIX
 from .workload import LEDGER_TASK
 
 __all__ = ["NoFleet", "Session", "run_fleet_verify"]
@@ -432,7 +433,7 @@ class FleetInjector:
             stale_s = self.app.fleet.settings.stale_s
             for row in census.live():
                 if row.kind == "worker" and row.pid not in known | self._replacements \
-                        and row.host == member.host and census.reads_as(row, stale_s) == State.READY:
+                        and row.host == member.host and reads_as(census, row, stale_s) == State.READY:
                     self.roster.pids.add(row.pid)
                     self._replacements.add(row.pid)
                     self.counts["kills"] += 1

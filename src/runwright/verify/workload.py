@@ -1,13 +1,13 @@
 """The verify app (`runwright.verify.workload:app`) that verify's own workers load: an App
-on RUNWRIGHT_URL; its tasks are every App's (`runwright.jobs.verify`, which says what they
-do and how their ledger is written)."""
+on RUNWRIGHT_URL; its tasks are every App's (`tasks`, which says what they do and how
+their ledger is written)."""
 
 from __future__ import annotations
 
 import functools
 
 from ..app import App
-from ..jobs.verify import CHILD_TASK, LEDGER_ENV, LEDGER_EVENT, LEDGER_TASK, QUEUE, RUN_TASK
+from .tasks import CHILD_TASK, LEDGER_ENV, LEDGER_EVENT, LEDGER_TASK, QUEUE, RUN_TASK
 
 __all__ = ["APP_SPEC", "CHILD_TASK", "LEDGER_ENV", "LEDGER_EVENT", "LEDGER_TASK", "QUEUE", "RUN_TASK",
            "verify_app"]  # and `app`, built on first use

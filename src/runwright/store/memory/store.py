@@ -19,6 +19,7 @@ import uuid
 import weakref
 
 from ...clock import SYSTEM_CLOCK, Clock
+from ..bus import Bus
 from ..sqlite.store import SqliteStore
 
 __all__ = ["MemoryStore", "SCHEME"]
@@ -40,6 +41,13 @@ class MemoryStore(SqliteStore):
             self._keeper = sqlite3.connect(self.path, uri=True, check_same_thread=False)
             weakref.finalize(self, self._keeper.close)
         await super().open(create)
+
+    def bus(self, root: str) -> Bus:
+        """SQLite's bus on this memory database (its path is a `file:` URI): this
+        process's fleet alone, as the store is this process's alone."""
+        from ..sqlite.bus import SqliteBus
+
+        return SqliteBus(self.path, root, uri=True)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, uri=True, isolation_level=None, check_same_thread=False,

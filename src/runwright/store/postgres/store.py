@@ -27,6 +27,7 @@ from ...clock import Clock, StoreClock
 from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
+from ..bus import Bus
 from ..hub import CHANNELS, Hub
 from ..liveness import Unmarked, gone_here
 from ..migrations import Migration, load_migrations, load_schema
@@ -94,6 +95,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
     migrations = MIGRATIONS
     whole_schema = WHOLE_SCHEMA
     schema_version_known = MIGRATIONS[-1].version
+    has_sessions = True  # named `runwright:<schema>:<pid>` (see sessions_cut)
     get_by_key = sql.GET_BY_KEY
     forget_keys = sql.FORGET_KEYS
 
@@ -215,6 +217,13 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
                 self.session_name, f"runwright-fleet:{os.getpid()}:") or 0)
         finally:
             await conn.close()
+
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus on this schema: LISTEN/NOTIFY and `fleet_slots`, on connections
+        of its own to the session URL (the `direct=` one behind a transaction pooler)."""
+        from .bus import PostgresBus
+
+        return PostgresBus(self.direct_dsn, self.schema, root)
 
     async def close(self) -> None:
         if self._listener is not None:

@@ -1,5 +1,5 @@
 """Which Redis failures are an outage, in one place for the store, its listener and the
-fleet's transport.
+fleet's bus.
 
 An outage is what the loops wait out and retry (the store raises StoreUnreachable): the
 connection is gone or timed out, or the server answers but cannot serve for now: a script

@@ -75,6 +75,7 @@ from ...clock import Clock, StoreClock
 from ...errors import StoreUnreachable
 from ...waiting import halt
 from .. import rules
+from ..bus import Bus
 from ..hub import Hub
 from ..liveness import Unmarked
 from .base import LIST_CHUNK
@@ -119,6 +120,7 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
 
     schema_version_known = SCHEMA_VERSION
     ended_keep = ENDED_KEEP  # read when the scripts are loaded, at open()
+    has_sessions = True  # clients named `runwright:<namespace>:<pid>` (see sessions_cut)
     # Redis runs one script at a time, and a claim's script costs about 17 µs a run: a
     # claim of 500 held the server 8 ms, while the other workers' finishes and claims
     # waited. Two workers of 500 slots drained 28.9k runs/s, against 34.4k at 64 slots;
@@ -135,7 +137,6 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url
-        self.client_url = client_url  # for other users of this Redis (the fleet's transport)
         self._redis: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._listener: Listener | None = None
@@ -204,6 +205,13 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         except BaseException:
             await self.close()
             raise
+
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus in this namespace: pub/sub and a hash per life, on a client of
+        its own."""
+        from .bus import RedisBus
+
+        return RedisBus(self._client_url, self.prefix, root)
 
     async def close(self) -> None:
         self._closing = True

@@ -29,6 +29,7 @@ from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
 from .. import rules
+from ..bus import Bus
 from ..hub import QUEUED, Hub, events_topic
 from ..liveness import gone_here
 from ..migrations import Migration, load_migrations, load_schema
@@ -170,6 +171,7 @@ class SqliteStore(SqlStore):
     migrations = MIGRATIONS
     whole_schema = WHOLE_SCHEMA
     schema_version_known = MIGRATIONS[-1].version
+    has_sessions = False  # embedded: no server, no session to cut
 
     def __init__(self, url: str, path: str, *, synchronous: str = "NORMAL",
                  clock: Clock = SYSTEM_CLOCK) -> None:
@@ -217,12 +219,23 @@ class SqliteStore(SqlStore):
             raise StoreUnreachable(f"sqlite: cannot open {self.path}: {exc}") from exc
         await self._check_schema_known()
 
+    def bus(self, root: str) -> Bus:
+        """The fleet's bus in this file: `fleet_slots` and a polled `fleet_messages`, on a
+        connection of its own."""
+        from .bus import SqliteBus
+
+        return SqliteBus(self.path, root)
+
     async def close(self) -> None:
         if self._poller is not None:
             await halt(self._poller)
             self._poller = None
         for thread in (self._hot, self._shared):
             await thread.stop()
+
+    async def sessions_cut(self) -> int:
+        """None to cut: the database is a file this process opens itself."""
+        return 0
 
     @asynccontextmanager
     async def between_transactions(self) -> AsyncIterator[None]:

@@ -1,9 +1,9 @@
 """`runwright verify`'s workload: the tasks its workers execute, each leaving a trace of
 its side effects in a ledger the checks read.
 
-They are runwright's own code, registered in every App as the built-in jobs are
-(`register_verify_tasks`), so that with `verify --fleet` the user's running workers can
-execute them, on the queue of one verify session they serve while told to.
+They are runwright's own code, registered in every App with the built-in jobs (see
+`hooks`), so that with `verify --fleet` the user's running workers can execute them, on
+the queue of one verify session they serve while told to (see `serving`).
 
 The ledger is one line per side effect, written before the effect counts, so a SIGKILL
 right after cannot lose it:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..tasks.registry import Registry
 
 __all__ = ["CHILD_TASK", "LEDGER_ENV", "LEDGER_EVENT", "LEDGER_TASK", "LedgerClosed", "QUEUE",
-           "RUN_TASK", "TASKS", "register_verify_tasks"]
+           "RUN_TASK", "TASKS", "register_tasks"]
 
 LEDGER_ENV = "RUNWRIGHT_VERIFY_LEDGER"
 QUEUE = "verify"  # its own queue: a fleet's workers of other apps never see these runs
@@ -114,7 +114,7 @@ async def verify_ledger() -> None:
     """The ledger run's task: verify claims that run itself and never runs it."""
 
 
-def register_verify_tasks(registry: Registry) -> None:
+def register_tasks(registry: Registry) -> None:
     """Verify's workload, in every App (as the built-in jobs). Takeovers do not use
     attempts; `retries` only covers a step that a cut connection made fail."""
     registry.task(name=RUN_TASK, retries=5, queue=QUEUE)(verify_run)

@@ -1,9 +1,16 @@
-"""The one interface every transport provides, and the messages it carries.
+"""The fleet's bus: the one interface every backend's bus provides, the rows it keeps
+and the messages it carries.
 
-A transport stores presence rows (with the store's clock), claims a slot only if no live
-row holds it (atomically, bumping the slot's generation), and carries messages to every
-process of its root. It decides nothing: the rules are in `presence` and `broadcast`.
-(The durable set of paused queues is the store's, which its claims read.)
+`Store.bus(root)` gives a bus of the backend's own connections (`store/<backend>/bus.py`:
+postgres LISTEN/NOTIFY, redis pub/sub, sqlite a polled table; memory is SQLite's). A bus
+stores presence rows (with the store's clock), claims a slot only if no live row holds it
+(atomically, bumping the slot's generation), and carries messages to every process of its
+root. It decides nothing else: the fleet's rules are in `runwright.fleet` (`presence`,
+`broadcast`). (The durable set of paused queues is the store's, which its claims read.)
+
+A row is live while it is within its TTL: past it, its life ended and its slot is free.
+That one rule is the bus's own (each backend's claim applies it atomically, and
+`Census.live` reads it in Python); a row's freshness (`stale`) is the fleet's.
 
 Messages are small JSON objects on one channel per root: an op
 (`{"type": "op", "id", "op", "payload", "targets"}`) and its replies
@@ -16,16 +23,79 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Callable, Mapping, Protocol
 
 from ..errors import InvalidInput
-from .presence import Census, Life, State
 
-__all__ = ["MAX_MESSAGE_BYTES", "Deliver", "Hearing", "Transport", "Writing", "decode", "encode"]
+__all__ = ["MAX_MESSAGE_BYTES", "Bus", "Census", "Deliver", "Hearing", "Life", "Presence", "State",
+           "Writing", "decode", "encode"]
 
-# PostgreSQL's NOTIFY takes at most 8000 bytes; every transport keeps to it, so that an
-# op that works on one works on all.
+# PostgreSQL's NOTIFY takes at most 8000 bytes; every bus keeps to it, so that an op that
+# works on one works on all.
 MAX_MESSAGE_BYTES = 7900
+
+
+class State(StrEnum):
+    """What a process writes about itself."""
+
+    READY = "ready"
+    RESYNCING = "resyncing"  # boot or reconnect resync: not yet handling ops
+    RECYCLING = "recycling"  # leaving gracefully, for its announced drain seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Life:
+    """One life of a slot: `worker-2` at generation 5."""
+
+    kind: str
+    ordinal: int
+    generation: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.ordinal}"
+
+
+@dataclass(frozen=True, slots=True)
+class Presence:
+    """A row as a bus stores it; times are the store's clock (epoch seconds)."""
+
+    kind: str
+    ordinal: int
+    generation: int
+    state: State
+    host: str
+    pid: int
+    drain_s: float
+    claimed_at: float
+    heartbeat_at: float
+    expires_at: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.ordinal}"
+
+    @property
+    def life(self) -> Life:
+        return Life(self.kind, self.ordinal, self.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class Census:
+    """The rows of a fleet at one instant of the store's clock, `now`."""
+
+    rows: list[Presence]
+    now: float
+
+    def live(self) -> list[Presence]:
+        """Rows within their TTL, by kind and ordinal (a row past it is a life that ended)."""
+        return sorted((r for r in self.rows if r.expires_at > self.now),
+                      key=lambda r: (r.kind, r.ordinal))
+
+    def holder(self, kind: str, ordinal: int) -> Presence | None:
+        return next((r for r in self.live() if r.kind == kind and r.ordinal == ordinal), None)
+
 
 Deliver = Callable[[dict[str, Any]], None]
 # Told False when the subscription dropped (messages sent meanwhile are lost) and True
@@ -44,7 +114,7 @@ class Writing:
     ttl_s: float
 
 
-class Transport(Protocol):
+class Bus(Protocol):
     root: str  # `{namespace}:v{major}`
 
     async def open(self) -> None: ...
@@ -73,7 +143,7 @@ class Transport(Protocol):
 
 
 def encode(message: Mapping[str, Any]) -> str:
-    """JSON of a message; InvalidInput if it is larger than any transport carries."""
+    """JSON of a message; InvalidInput if it is larger than any bus carries."""
     try:
         text = json.dumps(message, separators=(",", ":"), default=str)
     except (TypeError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""The fleet on SQLite, for processes of one machine: presence in `fleet_slots`, and
+"""The fleet's bus on SQLite, for processes of one machine: presence in `fleet_slots`, and
 messages in `fleet_messages`, a table every process polls (every POLL_S, jittered).
 
 SQLite has no notification between processes, so polling a small table is the honest
@@ -16,12 +16,12 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ...errors import StoreUnreachable
 from ...resilience import jittered
-from ...store.sql.dialect import SQLITE
 from ...waiting import halt
-from ..transport import Deliver, Hearing, decode, encode
-from .sql import SqlTransport
+from ..bus import Deliver, Hearing, decode, encode
+from ..sql.bus import SqlBus
+from ..sql.dialect import SQLITE
 
-__all__ = ["SqliteTransport"]
+__all__ = ["SqliteBus"]
 
 log = logging.getLogger("runwright.fleet")
 T = TypeVar("T")
@@ -33,7 +33,7 @@ LAST_ID = "SELECT coalesce(max(id), 0) FROM fleet_messages"
 AFTER = "SELECT id, body FROM fleet_messages WHERE root = $1 AND id > $2 ORDER BY id"
 
 
-class SqliteTransport(SqlTransport):
+class SqliteBus(SqlBus):
     dialect = SQLITE
     now_sql = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -67,7 +67,7 @@ class SqliteTransport(SqlTransport):
             self._executor = None
 
     async def _call(self, fn: Callable[[], T]) -> T:
-        assert self._executor is not None, "fleet transport is not open"
+        assert self._executor is not None, "fleet bus is not open"
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
         except sqlite3.OperationalError as exc:
@@ -82,7 +82,7 @@ class SqliteTransport(SqlTransport):
         return await self._call(lambda: self._db().execute(sql, args).rowcount)
 
     def _db(self) -> sqlite3.Connection:
-        assert self._conn is not None, "fleet transport is not open"
+        assert self._conn is not None, "fleet bus is not open"
         return self._conn
 
     async def publish(self, message: Mapping[str, Any]) -> None:

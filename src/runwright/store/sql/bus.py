@@ -1,11 +1,11 @@
-"""What the PostgreSQL and SQLite transports share: the statements on `fleet_slots`
+"""What the PostgreSQL and SQLite buses share: the statements on `fleet_slots`
 (migration 0012 of each), written once with `$n` placeholders and a `NOW` marker for the
 store's clock in epoch seconds, rewritten per dialect. (The paused queues of that
 migration are the store's: its claims read them.)
 
 A slot's row is kept forever, so that its generation keeps growing across lives; a
 `state` of NULL means no process holds it. "Free" is decided here in one place: no
-state, or past `expires_at` (see `presence.Census.live`, the same rule read in Python).
+state, or past `expires_at` (see `bus.Census.live`, the same rule read in Python).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from __future__ import annotations
 import abc
 from typing import Any, Sequence
 
-from ...store.sql.dialect import Dialect
-from ..presence import Census, Life, Presence, State
-from ..transport import Writing
+from ..bus import Census, Life, Presence, State, Writing
+from .dialect import Dialect
 
-__all__ = ["SqlTransport"]
+__all__ = ["SqlBus"]
 
 # The upsert takes the slot only when no live row holds it: a concurrent claimer of the
 # same ordinal waits on the row, then finds it live and changes nothing (no RETURNING
@@ -52,7 +51,7 @@ FROM fleet_slots WHERE root = $1 AND state IS NOT NULL
 NOW_ONLY = "SELECT NOW"
 
 
-class SqlTransport(abc.ABC):
+class SqlBus(abc.ABC):
     """Presence in SQL; each dialect brings its connection and its
     messages (NOTIFY, or a polled table)."""
 

@@ -1,5 +1,6 @@
-"""The fleet on Redis: presence as one hash per life with the life's TTL, messages by
-pub/sub, one Lua script per operation (`lua/*.lua`, each headed by its KEYS and ARGV).
+"""The fleet's bus on Redis: presence as one hash per life with the life's TTL, messages by
+pub/sub, one Lua script per operation (`bus_scripts/*.lua`, each headed by its KEYS and
+ARGV).
 
 Every key is under the store's own prefix and the fleet's root,
 `rw:{<store namespace>}:fleet:<root>:`, so it shares the store's hash tag (one Cluster
@@ -16,17 +17,16 @@ from typing import Any, Mapping
 
 import redis.asyncio as aioredis
 
-from ...store.redis.errors import FAILURES, is_down, store_error
-from ...store.redis.listener import Subscription
-from ..presence import Census, Life, Presence, State
-from ..transport import Deliver, Hearing, Writing, decode, encode
+from ..bus import Census, Deliver, Hearing, Life, Presence, State, Writing, decode, encode
+from .errors import FAILURES, is_down, store_error
+from .listener import Subscription
 
-__all__ = ["RedisTransport"]
+__all__ = ["RedisBus"]
 
 SCRIPTS = ("claim", "refresh", "delete", "census")
 
 
-class RedisTransport:
+class RedisBus:
     def __init__(self, client_url: str, store_prefix: str, root: str) -> None:
         self.root = root
         self.prefix = f"{store_prefix}fleet:{root}:"
@@ -43,7 +43,7 @@ class RedisTransport:
 
     async def open(self) -> None:
         self._redis = self._client()
-        folder = resources.files(__package__).joinpath("lua")
+        folder = resources.files(__package__).joinpath("bus_scripts")
         # register_script calls by SHA and loads again after a SCRIPT FLUSH or a restart.
         self._scripts = {name: self._redis.register_script(folder.joinpath(f"{name}.lua").read_text())
                          for name in SCRIPTS}
@@ -89,7 +89,7 @@ class RedisTransport:
         await self._run("delete", [self._key(f"life:{life.name}")], [life.generation])
 
     async def publish(self, message: Mapping[str, Any]) -> None:
-        assert self._redis is not None, "fleet transport is not open"
+        assert self._redis is not None, "fleet bus is not open"
         try:
             await self._redis.publish(self._key("bus"), encode(message))
         except FAILURES as exc:

@@ -1,38 +1,24 @@
-"""Unit-testing a user's own tasks and agents: in one process, in milliseconds, with a
-clock that skips ahead over durable sleeps, timers and retry backoffs (Temporal's
-time-skipping test environment does the same for workflows).
-
-    app = rw.App("memory://")            # or RUNWRIGHT_URL=memory:// for an app of a module
-
-    async def test_onboarding():
-        async with runwright.testing.Env(app) as env:
-            handle = await app.submit(onboard, "ada")
-            assert await env.result(handle) == "welcome, ada"   # a 1-day ctx.sleep: ~ms
-            assert "progress" in await env.event_kinds(handle)
-
-The Env runs one worker of the app in this event loop, and whenever that worker is idle
-(nothing running, nothing claimed) while a queued run is due later, moves the clock to
-that run's due time: a sleep, a backoff or a timer ends at once, and the run sees the time
-it waited for (`ctx.sleep(86400)` returns with a day gone by on the App's clock). Runs
-waiting on something else (an answer, a child) are left to it.
-"""
+"""The Env: one worker of the app in this event loop, on a clock that skips ahead
+whenever it is idle; and what a test reads of a run (its result, events, steps, tool calls)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
 
-from .app import App
-from .client.handles import RunHandle
-from .clock import OffsetClock
-from .engine.worker import Worker
-from .errors import ConfigError
-from .store.hub import QUEUED
-from .store.params import RunNextDueParams, WorkerHeartbeatParams
+from ..app import App
+from ..client.handles import RunHandle
+from ..clock import OffsetClock
+from ..engine.worker import Worker
+from ..errors import ConfigError
+from ..journal import Event
+from ..store.hub import QUEUED
+from ..store.params import RunNextDueParams, WorkerHeartbeatParams
 
-__all__ = ["Env", "SkippingClock"]
+__all__ = ["Env", "SkippingClock", "ToolCall"]
 
 SETTLE_S = 0.02  # how long the worker may sit idle before the clock skips (real time)
 
@@ -125,3 +111,65 @@ class Env:
         """The run's journal, in order: each completed step's name and recorded value."""
         return [(step.name, None if step.result is None else json.loads(step.result))
                 for step in await self.app.store.step_list(handle.id) if step.status == "done"]
+
+    async def events(self, handle: RunHandle, kind: str | None = None) -> list[Event]:
+        """The run's events so far, in order; only those of `kind` when given (an agent's
+        `model` events carry each call's turn, usage and the tools it asked for)."""
+        return [event async for event in handle.events(follow=False)
+                if kind is None or event.kind == kind]
+
+    async def assert_steps(self, handle: RunHandle, names: Sequence[str]) -> None:
+        """Assert that the run's journal holds exactly these completed steps, in order
+        (an agent's are `model`, `tool:<name>`, `approve:<name>`...)."""
+        journaled = [name for name, _ in await self.steps(handle)]
+        if journaled != list(names):
+            raise AssertionError(f"run {handle.id} journaled the steps {journaled}, not {list(names)}")
+
+    async def tool_calls(self, handle: RunHandle) -> list[ToolCall]:
+        """The tool calls an agent's model asked for, in order, from the run's journal:
+        each with its arguments and the result the model got back (None for a call that
+        was never made: refused by a person, or cut by an interrupting message)."""
+        calls: list[ToolCall] = []
+        pending: list[int] = []  # the last reply's calls not yet made or refused
+        for name, value in await self.steps(handle):
+            kind, _, tool = name.partition(":")
+            if name == "model":
+                pending = []
+                for asked in (value or {}).get("message", {}).get("tool_calls") or ():
+                    pending.append(len(calls))
+                    calls.append(ToolCall(asked["function"]["name"],
+                                          _arguments(asked["function"].get("arguments"))))
+                continue
+            if kind not in ("tool", "approve"):
+                continue
+            index = next((i for i in pending if calls[i].name == tool), None)
+            if index is None:
+                continue
+            if kind == "approve":
+                if not (value or {}).get("value", {}).get("approved"):
+                    pending.remove(index)  # refused: never made, no tool step comes
+                continue
+            pending.remove(index)
+            calls[index] = replace(calls[index], result=value)
+        return calls
+
+
+def _arguments(raw: Any) -> Any:
+    """A call's arguments as the tool would get them: the JSON object the model wrote
+    (its raw text when it wrote something else)."""
+    if not isinstance(raw, str):
+        return raw if raw is not None else {}
+    try:
+        return json.loads(raw or "{}")
+    except ValueError:
+        return raw
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call an agent's model asked for: the tool, its arguments and what the model
+    got back (None when the call was never made)."""
+
+    name: str
+    arguments: Any
+    result: str | None = None

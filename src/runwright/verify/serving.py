@@ -1,10 +1,12 @@
-"""The fleet's side of `runwright verify --fleet`: ops a worker applies for a verify session.
+"""The workers' side of `runwright verify --fleet`: fleet ops a worker applies for a verify
+session, registered in every App through `fleet.on` (see `hooks`).
 
 - `verify-serve {"queue", "for_s"}`: serve the session's queue (`runwright.verify.<id>`)
-  besides its own, for `for_s` seconds on this process's clock (verify renews it every few
-  seconds; a verify that died stops being served when it lapses). The reply says whether
-  this process obeys faults, and its lease (a stall must outlast it). Refused for a session
-  that ended: its queue is paused in the store (a renewal that reached a stalled worker late);
+  besides its own (`Member.serve_extra`), for `for_s` seconds on this process's clock
+  (verify renews it every few seconds; a verify that died stops being served when it
+  lapses). The reply says whether this process obeys faults, and its lease (a stall must
+  outlast it). Refused for a session that ended: its queue is paused in the store (a
+  renewal that reached a stalled worker late); and by an app without verify's workload;
 - `verify-release {"queue"}`: stop serving it now;
 - `verify-fault {"queue", "kind", "stall_s"}`: a fault, obeyed only by a worker started
   with `--allow-verify-faults` (RUNWRIGHT_VERIFY_FAULTS=1) that serves that queue, so that
@@ -26,14 +28,16 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING, Any, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Coroutine
 
 from ..errors import InvalidInput, StoreError
 from ..observe.logs import event
+from .tasks import TASKS
 
 if TYPE_CHECKING:
-    from ..store.interface import Store
-    from .member import Handler, Member
+    from ..fleet import Fleet, Member
+    from ..fleet.member import Handler
+    from ..tasks.registry import Registry
 
 __all__ = ["FAULTS_ENV", "QUEUE_PREFIX", "VERIFY_OPS", "VerifyOps", "faults_allowed"]
 
@@ -54,11 +58,13 @@ def faults_allowed() -> bool:
 
 
 class VerifyOps:
-    """The handlers, over the process's member and store."""
+    """The handlers, over the App's fleet (its store, and the process's member once it
+    joined) and its registry."""
 
-    def __init__(self, store: Store, member: Callable[[], Member | None]) -> None:
-        self.store = store
-        self._member = member  # the process's, once it joined
+    def __init__(self, fleet: Fleet, registry: Registry) -> None:
+        self.store = fleet.store
+        self._fleet = fleet
+        self._registry = registry
         self.faults = faults_allowed()
         self._acting: set[asyncio.Task[None]] = set()
 
@@ -66,10 +72,10 @@ class VerifyOps:
         return {"verify-serve": self.serve, "verify-release": self.release, "verify-fault": self.fault}
 
     def _worker(self) -> Member:
-        member = self._member()
+        member = self._fleet.member
         if member is None or member.kind != "worker":
             raise RuntimeError("only a worker serves a verify session")
-        if not member.runs_verify:
+        if not set(TASKS) <= set(self._registry.tasks):
             raise RuntimeError("this app does not register verify's workload (builtin_jobs=False)")
         return member
 
@@ -85,12 +91,12 @@ class VerifyOps:
             pass  # as last read: the store's claim skips a paused queue anyway
         if queue in member.paused:
             raise RuntimeError(f"verify session {queue} has ended (its queue is paused)")
-        member.served[queue] = time.monotonic() + float(for_s)
+        member.serve_extra(queue, float(for_s))
         return {"queue": queue, "faults": self.faults, "lease_s": member.lease_s, "pid": os.getpid()}
 
     def release(self, payload: dict[str, Any]) -> dict[str, Any]:
         member = self._worker()
-        return {"released": member.served.pop(_queue(payload), None) is not None}
+        return {"released": member.stop_extra(_queue(payload))}
 
     def fault(self, payload: dict[str, Any]) -> dict[str, Any]:
         member = self._worker()
@@ -98,7 +104,7 @@ class VerifyOps:
             raise PermissionError(f"this worker does not obey verify's faults (start it with "
                                   f"--allow-verify-faults, or {FAULTS_ENV}=1)")
         queue, kind = _queue(payload), payload.get("kind")
-        if queue not in member.serving():
+        if queue not in member.extra_queues():
             raise RuntimeError(f"this worker does not serve {queue}: it takes no fault of it")
         if kind == "die":
             event(WARNING, "verify fault: dying (SIGKILL)", queue=queue)
@@ -111,7 +117,7 @@ class VerifyOps:
             self._later(self._stall(float(stall_s)))
             return {"kind": kind, "stall_s": stall_s}
         if kind == "blip":
-            if getattr(self.store, "sessions_cut", None) is None:
+            if not self.store.has_sessions:
                 raise RuntimeError("SQLite has no database sessions to cut")
             self._later(self._blip())
             return {"kind": kind}
@@ -134,7 +140,7 @@ class VerifyOps:
 
     async def _blip(self) -> None:
         await asyncio.sleep(DEFER_S)
-        cut = await self.store.sessions_cut()  # type: ignore[attr-defined]
+        cut = await self.store.sessions_cut()
         event(WARNING, "verify fault: own database sessions cut", sessions=cut)
 
 

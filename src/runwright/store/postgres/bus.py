@@ -1,4 +1,4 @@
-"""The fleet on PostgreSQL: presence in `fleet_slots`, messages by LISTEN/NOTIFY.
+"""The fleet's bus on PostgreSQL: presence in `fleet_slots`, messages by LISTEN/NOTIFY.
 
 One channel per root in the store's schema, named by a hash (a channel name is at most
 63 bytes): `rwfleet_<crc32 of schema and root>`. While the listening session is down,
@@ -17,20 +17,20 @@ from typing import Any, Mapping, Sequence
 import asyncpg
 
 from ...errors import StoreUnreachable
-from ...store.postgres.sql import qualify
-from ...store.sql.dialect import POSTGRES
 from ...waiting import halt
-from ..transport import Deliver, Hearing, decode, encode
-from .sql import SqlTransport
+from ..bus import Deliver, Hearing, decode, encode
+from ..sql.bus import SqlBus
+from ..sql.dialect import POSTGRES
+from .sql import qualify
 
-__all__ = ["PostgresTransport"]
+__all__ = ["PostgresBus"]
 
 log = logging.getLogger("runwright.fleet")
 DOWN = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, ConnectionError,
         asyncpg.InternalClientError, TimeoutError, asyncpg.TooManyConnectionsError)
 
 
-class PostgresTransport(SqlTransport):
+class PostgresBus(SqlBus):
     dialect = POSTGRES
     now_sql = "extract(epoch from clock_timestamp())::float8"
 
@@ -66,14 +66,14 @@ class PostgresTransport(SqlTransport):
         return qualify(super()._sql(statement), self._schema)
 
     async def _fetch(self, statement: str, *args: Any) -> list[Sequence[Any]]:
-        assert self._pool is not None, "fleet transport is not open"
+        assert self._pool is not None, "fleet bus is not open"
         try:
             return list(await self._pool.fetch(self._sql(statement), *args))
         except DOWN as exc:
             raise StoreUnreachable(f"postgresql: {type(exc).__name__}: {exc}") from exc
 
     async def _execute(self, statement: str, *args: Any) -> int:
-        assert self._pool is not None, "fleet transport is not open"
+        assert self._pool is not None, "fleet bus is not open"
         try:
             status = await self._pool.execute(self._sql(statement), *args)
         except DOWN as exc:
