@@ -3,8 +3,10 @@
 Each store lives in its own schema (`?schema=` in the URL, default `runwright`), which also
 namespaces its notification channels and its advisory-lock key, so several deployments or
 test runs share one database without seeing each other. The operations both SQL dialects
-share are in `..sql.shared`; this module holds the connections, the hot path (one round
-trip each), LISTEN/NOTIFY, and the session-bound liveness mark of a worker.
+share are in `..sql.shared`; this module holds the connections and the dialect's half of
+those, and composes the mixins of this folder: the hot path (one round trip each: `runs`,
+`journal`), LISTEN/NOTIFY (`listening`), and the session-bound liveness mark of a worker
+(`workers`).
 
 Behind a transaction pooler (PgBouncer pool_mode=transaction and the like) the URL names
 the pooler and `?direct=` the server itself: queries go through the pooler, with no
