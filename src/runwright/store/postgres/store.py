@@ -3,8 +3,10 @@
 Each store lives in its own schema (`?schema=` in the URL, default `runwright`), which also
 namespaces its notification channels and its advisory-lock key, so several deployments or
 test runs share one database without seeing each other. The operations both SQL dialects
-share are in `..sql.shared`; this module holds the connections, the hot path (one round
-trip each), LISTEN/NOTIFY, and the session-bound liveness mark of a worker.
+share are in `..sql.shared`; this module holds the connections and the dialect's half of
+those, and composes the mixins of this folder: the hot path (one round trip each: `runs`,
+`journal`), LISTEN/NOTIFY (`listening`), and the session-bound liveness mark of a worker
+(`workers`).
 
 Behind a transaction pooler (PgBouncer pool_mode=transaction and the like) the URL names
 the pooler and `?direct=` the server itself: queries go through the pooler, with no
@@ -15,15 +17,11 @@ which must hold a session, go to the direct URL (see `pooling`).
 from __future__ import annotations
 
 import asyncio
-import itertools
-import json
-import logging
-import operator
 import os
 import time
 import zlib
 from contextlib import asynccontextmanager, suppress
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import asyncpg
 
@@ -31,56 +29,32 @@ from ...clock import Clock, StoreClock
 from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
 from ...waiting import halt
-from .. import rules
 from ..bus import Bus
-from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, Hub, done_topic, events_topic
+from ..hub import CHANNELS, Hub
 from ..liveness import Unmarked, gone_here
 from ..migrations import Migration, load_migrations, load_schema
-from ..params import (
-    EventAppendParams,
-    RunClaimParams,
-    RunExtendParams,
-    RunExtendResult,
-    RunFinishParams,
-    RunInsertParams,
-    RunRescueParams,
-    StepRecordParams,
-    WorkerHeartbeatParams,
-    WorkerRegisterParams,
-    WorkerWatchParams,
-)
-from ..sql import statements as q
-from ..sql.columns import run_from_row, worker_row
+from ..params import RunInsertParams, RunRescueParams
 from ..sql.dialect import POSTGRES, Dialect
 from ..sql.shared import SqlStore
 from . import sql
+from .base import SCHEMA_KEY, TRANSIENT
+from .journal import PostgresJournal
 from .kept import Kept
-from .marks import Marks, close_quietly
+from .listening import PostgresListening
+from .marks import Marks
 from .pooling import refuse_transaction_pooler, require_same_database
 from .pooling import safe_dsn as _safe
+from .runs import PostgresRuns
 from .watch import Watch
+from .workers import PostgresWorkers
 
 __all__ = ["DEFAULT_SCHEMA", "PostgresStore"]
 
 DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 
-log = logging.getLogger("runwright.store.postgres")
 MIGRATIONS = load_migrations("runwright.store.postgres")
 WHOLE_SCHEMA = load_schema("runwright.store.postgres", MIGRATIONS)
-# Runs per statement when a batch is sent in chunks (_insert_pipelined).
-INSERT_CHUNK = 200
-# The schema's own advisory key, beside the workers' marks (whose keys are their ids, from
-# 1): migrations and unrunnable sweeps take it alone, registrations shared.
-SCHEMA_KEY = 0
 SWEEP_IDLE_S = 10  # the longest an unrunnable sweep may sit idle holding it
-# Errors that mean "the connection or server went away": transient, worth a retry.
-# InternalClientError is how asyncpg sometimes reports a session killed mid-operation
-# (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
-# TooManyConnectionsError: the server (or the role) is at its connection limit, which
-# passes as other clients leave.
-TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-             asyncpg.CannotConnectNowError, ConnectionError, asyncpg.InternalClientError,
-             asyncpg.AdminShutdownError, asyncpg.TooManyConnectionsError)
 
 
 class _Connection:
@@ -116,7 +90,7 @@ class _Connection:
         await self.raw.execute("SELECT pg_notify($1, $2)", self._channels[topic], _id_payload(run_ids))
 
 
-class PostgresStore(SqlStore):
+class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresListening, SqlStore):
     """Store on a PostgreSQL schema. See `runwright.store.interface.Store`."""
 
     dialect = POSTGRES
@@ -375,398 +349,6 @@ class PostgresStore(SqlStore):
     async def _apply_migration(self, conn: Any, migration: Migration) -> None:
         await conn.raw.execute(migration.sql)
 
-    # -- notifications --------------------------------------------------------------
-
-    async def listen(self, runs: bool = True) -> None:
-        if self._listener is None:
-            self._listened = [name for name in self.channels if runs or name not in RUN_CHANNELS]
-            loop = asyncio.get_running_loop()
-            self._listener_ready = loop.create_future()
-            self._listener = loop.create_task(self._listen_forever(self._listener_ready))
-        # Returns once the first session listens (or could not: the hub is degraded).
-        assert self._listener_ready is not None
-        await asyncio.wait([self._listener_ready, self._listener], return_when=asyncio.FIRST_COMPLETED)
-        if runs:
-            await self._listen_to(RUN_CHANNELS)
-
-    async def _listen_forever(self, ready: asyncio.Future[None]) -> None:
-        """Keep one LISTEN connection; while it is down the hub is `degraded`, so
-        pollers poll fast instead of trusting silence."""
-        backoff_s = 0.1
-        while True:
-            try:
-                conn = await self._connect()
-            except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
-                self.hub.degraded = True
-                log.warning("listener cannot connect (%s); polling until it can", exc)
-                if not ready.done():
-                    ready.set_result(None)
-                await asyncio.sleep(backoff_s)
-                backoff_s = min(5.0, backoff_s * 2)
-                continue
-            lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-            def on_lost(_conn: asyncpg.Connection) -> None:
-                if not lost.done():
-                    lost.set_result(None)
-
-            conn.add_termination_listener(on_lost)
-            try:
-                listened = 0  # the list may grow meanwhile (_listen_to): up to its end
-                while listened < len(self._listened):
-                    await conn.add_listener(self.channels[self._listened[listened]], self._on_notify)
-                    listened += 1
-                self._listening = conn
-                self.hub.degraded = False
-                backoff_s = 0.1
-                if not ready.done():
-                    ready.set_result(None)
-                self.hub.fire_all()  # anything missed while down: everyone re-reads
-                await lost
-                log.warning("listener connection lost; polling until it is back")
-            except TRANSIENT as exc:
-                log.warning("listener failed: %s", exc)
-            finally:
-                self._listening = None
-                self.hub.degraded = True
-                self.hub.fire_all()
-                await close_quietly(conn)
-
-    async def _listen_to(self, names: Sequence[str]) -> None:
-        """LISTEN to these channels too: on the listening session now, before this
-        returns, and on every one after."""
-        async with self._widening:  # one LISTEN at a time; a second caller waits for the first's
-            new = [name for name in names if name not in self._listened]
-            self._listened += new
-            conn = self._listening
-            if conn is None:  # between sessions: the next one LISTENs to them all
-                return
-            for name in new:
-                try:
-                    await conn.add_listener(self.channels[name], self._on_notify)
-                except (*TRANSIENT, asyncpg.PostgresError) as exc:  # it is going: the next one listens
-                    log.warning("listener could not LISTEN to %s: %s", name, exc)
-                    # Ended here: asyncpg may never tell the listening loop of a session
-                    # whose goodbye this statement half-read (see Marks.broken).
-                    conn.terminate()
-                    return
-
-    def _on_notify(self, _conn: Any, _pid: int, channel: str, payload: str) -> None:
-        if channel == self.channels["queued"]:
-            self.hub.fire(QUEUED)
-        elif channel == self.channels["cancel"]:
-            self.hub.fire(CANCEL)
-        elif payload == "*":
-            self.hub.fire_all()
-        else:
-            topic = events_topic if channel == self.channels["events"] else done_topic
-            self.hub.fire_runs(topic, (int(i) for i in payload.split(",") if i))
-
-    # -- the hot path ---------------------------------------------------------------
-
-    async def run_insert_many(self, params: Iterable[RunInsertParams]) -> list[Run]:
-        items = iter(params)  # pulling an item checks it (see scope)
-        first = list(itertools.islice(items, INSERT_CHUNK))
-        if not first:
-            return []
-        now = self.clock.now(first[0].now)
-        # One item past the first chunk says whether there are more: the server gets the
-        # first chunk before the second is pulled (checking a chunk of submit_many's items
-        # took 0.8-1.5 ms, which the server spent waiting when both were pulled first).
-        after = next(items, None)
-        async with self._conn() as conn:
-            if after is None:
-                # No BEGIN/COMMIT around it (two round trips of three): the insert is one
-                # statement, atomic by itself, and the read of keys that already existed
-                # would see a snapshot of its own under READ COMMITTED inside a
-                # transaction too.
-                runs = await self._insert(conn, first, now, fresh=all(p.key_is_fresh for p in first))
-            else:
-                rest = _chunks(itertools.chain((after,), items), INSERT_CHUNK)
-                runs = await self._insert_pipelined(conn, itertools.chain((first,), rest), now)
-        self.hub.fire(QUEUED)
-        return runs
-
-    async def _insert(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
-                      now: float, fresh: bool = False) -> list[Run]:
-        """`fresh`: every key was made for this submission (outside a transaction only: a
-        collision fails the statement, and it is retried checking keys)."""
-        rows, channel = None, self.channels["queued"]
-        if fresh:
-            try:
-                if len(params) == 1:  # a submit: its values as parameters (see sql.INSERT_ONE)
-                    statement, values = sql.INSERT_ONE, _insert_row(params[0], now)
-                else:
-                    statement, values = _fresh_insert(params, now)
-                statement = sql.for_batch(statement, (p.parent_id for p in params))
-                rows = await conn.fetch(self._sql(statement), *values, now, channel)
-            except asyncpg.UniqueViolationError:
-                pass  # a retry of an insert that committed: its runs are read below
-        if rows is None:
-            statement = sql.for_batch(sql.INSERT_MANY, (p.parent_id for p in params))
-            rows = await conn.fetch(self._sql(statement), _insert_rows(params, now), now, channel)
-        return await self._with_existing(conn, params, _made(params, rows, now))
-
-    async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
-                                now: float) -> list[Run]:
-        """A large batch in one transaction, a statement per chunk, each sent before the
-        next chunk is pulled: the submitter checks and encodes chunk n+1 (about as long
-        as the server takes to insert one) while the server inserts chunk n. An error
-        pulling a chunk (a bad item) rolls back what was sent: nothing is written. A fresh
-        chunk that collides (a retried insert) aborts the transaction, and the whole batch
-        is then inserted again checking keys."""
-        taken: list[RunInsertParams] = []
-        try:
-            async with conn.transaction():
-                return await self._send_chunks(conn, chunks, now, taken)
-        except asyncpg.UniqueViolationError:
-            pass  # rolled back whole
-        taken += [p for chunk in chunks for p in chunk]
-        return await self._insert(conn, taken, now)
-
-    async def _send_chunks(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
-                           now: float, taken: list[RunInsertParams]) -> list[Run]:
-        """_insert_pipelined's loop; `taken` gathers the items pulled."""
-        made: dict[tuple[str, str], Run] = {}
-        sending: asyncio.Future[list[asyncpg.Record]] | None = None
-        sent: Sequence[RunInsertParams] = ()  # the chunk `sending` inserts
-        try:
-            for chunk in chunks:
-                taken += chunk
-                if all(p.key_is_fresh for p in chunk):
-                    statement, values = _fresh_insert(chunk, now)
-                else:
-                    statement, values = sql.INSERT_MANY, (_insert_rows(chunk, now),)
-                statement = sql.for_batch(statement, (p.parent_id for p in chunk))
-                args = (self._sql(statement), *values, now, self.channels["queued"])
-                if sending is not None:
-                    made.update(_made(sent, await sending, now))
-                sending, sent = asyncio.ensure_future(conn.fetch(*args)), chunk
-                await asyncio.sleep(0)  # it is sent before the next chunk is pulled
-            if sending is not None:
-                made.update(_made(sent, await sending, now))
-            return await self._with_existing(conn, taken, made)
-        finally:
-            if sending is not None and not sending.done():
-                # The transaction ends only once its session is idle again.
-                await asyncio.gather(sending, return_exceptions=True)
-
-    async def _with_existing(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
-                             found: dict[tuple[str, str], Run]) -> list[Run]:
-        """The runs an insert made (`found`, by tenant and key) and, read here, those whose
-        key already named one, in the caller's order."""
-        missing: dict[str, list[str]] = {}
-        for p in params:
-            if (p.tenant or "", p.key) not in found:
-                missing.setdefault(p.tenant or "", []).append(p.key)
-        for tenant, keys in missing.items():
-            for row in await conn.fetch(self._sql(sql.GET_BY_KEYS), tenant, keys):
-                run = run_from_row(row)
-                run.existed = True
-                found[tenant, run.key] = run
-        return _in_order(params, found)
-
-    async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        async with self._conn(self._claiming) as conn:
-            rows = await conn.fetch(self._sql(sql.CLAIM), *self._claim_args(params))
-        return _claimed(rows)
-
-    def _claim_args(self, params: RunClaimParams) -> tuple[Any, ...]:
-        """CLAIM's $1..$9."""
-        return (list(params.queues), list(params.tasks), self.clock.judged(params.now), params.limit,
-                params.worker_id, params.lease_s, self.channels["events"],
-                None if params.majors is None else rules.claim_keys(params.majors), params.fleet)
-
-    async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
-        if not params.runs:
-            return RunExtendResult()
-        ids, fences = zip(*sorted(params.runs))  # rows locked in id order, as the rescuer's
-        rows = await self._fetch_raw(sql.EXTEND, self.clock.judged(params.now), params.worker_id,
-                                     list(ids), list(fences), params.lease_s)
-        kept = {row[0] for row in rows}
-        return RunExtendResult(lost=[i for i in ids if i not in kept],
-                               cancel_requested=[row[0] for row in rows if row[1]])
-
-    async def run_finish_claim(self, params: Sequence[RunFinishParams],
-                               claim: RunClaimParams) -> tuple[list[int], list[Run]]:
-        if not params or not all(p.alone for p in params):
-            return await self.run_finish_many(params), await self.run_claim(claim)
-        # One statement (see sql.FINISH_CLAIM), on the claiming pool: the claim's plan
-        # wants its settings (see GENERIC_PLAN), and on the store's own pool the whole
-        # statement was planned anew at every call (server CPU 103 against 81 us a run,
-        # batches of 40, alternated blocks).
-        args = self._finish_args(params)
-        async with self._conn(self._claiming) as conn:
-            rows = await conn.fetch(self._sql(sql.FINISH_CLAIM), *args, *self._claim_args(claim))
-        unwritten = set(rows[0][-2] or ())
-        refused = await self._refused(params, {p.run_id for p in params} - unwritten)
-        self.hub.fire_finished(params)
-        return refused, _claimed([row for row in rows if row[0] is not None])
-
-    def _finish_args(self, params: Sequence[RunFinishParams]) -> tuple[Any, ...]:
-        """FINISH_MANY's $1..$5."""
-        now = self.clock.now(params[0].now)
-        # In id order, as renewals and the rescuer lock rows: a finish and a renewal of the
-        # same runs in another session otherwise deadlock (seen under load; retried, slow).
-        ends = json.dumps([(p.run_id, p.fence, p.state, p.result, p.error,
-                            p.run_at if p.run_at is not None else now, p.release, p.kind,
-                            p.event_data) for p in sorted(params, key=lambda p: p.run_id)])
-        return now, ends, self.channels["done"], self.channels["queued"], self.channels["events"]
-
-    async def _refused(self, params: Sequence[RunFinishParams], done: set[int]) -> list[int]:
-        """The ids of `params` a finish did not write (not in `done`) and did not write
-        before either (a retry after a lost reply): their fence was refused."""
-        refused = [p for p in params if p.run_id not in done]
-        if refused:
-            confirmed = {row[0] for row in await self._fetch_raw(
-                sql.FINISH_CONFIRM, [p.run_id for p in refused], [p.fence for p in refused],
-                [p.state.value for p in refused])}
-            refused = [p for p in refused if p.run_id not in confirmed]
-        return [p.run_id for p in refused]
-
-    async def run_finish_many(self, params: Sequence[RunFinishParams]) -> list[int]:
-        if not params:
-            return []
-        finish = self._finish_args(params)
-        now, args = finish[0], (self._sql(sql.FINISH_MANY), *finish)
-        if all(p.alone for p in params):
-            # No BEGIN/COMMIT (two round trips of three): the statement is atomic by
-            # itself, and no run of the batch has a parent to wake or a thread to go on.
-            async with self._conn() as conn:
-                rows = await conn.fetch(*args)
-        else:
-            async with self._conn() as conn, conn.transaction():
-                rows = await conn.fetch(*args)
-                await self._after_finish(conn, rows, now)
-        refused = await self._refused(params, {row[0] for row in rows})
-        self.hub.fire_finished(params)
-        return refused
-
-    async def _after_finish(self, conn: asyncpg.Connection, rows: list[asyncpg.Record], now: float) -> None:
-        """What a batch of ends sets off: parents wake, a rolled-back run's thread
-        messages go, and the next run of an ended run's thread may be claimed."""
-        ended = [row for row in rows if row[1] != "queued"]
-        parents = [row[2] for row in ended if row[2] is not None]
-        if parents:
-            await conn.execute(self._sql(q.WAKE_PARENTS), parents, now)
-        rolled_back = [row[0] for row in ended if row[1] == "interrupted" and row[5] == "rollback"]
-        if rolled_back:
-            await conn.execute(self._sql(q.THREAD_FORGET_RUN), rolled_back)
-        if parents or any(row[3] is not None for row in ended):
-            await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
-
-    async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
-        if not params:
-            return []
-        rules.check_one_step_per_run(params)
-        now = self.clock.now(params[0].now)
-        # In run id order, as the finish batch and the renewals lock their runs.
-        batch = json.dumps([[p.run_id, p.fence, p.position, p.name, p.status, p.result, p.error,
-                             rules.step_event(p.position, p.name, p.status, p.error)]
-                            for p in sorted(params, key=lambda p: p.run_id)])
-        rows = await self._fetch_raw(sql.RECORD_STEPS, batch, now, self.channels["events"])
-        recorded = {row[0] for row in rows}
-        for p in params:
-            self.hub.fire(events_topic(p.run_id))
-        return [p.run_id in recorded or await self._step_confirmed(p) for p in params]
-
-    async def _step_confirmed(self, p: StepRecordParams) -> bool:
-        async with self._conn() as conn:
-            return await conn.fetchval(self._sql(sql.STEP_CONFIRM), p.run_id, p.position, p.fence,
-                                       p.name, p.status, p.result, p.error) is not None
-
-    async def event_append(self, params: EventAppendParams) -> list[int] | None:
-        now = self.clock.now(params.now)
-        if params.mark is not None:
-            return await self._append_marked(params, now)
-        kinds, datas = zip(*params.events)
-        rows = await self._fetch_raw(sql.APPEND_EVENTS_FENCED, params.run_id, params.fence,
-                                     list(kinds), list(datas), now, self.channels["events"])
-        self.hub.fire(events_topic(params.run_id))
-        return [row[0] for row in rows] or None
-
-    async def _append_marked(self, params: EventAppendParams, now: float) -> list[int] | None:
-        ((kind, data),) = params.events
-        (row,) = await self._fetch_raw(sql.APPEND_MARKED, params.run_id, params.fence, kind, data, now,
-                                       params.mark, params.replayed, self.channels["events"])
-        ours, appended, found = row[0], row[1], row[2]
-        if appended is not None:
-            self.hub.fire(events_topic(params.run_id))
-            return [int(appended)]
-        if not ours or (found is None and not params.replayed):  # refused (or lost meanwhile)
-            return None
-        return [] if found is None else [int(found)]
-
-    # -- workers: a session-bound liveness mark -----------------------------------------
-
-    async def worker_register(self, params: WorkerRegisterParams) -> int:
-        """Register and take the worker's session-level advisory lock on a connection of
-        its own: the lock lives exactly as long as that session, which is how others learn
-        at once that this worker died."""
-        now = self.clock.now(params.now)
-        try:
-            conn = await self._connect()
-        except (TimeoutError, *TRANSIENT) as exc:
-            raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
-        try:
-            async with conn.transaction():
-                # Shared with other registrations, never beside an unrunnable sweep (see
-                # _hold_registrations): a sweep either sees this row or closed its runs first.
-                await conn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)",
-                                   self.lock_namespace, SCHEMA_KEY)
-                worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), *worker_row(params, now))
-                # Taken inside the inserting transaction: whoever sees the row sees the lock.
-                await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)
-        except BaseException:
-            await close_quietly(conn)
-            raise
-        self._marks.hold(int(worker_id), conn)
-        return int(worker_id)
-
-    async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
-        """False only when the worker was declared dead (it then registers again); a
-        database that cannot be reached raises StoreUnreachable, which is no death."""
-        conn = await self._marks.current(params.worker_id)
-        if conn is None:
-            return False
-        try:
-            await self._observe_clock(conn)
-            status = await conn.execute(self._sql(q.WORKER_HEARTBEAT), params.worker_id,
-                                        self.clock.now(params.now))
-        except TRANSIENT as exc:
-            self._marks.broken(params.worker_id, conn)
-            raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc
-        return bool(status == "UPDATE 1")
-
-    async def worker_watch(self, params: WorkerWatchParams) -> bool:
-        """Woken the moment the session of the worker this one watches ends (see
-        watch.py), or when a missing mark's grace ends, else after `timeout_s`."""
-        watch = self._watches.get(params.worker_id)
-        if watch is None:
-            await self._drop_watches()
-            watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT)
-        watch.start(params.worker_id)
-        grace_left_s = self._unmarked.next_look_in(self.clock.now())
-        if grace_left_s is not None and grace_left_s < params.timeout_s:
-            await watch.wait(grace_left_s)
-            return True
-        return await watch.wait(params.timeout_s)
-
-    async def _drop_watches(self) -> None:
-        """Close the watches of workers whose mark this process holds no more (declared
-        dead, a worker registered again under a new id): one session each, kept for nothing."""
-        for worker_id in [wid for wid in self._watches if not self._marks.holds(wid)]:
-            await self._watches.pop(worker_id).close()
-
-    async def worker_deregister(self, worker_id: int) -> None:
-        try:
-            await super().worker_deregister(worker_id)
-        finally:
-            await self._marks.release(worker_id)
-            watch = self._watches.pop(worker_id, None)
-            if watch is not None:
-                await watch.close()
-
 
 # The claim's sessions plan it once. PostgreSQL plans a prepared statement anew for every
 # call while its generic plan (one for any values) looks dearer than the calls' own, and
@@ -792,72 +374,3 @@ def _id_payload(run_ids: Sequence[int]) -> str:
     """Run ids for a notification; '*' (everyone re-reads) past the 8000-byte payload limit."""
     ids = ",".join(str(i) for i in run_ids)
     return ids if len(ids) < sql.PAYLOAD_LIMIT else "*"
-
-
-def _insert_row(p: RunInsertParams, now: float) -> tuple[Any, ...]:
-    """One run's values in sql.INSERT_FIELDS' order: INSERT_ONE's $1..$16, a row of
-    INSERT_MANY's JSON."""
-    return (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
-            p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
-            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
-
-
-def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
-    """The $1 of INSERT_MANY and INSERT_FRESH."""
-    return json.dumps([_insert_row(p, now) for p in params])
-
-
-# A row of _insert_row's: the fields its run alone has (sql.PER_RUN), and the others.
-_PER_RUN = [i for i, (name, _) in enumerate(sql.INSERT_FIELDS) if name in sql.PER_RUN]
-_SHARED = operator.itemgetter(*(i for i in range(len(sql.INSERT_FIELDS)) if i not in _PER_RUN))
-
-
-def _fresh_insert(params: Sequence[RunInsertParams], now: float) -> tuple[str, tuple[Any, ...]]:
-    """The insert of a batch of fresh keys, and its values up to `now` and the channel:
-    INSERT_UNIFORM when its runs differ only in sql.PER_RUN, else INSERT_FRESH."""
-    rows = [_insert_row(p, now) for p in params]
-    shared = _SHARED(rows[0])
-    if all(_SHARED(row) == shared for row in rows):
-        return sql.INSERT_UNIFORM, (*([row[i] for row in rows] for i in _PER_RUN), *shared)
-    return sql.INSERT_FRESH, (json.dumps(rows),)
-
-
-def _made(params: Sequence[RunInsertParams], rows: Sequence[asyncpg.Record],
-          now: float) -> dict[tuple[str, str], Run]:
-    """The runs an insert of `params` made, by tenant and key, from its rows: each run's
-    place in `params` (from 1), its id and whether it was born cancelled."""
-    made = {}
-    for place, run_id, _, born_cancelled in rows:
-        p = params[place - 1]
-        run = p.as_run(run_id, now)
-        made[p.tenant or "", p.key] = rules.born_cancelled_run(run, now) if born_cancelled else run
-    return made
-
-
-def _claimed(rows: Sequence[asyncpg.Record]) -> list[Run]:
-    """The runs a claim's rows hold, in claim order (RETURNING has none)."""
-    runs = [run_from_row(row) for row in rows]
-    runs.sort(key=lambda r: (r.priority, r.run_at, r.id))
-    return runs
-
-
-def _chunks(items: Iterable[RunInsertParams], size: int) -> Iterator[list[RunInsertParams]]:
-    """`items` in lists of `size`, pulled one list at a time."""
-    it = iter(items)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
-
-
-def _in_order(params: Sequence[RunInsertParams], found: dict[tuple[str, str], Run]) -> list[Run]:
-    """Runs in the caller's order; a key repeated within one batch maps to one run."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for p in params:
-        name = (p.tenant or "", p.key)
-        run = found[name]
-        if name in seen and not run.existed:
-            run = Run(**{f: getattr(run, f) for f in run.__slots__})
-            run.existed = True
-        seen.add(name)
-        out.append(run)
-    return out
