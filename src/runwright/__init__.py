@@ -5,6 +5,8 @@ from .app import App, Call, TenantView
 from .client.following import TokenText
 from .client.handles import RunHandle
 from .client.threads import ThreadCursor, ThreadHandle, ThreadInfo
+from .core.journal import Event, StepRecord, ThreadEvent
+from .core.questions import Question
 from .engine.context import ChildRun, Context
 from .engine.worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
@@ -41,8 +43,6 @@ from .errors import (
     ThreadNotFound,
     UnknownTask,
 )
-from .journal import Event, StepRecord, ThreadEvent
-from .questions import Question
 from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
 from .tasks.budget import Budget
 from .tasks.retry import Backoff, RetryPolicy

@@ -15,26 +15,26 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import inputs
 from .agents.loop import define_agent
 from .agents.rate_limits import RateLimit
 from .client.following import Follower
 from .client.scheduling import Schedules
 from .client.scope import Call, RunScope, TenantView
 from .client.threads import Threads
-from .clock import Clock, StoreClock
+from .core import inputs
+from .core.clock import Clock, StoreClock
+from .core.schedules import Schedule
+from .core.versions import DEFAULT_VERSION, check_version, major_of
 from .engine.runtime import Runtime
 from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .jobs import register_builtin_jobs
-from .schedules import Schedule
 from .store import Store, store_from_url
 from .tasks.limits import Limits
 from .tasks.registry import Registry
 from .tasks.serde import DEFAULT_MAX_PAYLOAD_BYTES
 from .tasks.specs import TaskSpec
 from .verify.hooks import register as register_verify
-from .versions import DEFAULT_VERSION, check_version, major_of
 
 if TYPE_CHECKING:
     from .agents.models import Model
@@ -259,7 +259,7 @@ class App(RunScope):
         """Read time from `clock` everywhere: the store's judgements (due times, leases,
         retention), submissions, workers made after this, schedules (runwright.testing's
         clock that skips ahead). A store shared with other processes keeps the server's
-        clock (see runwright.clock): only the embedded stores take one."""
+        clock (see runwright.core.clock): only the embedded stores take one."""
         if isinstance(self.store.clock, StoreClock):  # the database server's, in its statements
             raise ConfigError(f"{self.url}: only an embedded store (sqlite://, memory://) takes"
                               f" a clock of the App's")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from runwright.clock import Clock
+from runwright.core.clock import Clock
 from runwright.store import store_from_url
 from runwright.store.params import RunClaimParams, RunExtendParams, RunRescueParams
 

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from runwright.client.following import Follower
-from runwright.clock import Clock
+from runwright.core.clock import Clock
 from runwright.engine.sweeper import Retention, Sweeper
 from runwright.errors import ThreadDeleted, ThreadNotFound
 from runwright.runs import RunState

@@ -15,7 +15,7 @@ from typing import AsyncIterator
 import pytest
 
 import runwright as rw
-from runwright.resilience import through_blinks
+from runwright.core.resilience import through_blinks
 from runwright.store import store_from_url
 from runwright.store.sqlite.store import SqliteStore, is_blink
 

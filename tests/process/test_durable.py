@@ -18,7 +18,7 @@ import signal
 import pytest
 
 import runwright as rw
-from runwright.journal import StepRecord
+from runwright.core.journal import StepRecord
 from runwright.runs import Run, RunState
 from runwright.store.params import EventListParams, RunListParams
 

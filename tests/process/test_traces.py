@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.journal import Event
+from runwright.core.journal import Event
 from runwright.observe.trace_context import RunTrace
 from runwright.runs import Run, RunState
 

@@ -53,7 +53,7 @@ def test_a_tool_and_a_cron_load_theirs_when_used():
     probe = ("import json, sys, runwright\n"
              "app = runwright.App('sqlite:///unused-never-opened.db')\n"
              "@app.tool()\ndef add(a: int, b: int) -> int:\n    return a + b\n"
-             "from runwright.schedules import check_cron\ncheck_cron('0 9 * * 1-5')\n"
+             "from runwright.core.schedules import check_cron\ncheck_cron('0 9 * * 1-5')\n"
              f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == ["croniter", "pydantic"]  # the probes above can see them

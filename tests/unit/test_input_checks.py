@@ -7,9 +7,9 @@ import math
 import pytest
 
 import runwright as rw
-from runwright import inputs
 from runwright.agents.tools import tool_spec
 from runwright.cli.params import Integer, Number, Text, UsageError
+from runwright.core import inputs
 from runwright.store import store_from_url
 from runwright.tasks.retry import Backoff, RetryPolicy
 from runwright.tasks.serde import MAX_DEPTH, decode, encode
@@ -132,7 +132,7 @@ def test_tool_arguments_that_do_not_fit_are_bad_arguments_and_still_a_value_erro
     assert isinstance(refused.value, ValueError)  # what the agent loop catches
 
 
-# -- what each input may be (runwright.inputs): one answer for library, CLI and HTTP -----
+# -- what each input may be (runwright.core.inputs): one answer for library, CLI and HTTP -----
 
 HOSTILE_TEXT = [("NUL", "a\x00b"), ("a lone surrogate", "a\ud800"), ("an undecodable byte", "a\udcff"),
                 ("empty", ""), ("over-long", "x" * 100_000), ("not a string", 5), ("None", None)]

@@ -151,12 +151,14 @@ def test_modules_of_routes_share_helpers_through_deps_not_through_each_other():
 
 # Which folders a folder must never import (DESIGN §14: faces -> App and the client side ->
 # tasks and the engine -> the store interface <- backends). A folder is a top-level package
-# of runwright; the modules every layer shares (runs, errors, journal, questions,
-# schedules, versions, clock, waiting, inputs) stay at the top, below all of them.
+# of runwright; what every layer shares is core/ (the records of a run's history, questions,
+# schedules, versions, the clock, waits, input checks, resilience), below all of them: it
+# imports only the public face's errors and runs, and the log helper.
 # Verify is a face too: it registers its tasks and fleet ops through the hooks a user
 # has, so neither the engine nor the fleet (nor the built-in jobs) know of it.
 FACES = {"server", "cli", "verify", "testing"}
 NEVER = {
+    "core": {"app", "client", "tasks", "engine", "store", "fleet", "agents", "jobs", *FACES},
     "store": {"app", "client", "tasks", "engine", "fleet", "agents", "jobs", "observe", "verify", *FACES},
     "fleet": {"app", "client", "tasks", "engine", "agents", "jobs", "verify", *FACES},
     "tasks": {"app", "client", "engine", "fleet", "jobs", "verify", *FACES},
@@ -209,9 +211,7 @@ def test_the_fleet_reaches_its_bus_through_the_store_interface_never_a_backend()
     assert crossings == [], f"fleet/ imports a backend: {crossings}"
 
 
-def test_the_top_level_holds_the_public_face_and_what_every_layer_shares():
+def test_the_top_level_holds_the_public_face_alone():
     top = sorted(name for name, path in _modules().items()
                  if name.count(".") == 1 and path.name != "__init__.py")
-    assert top == [f"{PACKAGE}.{name}" for name in (
-        "__main__", "app", "clock", "errors", "inputs", "journal", "questions", "resilience", "runs",
-        "schedules", "versions", "waiting")]
+    assert top == [f"{PACKAGE}.{name}" for name in ("__main__", "app", "errors", "runs")]

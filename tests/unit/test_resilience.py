@@ -9,8 +9,8 @@ import sqlite3
 import asyncpg
 import pytest
 
+from runwright.core.resilience import is_store_failure, store_call, through_blinks
 from runwright.errors import StoreError, StoreUnreachable
-from runwright.resilience import is_store_failure, store_call, through_blinks
 
 from ..conftest import PG_BASE
 

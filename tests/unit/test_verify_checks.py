@@ -10,7 +10,7 @@ import json
 import pytest
 
 from runwright.cli.verifying import exit_code, parse_duration
-from runwright.journal import Event, StepRecord
+from runwright.core.journal import Event, StepRecord
 from runwright.runs import Run, RunState
 from runwright.verify import Ledger, RunData, check, schedule
 from runwright.verify.place import place_for

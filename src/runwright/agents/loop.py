@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..core.questions import APPROVAL_SCHEMA
+from ..core.resilience import through_blinks
 from ..errors import BudgetExceeded, ConfigError, LeaseLost, OutcomeUnknown, PayloadTooLarge
 from ..observe.spans import annotate
-from ..questions import APPROVAL_SCHEMA
-from ..resilience import through_blinks
 from ..store.params import ThreadAppendParams, ThreadMessagesParams
 from ..tasks.budget import Budget
 from .models import DEFAULT_PRICES, Model, ModelClient, Price

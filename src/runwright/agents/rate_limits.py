@@ -21,10 +21,10 @@ import random
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Sequence
 
-from ..clock import Clock
+from ..core.clock import Clock
+from ..core.resilience import through_blinks
 from ..engine.parking import Park
 from ..errors import ConfigError
-from ..resilience import through_blinks
 from ..store.interface import Store
 from ..store.params import BucketTakeParams
 

@@ -1,5 +1,5 @@
 """The types of the command line's values: every integer, number and text an option or
-an argument takes is read by one of these, which ask `runwright.inputs` (the checks the
+an argument takes is read by one of these, which ask `runwright.core.inputs` (the checks the
 library and HTTP make) and refuse, in one line with exit 2, what the option cannot mean:
 NaN and infinities (a wait that never ends), negatives, a count past what a store
 holds, digits of another script ("٣", "²": Python's int() reads the first), an empty
@@ -12,9 +12,9 @@ from typing import Any
 
 import typer
 
-from .. import inputs
+from ..core import inputs
+from ..core.inputs import MAX_ID, MAX_LIMIT, MAX_SECONDS, MAX_SEQ, MAX_TEXT_CHARS
 from ..errors import InvalidInput
-from ..inputs import MAX_ID, MAX_LIMIT, MAX_SECONDS, MAX_SEQ, MAX_TEXT_CHARS
 
 try:  # the click that typer parses with: a copy of its own since typer 0.2x
     from typer._click.types import ParamType

@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 import typer
 
+from ..core.schedules import clock_from_env
 from ..observe.logs import configure_logging
-from ..schedules import clock_from_env
 from .exits import clear_errors, err
 from .main import URL, cli, opened, use_url, with_app
 from .params import (

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .. import inputs
+from ..core import inputs
+from ..core.questions import Question
 from ..errors import InvalidInput
-from ..questions import Question
 from .exits import clear_errors
 from .main import URL, cli, with_app
 from .output import out

@@ -37,10 +37,10 @@ def parse_duration(text: str, option: str) -> float:
 def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str, stall_every: str,
            blip_every: str, seed: int | None, lease_s: float, timeout_s: float, as_json: bool,
            fleet: bool = False, app_version: str = "0.0.0") -> None:
+    from ..core.versions import check_version
     from ..verify import Options, VerifyAborted, run_verify
     from ..verify.fleet import NoFleet, run_fleet_verify
     from ..verify.report import print_report
-    from ..versions import check_version
 
     for name, value, least in (("--workers", workers, 1), ("--runs", runs, 1), ("--steps", steps, 1)):
         if value < least:

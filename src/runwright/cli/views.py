@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..client.attempts import Attempt
 from ..client.threads import ThreadInfo
-from ..journal import Event
+from ..core.journal import Event
+from ..core.schedules import Schedule, parse_zone
 from ..runs import Run
-from ..schedules import Schedule, parse_zone
 from .output import escape
 
 if TYPE_CHECKING:

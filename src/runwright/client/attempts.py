@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..journal import Event
+from ..core.journal import Event
 
 __all__ = ["Attempt", "attempts_of"]
 

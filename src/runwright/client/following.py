@@ -26,15 +26,15 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Iterable
 
+from ..core.journal import Event, ThreadEvent
+from ..core.resilience import through_blinks
+from ..core.waiting import wait_set
 from ..errors import RunNotFound, StoreError
-from ..journal import Event, ThreadEvent
-from ..resilience import through_blinks
 from ..runs import Run, RunState
 from ..store import rules
 from ..store.hub import QUEUED, done_topic, events_topic
 from ..store.interface import Store
 from ..store.params import EventListParams, RunListParams, ThreadEventListParams, ThreadGetParams
-from ..waiting import wait_set
 
 __all__ = ["EVENT_PAGE", "Follower", "TokenText"]
 

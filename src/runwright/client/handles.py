@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Protocol
 
-from ..journal import Event
+from ..core.journal import Event
 from ..runs import Run, RunState, outcome_of
 
 __all__ = ["RunAccess", "RunHandle"]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .. import inputs
+from ..core import inputs
+from ..core.inputs import MAX_ID, MAX_LIMIT
 from ..errors import InvalidInput
-from ..inputs import MAX_ID, MAX_LIMIT
 from ..runs import RunState
 from ..store.params import RunListParams, ThreadCursor, ThreadListParams
 from ..tasks.serde import finite

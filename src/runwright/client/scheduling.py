@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .. import inputs
-from ..clock import Clock
+from ..core import inputs
+from ..core.clock import Clock
+from ..core.schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
 from ..engine.scheduler import save_schedule
 from ..errors import InvalidInput, ScheduleNotFound
-from ..schedules import MISFIRE_POLICIES, Schedule, check_cron, next_fire_after, parse_zone
 from ..store.interface import Store
 from ..store.params import SchedulePauseParams
 from ..tasks.limits import Limits

@@ -15,11 +15,11 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
-from .. import inputs
+from ..core import inputs
+from ..core.journal import Event, StepRecord, ThreadEvent
+from ..core.questions import Question
 from ..engine.runtime import Runtime
 from ..errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
-from ..journal import Event, StepRecord, ThreadEvent
-from ..questions import Question
 from ..runs import Run, RunState
 from ..store.params import (
     EndedTimes,
@@ -108,7 +108,7 @@ class RunScope:
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
                                 tenant=self._tenant_for(tenant), traceparent=traceparent)
-        # Opened first: opening sets the store's clock (see runwright.clock), which a delay
+        # Opened first: opening sets the store's clock (see runwright.core.clock), which a delay
         # and a deadline count from.
         await self._ready()
         params = insert_params(spec, spec.bind(args, kwargs), submission,

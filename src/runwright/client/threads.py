@@ -18,8 +18,8 @@ import asyncio
 import json
 from typing import Any, AsyncIterator, Protocol
 
+from ..core.journal import ThreadEvent
 from ..errors import RunEnded, ThreadNotFound
-from ..journal import ThreadEvent
 from ..runs import Run
 from ..store import rules
 from ..store.interface import Store

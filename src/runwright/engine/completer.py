@@ -20,12 +20,12 @@ import math
 import time
 from typing import Callable
 
+from ..core.resilience import through_blinks, unless_cancelled
+from ..core.waiting import wait_set
 from ..errors import LeaseLost, StoreError
-from ..resilience import through_blinks, unless_cancelled
 from ..runs import Run
 from ..store.interface import Store
 from ..store.params import RunClaimParams, RunFinishParams
-from ..waiting import wait_set
 
 __all__ = ["Completer"]
 

@@ -17,12 +17,12 @@ from contextlib import AbstractContextManager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Sequence, TypeVar
 
+from ..core.journal import SNAPSHOT, TERMINAL_EVENT_KINDS, StepRecord
+from ..core.questions import schema_of
+from ..core.resilience import through_blinks
 from ..errors import ChildFailed, LeaseLost, NonDeterminismError, OutcomeUnknown, StepFailed
-from ..journal import SNAPSHOT, TERMINAL_EVENT_KINDS, StepRecord
 from ..observe.spans import active, span
 from ..observe.trace_context import RunTrace
-from ..questions import schema_of
-from ..resilience import through_blinks
 from ..runs import Run, outcome_of
 from ..store.params import EventAppendParams, QuestionOpenParams, StepRecordParams, ThreadForgetParams
 from ..tasks.blocking import in_thread

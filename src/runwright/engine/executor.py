@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from ..clock import Clock
+from ..core.clock import Clock
+from ..core.resilience import through_blinks
 from ..errors import LeaseLost, PayloadTooLarge, SerializationError, TaskTimeout
 from ..observe.logs import event
-from ..resilience import through_blinks
 from ..runs import Run, RunState
 from ..store.params import RunFinishParams
 from ..store.rules import cancelled_error

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from ..journal import StepRecord
+from ..core.journal import StepRecord
 from ..observe import spans as telemetry
 from ..observe.trace_context import RunTrace
 from ..runs import TERMINAL_STATES, Run, RunState

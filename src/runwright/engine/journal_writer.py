@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..resilience import through_blinks
+from ..core.resilience import through_blinks
 from ..store.interface import Store
 from ..store.params import StepRecordParams
 

@@ -11,9 +11,9 @@ import logging
 import time
 from typing import Callable, Collection, Sequence
 
-from ..clock import SYSTEM_CLOCK, Clock
+from ..core.clock import SYSTEM_CLOCK, Clock
+from ..core.resilience import store_call
 from ..observe.logs import event
-from ..resilience import store_call
 from ..runs import Run, RunState
 from ..store.interface import Store
 from ..store.params import RunCountDueParams, RunExpireParams, RunRescueParams, RunUnrunnableParams

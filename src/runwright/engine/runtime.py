@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..clock import Clock
+from ..core.clock import Clock
 from ..store.interface import Store
 from ..tasks.limits import Limits
 from ..tasks.registry import Registry

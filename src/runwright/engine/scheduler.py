@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from ..clock import SYSTEM_CLOCK, Clock
+from ..core.clock import SYSTEM_CLOCK, Clock
+from ..core.schedules import Schedule, fire_key, fires_due, next_fire_after
 from ..observe.logs import event
 from ..runs import Run
-from ..schedules import Schedule, fire_key, fires_due, next_fire_after
 from ..store.interface import Store
 from ..store.params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
 

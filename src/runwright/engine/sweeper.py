@@ -18,7 +18,7 @@ from typing import Awaitable, Callable, TypeVar
 
 from prometheus_client import Counter
 
-from ..clock import Clock
+from ..core.clock import Clock
 from ..errors import ConfigError
 from ..observe.logs import event
 from ..store.interface import Store

@@ -20,12 +20,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from .. import inputs
-from ..clock import Clock
+from ..core import inputs
+from ..core.clock import Clock
+from ..core.resilience import is_store_failure, jittered, store_call
+from ..core.waiting import halt, wait_set
 from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
 from ..observe import spans as telemetry
 from ..observe.logs import event
-from ..resilience import is_store_failure, jittered, store_call
 from ..runs import Run, RunState
 from ..store.hub import CANCEL, QUEUED
 from ..store.liveness import this_machine
@@ -38,7 +39,6 @@ from ..store.params import (
     WorkerRegisterParams,
     WorkerWatchParams,
 )
-from ..waiting import halt, wait_set
 from .completer import Completer
 from .crashpoints import crash_point
 from .executor import Active, Stop, run_attempt

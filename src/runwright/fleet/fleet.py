@@ -14,12 +14,12 @@ import os
 import time
 from typing import Any, Awaitable, Callable, Sequence
 
-from .. import inputs
+from ..core import inputs
+from ..core.waiting import wait_set
 from ..errors import InvalidInput, StoreError
 from ..store.bus import Bus, encode
 from ..store.interface import Store
 from ..store.params import QueuePauseParams
-from ..waiting import wait_set
 from .boot import StartingShape, check_apply_window, check_one_host, check_unchanged
 from .broadcast import ReportRow, Tally
 from .cache import Cache

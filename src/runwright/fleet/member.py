@@ -17,12 +17,12 @@ import os
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
+from ..core.resilience import jittered
+from ..core.waiting import bounded, halt
 from ..errors import InvalidInput, StoreError
 from ..observe.logs import event
-from ..resilience import jittered
 from ..store.bus import Bus, Writing
 from ..store.liveness import this_machine
-from ..waiting import bounded, halt
 from .presence import Life, State, choose_ordinal
 from .settings import FleetSettings
 

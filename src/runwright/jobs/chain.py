@@ -30,9 +30,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.resilience import through_blinks
 from ..engine.parking import Park
 from ..errors import BadArguments, FinalError, InvalidInput, UnknownTask
-from ..resilience import through_blinks
 from ..runs import Run, RunState
 from ..tasks.retry import Backoff, RetryPolicy
 from .conditions import check_condition, holds

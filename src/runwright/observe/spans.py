@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
-from ..journal import SNAPSHOT, StepRecord
+from ..core.journal import SNAPSHOT, StepRecord
 from ..runs import Run
 from .trace_context import RunTrace
 

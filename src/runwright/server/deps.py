@@ -1,5 +1,5 @@
 """What routes depend on: the caller's tenant and scope, the operator-only guard, and
-what each path, query and header value may be (bounds and checks from `runwright.inputs`,
+what each path, query and header value may be (bounds and checks from `runwright.core.inputs`,
 the same the library and the CLI apply: a bad value is a 422 problem before a route runs).
 
 At module level, and imported by each module of routes: FastAPI resolves (string)
@@ -14,8 +14,8 @@ from fastapi import Depends, Header, Query, Request
 from fastapi import Path as FastAPIPath
 from pydantic import AfterValidator
 
-from .. import inputs
-from ..inputs import (
+from ..core import inputs
+from ..core.inputs import (
     MAX_ID,
     MAX_KEY_CHARS,
     MAX_NAME_CHARS,

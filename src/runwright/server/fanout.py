@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 if TYPE_CHECKING:
     from ..app import App
-    from ..journal import Event
+    from ..core.journal import Event
 
 __all__ = ["Broadcaster"]
 

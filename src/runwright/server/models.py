@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from .. import inputs
 from ..client.threads import ThreadCursor, ThreadInfo
+from ..core import inputs
+from ..core.journal import Event, ThreadEvent
+from ..core.schedules import Schedule
 from ..errors import InvalidInput
 from ..jobs.bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
-from ..journal import Event, ThreadEvent
 from ..runs import Run
-from ..schedules import Schedule
 from ..tasks.budget import Budget
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",

@@ -11,7 +11,7 @@ from fastapi import FastAPI, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..client.scope import RunScope
-from ..questions import Question
+from ..core.questions import Question
 from .deps import RunId, Tenant
 
 __all__ = ["AnswerIn", "QuestionOut", "add_question_routes"]

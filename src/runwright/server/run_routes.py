@@ -9,8 +9,8 @@ from typing import AsyncIterator
 from fastapi import FastAPI, Header, Query, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from .. import inputs
 from ..app import App
+from ..core import inputs
 from ..runs import RunState
 from ..tasks.submission import refuse_options_in
 from .deps import (

@@ -12,8 +12,8 @@ from typing import Any, AsyncIterator
 from fastapi import FastAPI, Query, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from .. import inputs
 from ..client.scope import RunScope
+from ..core import inputs
 from ..errors import InvalidInput, ThreadDeleted
 from .deps import After, Before, Incarnation, LastEventId, Scopes, Tenant, TenantFilter, ThreadName
 from .models import (

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol, Sequence
 
-from ..clock import Clock
-from ..journal import Event, StepRecord, ThreadEvent
-from ..questions import Question
+from ..core.clock import Clock
+from ..core.journal import Event, StepRecord, ThreadEvent
+from ..core.questions import Question
+from ..core.schedules import Schedule
 from ..runs import Run
-from ..schedules import Schedule
 from .bus import Bus
 from .hub import Hub
 from .params import (

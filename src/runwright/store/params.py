@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from ..core.versions import major_of
 from ..runs import Run, RunState
-from ..versions import major_of
 
 __all__ = [
     "ON_BUSY",

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Collection, Iterable, Mapping, Sequence
 
+from ..core.journal import SNAPSHOT, StepRecord
+from ..core.questions import Question, check_answer
 from ..errors import (
     AlreadyAnswered,
     InvalidInput,
@@ -23,8 +25,6 @@ from ..errors import (
     ThreadDeleted,
     ThreadNotFound,
 )
-from ..journal import SNAPSHOT, StepRecord
-from ..questions import Question, check_answer
 from ..runs import RETRYABLE_STATES, Run, RunState, check_transition
 from .params import (
     ON_BUSY,

@@ -11,10 +11,10 @@ from typing import Any, Awaitable, Callable, Sequence, overload
 
 from ..agents.rate_limits import RateLimit
 from ..agents.tools import ToolSpec, tool_spec
+from ..core.schedules import Schedule
+from ..core.versions import DEFAULT_VERSION, check_majors, check_version, major_of
 from ..errors import ConfigError, UnknownTask
 from ..runs import NORMAL
-from ..schedules import Schedule
-from ..versions import DEFAULT_VERSION, check_majors, check_version, major_of
 from .retry import Backoff, RetryPolicy
 from .serde import finite
 from .specs import TaskSpec, takes_context

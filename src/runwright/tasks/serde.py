@@ -9,8 +9,8 @@ import math
 import traceback
 from typing import Any, Callable
 
+from ..core.inputs import MAX_EPOCH_S, MAX_SECONDS
 from ..errors import BadArguments, InvalidInput, InvalidTime, PayloadTooLarge, SerializationError
-from ..inputs import MAX_EPOCH_S, MAX_SECONDS
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES", "MAX_DEPTH", "bind_arguments", "decode", "due_at", "encode",

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .. import inputs
+from ..core import inputs
 from ..errors import InvalidInput, InvalidTime
 from ..observe.trace_context import check_traceparent
 from ..store.params import ON_BUSY, RunInsertParams

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 
 from ..app import App
 from ..client.handles import RunHandle
-from ..clock import OffsetClock
+from ..core.clock import OffsetClock
+from ..core.journal import Event
 from ..engine.worker import Worker
 from ..errors import ConfigError
-from ..journal import Event
 from ..store.hub import QUEUED
 from ..store.params import RunNextDueParams, WorkerHeartbeatParams
 

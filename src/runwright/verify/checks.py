@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ..journal import Event, StepRecord
+from ..core.journal import Event, StepRecord
 from ..runs import TERMINAL_STATES, Run, RunState
 from .tasks import LEDGER_EVENT
 

@@ -40,6 +40,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..app import App
+from ..core.versions import major_of
+from ..core.waiting import halt
 from ..errors import InvalidTransition, StoreError
 from ..fleet import Outcome as Reply
 from ..fleet import ReportRow, State
@@ -55,8 +57,6 @@ from ..store.params import (
     WorkerHeartbeatParams,
     WorkerRegisterParams,
 )
-from ..versions import major_of
-from ..waiting import halt
 from .checks import Findings, Ledger, check, throughput
 from .faults import Fault, schedule
 from .runner import (

@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..app import App
+from ..core.journal import Event
+from ..core.waiting import halt
 from ..errors import InvalidTransition, StoreError
-from ..journal import Event
 from ..runs import TERMINAL_STATES, Run, RunState
-from ..waiting import halt
 from .checks import Findings, Ledger, RunData, check, children_of, percentile, throughput
 from .faults import Fault, Injector, schedule
 from .place import Place, place_for

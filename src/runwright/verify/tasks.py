@@ -33,9 +33,9 @@ import os
 import random
 from typing import TYPE_CHECKING, Any
 
+from ..core.resilience import through_blinks
 from ..engine.context import Context
 from ..errors import OutcomeUnknown
-from ..resilience import through_blinks
 from ..store.params import EventAppendParams
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import sqlite3
 import uuid
 import weakref
 
-from ...clock import SYSTEM_CLOCK, Clock
+from ...core.clock import SYSTEM_CLOCK, Clock
 from ..bus import Bus
 from ..sqlite.store import SqliteStore
 

@@ -16,8 +16,8 @@ from typing import Any, Mapping, Sequence
 
 import asyncpg
 
+from ...core.waiting import halt
 from ...errors import StoreUnreachable
-from ...waiting import halt
 from ..bus import Deliver, Hearing, decode, encode
 from ..sql.bus import SqlBus
 from ..sql.dialect import POSTGRES

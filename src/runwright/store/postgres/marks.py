@@ -17,8 +17,8 @@ from typing import Awaitable, Callable
 
 import asyncpg
 
+from ...core.waiting import bounded, halt
 from ...errors import StoreUnreachable
-from ...waiting import bounded, halt
 
 __all__ = ["Marks", "close_quietly"]
 

@@ -25,10 +25,10 @@ from typing import Any, AsyncIterator, Callable, Sequence
 
 import asyncpg
 
-from ...clock import Clock, StoreClock
+from ...core.clock import Clock, StoreClock
+from ...core.waiting import halt
 from ...errors import StoreError, StoreUnreachable
 from ...runs import Run
-from ...waiting import halt
 from ..bus import Bus
 from ..hub import CHANNELS, Hub
 from ..liveness import Unmarked, gone_here
@@ -115,7 +115,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
         self.schema = schema
         self.where = f"schema {schema!r}"
         self.hub = Hub()
-        # The database's clock judges leases and deadlines (see runwright.clock).
+        # The database's clock judges leases and deadlines (see runwright.core.clock).
         self.clock = clock or StoreClock()
         # The key's first half: this schema's marks, distinct from another schema's in the
         # same database (pg_locks is filtered by database too, see _dead_worker_ids).

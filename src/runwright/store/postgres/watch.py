@@ -23,7 +23,7 @@ from typing import Awaitable, Callable
 
 import asyncpg
 
-from ...waiting import halt, wait_set
+from ...core.waiting import halt, wait_set
 
 __all__ = ["RETARGET_S", "Watch"]
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar
 
 import redis.asyncio as aioredis
 
-from ...clock import Clock, StoreClock
+from ...core.clock import Clock, StoreClock
+from ...core.journal import StepRecord
 from ...errors import StoreError
-from ...journal import StepRecord
 from ...runs import Run
 from ..hub import Hub
 from ..liveness import Unmarked

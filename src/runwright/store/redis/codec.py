@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ...journal import Event, StepRecord
-from ...questions import Question
+from ...core.journal import Event, StepRecord
+from ...core.questions import Question
 from ...runs import Run, RunState
 
 __all__ = [

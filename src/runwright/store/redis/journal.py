@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ...journal import Event, StepRecord
+from ...core.journal import Event, StepRecord
 from .. import rules
 from ..hub import events_topic
 from ..params import EventAppendParams, EventListParams, StepRecordParams

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 import redis.asyncio as aioredis
 
-from ...waiting import bounded, halt
+from ...core.waiting import bounded, halt
 from ..hub import CANCEL, CHANNELS, QUEUED, RUN_CHANNELS, WORK_CHANNELS, Hub, done_topic, events_topic
 from .errors import FAILURES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...questions import Question
+from ...core.questions import Question
 from .. import rules
 from ..hub import QUEUED, events_topic
 from ..params import QuestionAnswerParams, QuestionListParams, QuestionOpenParams

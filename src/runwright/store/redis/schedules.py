@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...schedules import Schedule
+from ...core.schedules import Schedule
 from ..params import ScheduleAdvanceParams, ScheduleDueParams, SchedulePauseParams
 from .base import RedisBase
 

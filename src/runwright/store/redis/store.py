@@ -71,9 +71,9 @@ import os
 
 import redis.asyncio as aioredis
 
-from ...clock import Clock, StoreClock
+from ...core.clock import Clock, StoreClock
+from ...core.waiting import halt
 from ...errors import StoreUnreachable
-from ...waiting import halt
 from .. import rules
 from ..bus import Bus
 from ..hub import Hub
@@ -133,7 +133,7 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         self.namespace = namespace
         self.where = f"redis namespace {namespace!r}"
         self.hub = Hub()
-        self.clock = clock or StoreClock()  # Redis's TIME judges (see runwright.clock)
+        self.clock = clock or StoreClock()  # Redis's TIME judges (see runwright.core.clock)
         self.prefix = f"rw:{{{namespace}}}:"
         self.liveness_s = liveness_s
         self._client_url = client_url

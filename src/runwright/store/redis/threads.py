@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...journal import ThreadEvent
+from ...core.journal import ThreadEvent
 from ...runs import RunState
 from .. import rules
 from ..params import (

@@ -49,7 +49,7 @@ class RedisWorkers(RedisBase):
                     log.warning("liveness refresh failed (%s); retrying", exc)
 
     async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
-        await self._now(None)  # keeps the clock's offset fresh (see runwright.clock)
+        await self._now(None)  # keeps the clock's offset fresh (see runwright.core.clock)
         alive = bool(await self._script("worker_heartbeat", params.worker_id,
                                         self._now_arg(params.now), self._ttl_ms()))
         if not alive:

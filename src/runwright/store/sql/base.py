@@ -7,7 +7,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
-from ...clock import Clock
+from ...core.clock import Clock
 from ...errors import RunNotFound
 from ...runs import Run, RunState
 from ..hub import Hub

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from ...core.schedules import Schedule
 from ...runs import Run, RunState
-from ...schedules import Schedule
 from ..params import WorkerInfo, WorkerRegisterParams
 
 __all__ = [

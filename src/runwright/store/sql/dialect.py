@@ -6,7 +6,7 @@ Shared statements are written with PostgreSQL's `$n` placeholders and three mark
 the rows read, where the database has row locks; `FOR_UPDATE_SKIP_LOCKED`: and pass over
 rows another transaction holds) and `NOW($n)` (the time a lease, a due
 time or a deadline is judged by: parameter `$n`, or when it is NULL the database's own
-clock, see `runwright.clock`). Each dialect rewrites them once.
+clock, see `runwright.core.clock`). Each dialect rewrites them once.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...journal import Event, StepRecord
+from ...core.journal import Event, StepRecord
 from ..params import EventListParams
 from . import statements as q
 from .base import SqlBase

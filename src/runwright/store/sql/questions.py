@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...questions import Question
+from ...core.questions import Question
 from .. import rules
 from ..hub import QUEUED, events_topic
 from ..params import QuestionAnswerParams, QuestionListParams, QuestionOpenParams

@@ -36,7 +36,7 @@ class SqlRetention(SqlBase):
 
     def _judged_here(self, given: float | None) -> float | None:
         """The time a retention statement judges ages by: None for "the database's clock,
-        read in the statement" (see runwright.clock), else the injected one."""
+        read in the statement" (see runwright.core.clock), else the injected one."""
         return self.clock.judged(given)
 
     async def run_reclaim(self, params: RunReclaimParams) -> RunReclaimed:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
+from ...core.journal import StepRecord
 from ...errors import StoreError
-from ...journal import StepRecord
 from ...runs import Run, RunState
 from .. import rules
 from ..hub import QUEUED, events_topic

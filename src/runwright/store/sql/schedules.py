@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...schedules import Schedule
+from ...core.schedules import Schedule
 from ..params import ScheduleAdvanceParams, ScheduleDueParams, SchedulePauseParams
 from . import statements as q
 from .base import SqlBase

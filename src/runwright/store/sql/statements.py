@@ -2,7 +2,7 @@
 
 Times are parameters, so a test injects the clock into every statement; a lease or a
 deadline is judged by `NOW($n)`, which on a database shared by machines is the database's
-clock unless a time was injected (see `runwright.clock`). Every write after a claim is
+clock unless a time was injected (see `runwright.core.clock`). Every write after a claim is
 fenced by `(id, fence)` and `state = 'running'`.
 """
 

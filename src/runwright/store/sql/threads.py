@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...core.journal import ThreadEvent
 from ...errors import ThreadDeleted
-from ...journal import ThreadEvent
 from ...runs import Run, RunState
 from .. import rules
 from ..params import (

@@ -14,9 +14,9 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
+from ...core.resilience import jittered
+from ...core.waiting import halt
 from ...errors import StoreUnreachable
-from ...resilience import jittered
-from ...waiting import halt
 from ..bus import Deliver, Hearing, decode, encode
 from ..sql.bus import SqlBus
 from ..sql.dialect import SQLITE

@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 
-from ...clock import SYSTEM_CLOCK, Clock
+from ...core.clock import SYSTEM_CLOCK, Clock
+from ...core.waiting import halt
 from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
-from ...waiting import halt
 from .. import rules
 from ..bus import Bus
 from ..hub import QUEUED, Hub, events_topic

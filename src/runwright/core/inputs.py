@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["MAX_BY_CHARS", "MAX_EPOCH_S", "MAX_HOST_CHARS", "MAX_ID", "MAX_KEY_CHARS", "MAX_LIMIT",
            "MAX_NAME_CHARS", "MAX_QUEUE_CHARS", "MAX_SECONDS", "MAX_SEQ", "MAX_TENANT_CHARS",

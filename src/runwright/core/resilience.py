@@ -10,8 +10,8 @@ import random
 import time
 from typing import Any, Awaitable, Callable, TypeVar
 
-from .errors import StoreError
-from .observe.logs import event
+from ..errors import StoreError
+from ..observe.logs import event
 
 __all__ = [
     "BLINK_LIMIT_S", "is_store_failure", "jittered", "store_call", "through_blinks", "unless_cancelled",

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["APPROVAL_SCHEMA", "Question", "check_answer", "schema_of"]
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 if TYPE_CHECKING:
     import zoneinfo

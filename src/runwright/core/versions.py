@@ -13,7 +13,7 @@ import functools
 import re
 from typing import Iterable
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["DEFAULT_VERSION", "check_majors", "check_version", "major_of"]
 
