@@ -393,3 +393,38 @@ async def test_a_cancelled_blocking_task_holds_its_slot_until_its_thread_returns
     assert saw_cancel.is_set()
     assert timeline == ["grind returned", "next started"]
     assert (await handle.refresh()).state is rw.RunState.CANCELLED
+
+
+async def test_a_run_retried_at_once_into_the_same_worker_stays_that_workers_to_cancel(app):
+    """A run that fails and is due again at once is claimed again by the batch that writes
+    its failure, while its first attempt's task is still winding down. The first attempt's
+    end must not take the second attempt's place in the worker: it did (by run id), and the
+    second attempt, no longer the worker's, had its lease never renewed and a cancel never
+    delivered (or, had its task not started yet, never ran at all).
+
+    As many runs as slots: the claim brings them all (a backlog, so the batch of their
+    failures claims along with it), and that claim finds them re-queued."""
+    failed_once: set[int] = set()
+    again: set[int] = set()
+
+    @app.task(retries=3, backoff=rw.Backoff(base_s=0.0, factor=1, cap_s=0.0, jitter=0.0))
+    async def flaky(ctx: rw.Context, n: int) -> int:
+        if ctx.run_id not in failed_once:
+            failed_once.add(ctx.run_id)
+            raise ConnectionError("first attempt")
+        again.add(ctx.run_id)
+        await asyncio.sleep(3600)  # until cancelled
+        return n
+
+    async with running_worker(app, concurrency=8, lease_s=120):
+        handles = await app.submit_many(flaky, [{"n": n} for n in range(8)])
+        async with asyncio.timeout(60):
+            while len(again) < 8:
+                await asyncio.sleep(0.02)
+        for handle in handles:
+            await handle.cancel()
+        for handle in handles:
+            with pytest.raises(rw.RunCancelled):
+                await handle.result(timeout_s=60)  # far below the lease (120 s)
+    runs = [await handle.refresh() for handle in handles]
+    assert {(run.state, run.attempt) for run in runs} == {(rw.RunState.CANCELLED, 2)}

@@ -179,6 +179,11 @@ class Worker:
         self._instruments = Instruments()
         self._connect = connect or runtime.store.open
         self._active: dict[int, Active] = {}
+        # Earlier attempts of a run in `_active` still winding down: a run failed and due
+        # again at once is claimed again by the batch that writes its failure, before that
+        # attempt's task has ended. They hold their slot (and a drain waits for them) until
+        # then, and never the run's place in `_active`, which is the newest attempt's.
+        self._leaving: list[Active] = []
         # Runs whose function has returned and whose fenced finish is on its way: they
         # hold no slot (the next claim need not wait for the write), but stay active so
         # their lease is kept until the write lands. At most `concurrency` of them.
@@ -224,7 +229,7 @@ class Worker:
     def idle(self) -> bool:
         """Running nothing, claiming nothing, with no claimed backlog: what is queued is not
         yet due (runwright.testing skips its clock ahead only then)."""
-        return not self._active and not self._claiming and not self._backlog
+        return not self._active and not self._leaving and not self._claiming and not self._backlog
 
     def stop(self) -> None:
         """Ask for a graceful stop: claim nothing more, drain, give back the rest."""
@@ -346,7 +351,7 @@ class Worker:
         # A claim made along with a batch of finishes before the stop may still land: its
         # runs are drained as the others are, not given back as soon as they start.
         await self._claims_landed(grace_s)
-        running = [a.task for a in self._active.values()]
+        running = [a.task for a in [*self._active.values(), *self._leaving]]
         if running and grace_s > 0:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)
             await asyncio.wait(running, timeout=grace_s)
@@ -392,7 +397,8 @@ class Worker:
 
     def _free(self) -> int:
         """Slots that neither a run nor a claim in flight holds."""
-        return self.config.concurrency - (len(self._active) - self._finishing) - self._claiming
+        held = len(self._active) + len(self._leaving) - self._finishing
+        return self.config.concurrency - held - self._claiming
 
     def _claim_of(self, queues: list[str]) -> RunClaimParams:
         """A claim for the free slots (at most `_claim_most`), which it holds until
@@ -481,6 +487,9 @@ class Worker:
         self._instruments.claimed(run)
         assert self._loop is not None, "a run is started by the claim loop, which run() starts"
         task = self._loop.create_task(self._execute(run), name=f"run-{run.id}")
+        earlier = self._active.get(run.id)
+        if earlier is not None:
+            self._leaving.append(earlier)
         self._active[run.id] = Active(run, task, cohort=self._cohort)
 
     # -- executing ------------------------------------------------------------------
@@ -515,7 +524,10 @@ class Worker:
             finally:
                 if not active.finishing:
                     self._gone(active)
-                self._active.pop(run.id, None)
+                if self._active.get(run.id) is active:
+                    del self._active[run.id]
+                else:
+                    self._leaving.remove(active)
                 self._slot_freed.set()
 
     # -- side tasks -----------------------------------------------------------------
