@@ -26,7 +26,9 @@ from .harness import WorkerProcess, owner_pid, sqlite_write_lock_free, wait_unti
 
 pytestmark = pytest.mark.process
 
-LEASE_S = 2.0  # the zombie test's lease: long enough to renew, short enough to wait out
+# The zombie's lease: long enough to renew on a loaded machine (at 2 s a suite run saw a
+# worker lose its own lease to itself), short enough to wait out.
+LEASE_S = 3.0
 
 
 @pytest.fixture
@@ -216,7 +218,7 @@ async def test_a_zombie_cannot_start_an_at_most_once_tool_after_its_lease_was_ta
     stalled = await handle.refresh()
     assert stalled.state is RunState.RUNNING and await owner_pid(client, stalled) == zombie.pid
 
-    other = agents.start(lease_s=LEASE_S)
+    other = agents.start()  # the default lease: the taker keeps what it takes
     run = await taken_over_and_succeeded(handle, stalled)
     assert [c.pid for c in calls_for(agents, "transfer", order)] == [other.pid]
 
@@ -231,9 +233,11 @@ async def test_a_zombie_cannot_start_an_at_most_once_tool_after_its_lease_was_ta
         "transfer executed once, by the new owner: the zombie never made the call"
     # prepare was journaled before the stall: the new owner replayed it, not called it.
     assert [c.pid for c in calls_for(agents, "prepare", order)] == [zombie.pid]
-    assert await journal(client, run.id) == [
-        ("model", stalled.fence), ("tool:prepare", stalled.fence),
-        ("tool:transfer", run.fence), ("model", run.fence)]
+    # The first model call by the zombie, under the claim it stalled in or (had it lost its
+    # lease to itself on a loaded machine, and claimed the run again) an earlier one.
+    (model_1, model_fence), *rest = await journal(client, run.id)
+    assert model_1 == "model" and model_fence <= stalled.fence
+    assert rest == [("tool:prepare", stalled.fence), ("tool:transfer", run.fence), ("model", run.fence)]
     assert len([r for r in model.requests if user_input(r) == order]) == 2, "no model call paid twice"
     assert json.loads(run.value()) == {"p": f"prepared {order}", "t": f"transferred {order}"}
 

@@ -60,12 +60,15 @@ async def watched(admin: asyncpg.Connection, app: rw.App, worker_id: int) -> boo
         app.store.lock_namespace, worker_id))  # type: ignore[attr-defined]
 
 
-async def marked(admin: asyncpg.Connection, app: rw.App, worker_id: int) -> bool:
-    """Does a session hold the worker's mark?"""
+async def marked(admin: asyncpg.Connection, app: rw.App, worker_id: int, session: str) -> bool:
+    """Does a session named `session` (the worker process's own) hold the worker's mark?
+    Any session would not do: the rescuer's watch is granted the lock for a moment as
+    the worker's sessions are cut."""
     return bool(await admin.fetchval(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
-        " AND objid::bigint = $2 AND objsubid = 2 AND granted",
-        app.store.lock_namespace, worker_id))  # type: ignore[attr-defined]
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'advisory' AND l.classid = $1::oid AND l.objid::bigint = $2"
+        " AND l.objsubid = 2 AND l.granted AND a.application_name = $3",
+        app.store.lock_namespace, worker_id, session))  # type: ignore[attr-defined]
 
 
 async def held_by_a_worker_process(app: rw.App, fleet: WorkerFleet, tag: str) -> tuple[Run, int]:
@@ -116,14 +119,17 @@ async def test_a_worker_whose_sessions_are_cut_is_never_taken_over(app: rw.App, 
     schema = store_url.split("schema=")[1]
     admin = await asyncpg.connect(PG_BASE)
     try:
+        session = f"runwright:{schema}:{pid}"
         async with rescuer(app):
+            await wait_until(lambda: marked(admin, app, run.owner, session), "the worker holds its mark")
             for _ in range(3):
                 await wait_until(lambda: watched(admin, app, run.owner), "the rescuer watches its mark")
                 cut = await admin.fetchval(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                    " WHERE application_name = $1", f"runwright:{schema}:{pid}")
+                    " WHERE application_name = $1", session)
                 assert cut > 0
-                await wait_until(lambda: marked(admin, app, run.owner), "the worker took its mark again")
+                await wait_until(lambda: marked(admin, app, run.owner, session),
+                                 "the worker took its mark again")
             # An absence is watched for a while: past the rescuer's grace, woken at each cut.
             await asyncio.sleep(1.0)
             after = await app.store.run_get(run.id)
