@@ -17,7 +17,8 @@ import pytest
 import runwright as rw
 from runwright.core.resilience import through_blinks
 from runwright.store import store_from_url
-from runwright.store.sqlite.store import SqliteStore, is_blink
+from runwright.store.sqlite.connection import is_blink
+from runwright.store.sqlite.store import SqliteStore
 
 
 @pytest.fixture
