@@ -244,11 +244,9 @@ def moved(op: str, state: RunState, before: tuple[Any, ...], after: tuple[Any, .
         assert run.state is RunState.RUNNING and run.interrupt == "interrupt", run
         assert kinds == ["interrupt_requested"], kinds
     elif state is RunState.QUEUED:
-        # interrupt of a thread whose only open run waits: on main it ends `interrupted`
-        # now; issue 37 item 5 (fixed apart) keeps waiting runs, behind the newer one.
-        # Either is a documented transition; anything else is not.
-        assert (run.state is RunState.INTERRUPTED and kinds == ["interrupted"]) or after == before, \
-            (run, kinds)
+        # Interrupt of a thread whose only open run waits: the newer run goes ahead of it,
+        # and the waiting run keeps waiting, untouched, to run after it (it is not ended).
+        assert after == before, (run, kinds)
     else:  # an ended run is not its thread's open run: the newer one just runs
         assert after == before
 
