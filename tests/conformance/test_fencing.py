@@ -6,13 +6,15 @@ import json
 
 import pytest
 
-from runwright.errors import RunEnded, RunNotFound, RunNotRetryable
+from runwright.errors import LeaseLost, RunEnded, RunNotFound, RunNotRetryable
 from runwright.runs import RunState
 from runwright.store.params import (
     EventListParams,
     RunCancelParams,
     RunExtendParams,
     RunFinishParams,
+    RunListParams,
+    RunReclaimParams,
     RunRescueParams,
     RunRetryParams,
 )
@@ -275,3 +277,45 @@ async def test_retry_refuses_runs_that_are_not_dead_or_failed(store):
         await store.run_retry(RunRetryParams(running.id))
     with pytest.raises(RunNotFound):
         await store.run_retry(RunRetryParams(999999))
+
+
+def _child_of(run, key: str, fence: int | None = None):
+    params = insert(key)
+    params.parent_id, params.parent_fence = run.id, run.fence if fence is None else fence
+    return params
+
+
+async def _no_run_by_key(store, key: str) -> None:
+    assert await store.run_list(RunListParams(key=key)) == [], f"a run {key} was made"
+
+
+async def test_a_child_is_made_only_under_its_parents_current_fence(store):
+    """A child submitted by its parent's attempt is fenced as that attempt's other writes:
+    after a takeover the stale owner's child is refused and nothing is written; the new
+    owner's (the same key, a replay) is made; one of a run that ended or was removed (a
+    stale owner woken after its family was cancelled and reclaimed) is refused too."""
+    _, run = await _claimed(store, lease_s=5)
+    new_worker = await store.worker_register(worker())
+    await store.run_rescue_many(RunRescueParams(now=T0 + 6, worker_stale_s=1e9))
+    (retaken,) = await store.run_claim(claim(new_worker, now=T0 + 6))
+    with pytest.raises(LeaseLost):
+        await store.run_insert_many([_child_of(run, "zombie-child")])
+    await _no_run_by_key(store, "zombie-child")
+    # A batch with one stale child in it writes none of its runs.
+    with pytest.raises(LeaseLost):
+        await store.run_insert_many([insert("beside"), _child_of(run, "zombie-child")])
+    await _no_run_by_key(store, "beside")
+    (child,) = await store.run_insert_many([_child_of(retaken, "child")])
+    assert child.parent_id == run.id and child.state is RunState.QUEUED
+    (again,) = await store.run_insert_many([_child_of(retaken, "child")])
+    assert again.id == child.id and again.existed
+
+    assert await store.run_finish_many([RunFinishParams(run.id, retaken.fence, RunState.SUCCEEDED,
+                                                        result='"ok"', now=T0 + 7)]) == []
+    with pytest.raises(LeaseLost):
+        await store.run_insert_many([_child_of(retaken, "after-the-end")])
+    await _no_run_by_key(store, "after-the-end")
+    assert (await store.run_reclaim(RunReclaimParams(ended_before=T0 + 100))).run_ids == [run.id]
+    with pytest.raises(LeaseLost):
+        await store.run_insert_many([_child_of(retaken, "after-the-removal")])
+    await _no_run_by_key(store, "after-the-removal")

@@ -369,6 +369,9 @@ class Context:
         params = insert_params(spec, spec.bind(args, kwargs), submission,
                                now_s=self.runtime.clock(), limits=self.runtime.limits,
                                version=self.runtime.registry.version)
+        # Fenced as this attempt's other writes: a stale owner (woken after a takeover, or
+        # after its run was cancelled and removed) makes no child; it gets LeaseLost.
+        params.parent_fence = self.run.fence
         with self._span(name, position) as current:
             (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
             if current is not None:

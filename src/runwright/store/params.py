@@ -107,6 +107,11 @@ class RunInsertParams:
     # submitter: it can meet only a retry of this same insert, so a store may insert
     # without checking for it first and read the existing run only if the insert collides.
     key_is_fresh: bool = False
+    # A child submitted by its parent's attempt: that attempt's fence. The insert is
+    # fenced as the parent's other writes are: refused (LeaseLost, nothing written) unless
+    # the parent is running at this fence, so a stale owner woken after a takeover, a
+    # cancel or the parent's removal makes no child (see rules.check_parents_fenced).
+    parent_fence: int | None = None
 
     @property
     def major(self) -> int | None:
@@ -118,7 +123,8 @@ class RunInsertParams:
         return RunInsertParams(key, self.task, args, self.queue, self.priority, self.max_attempts,
                                self.timeout_s, self.run_at, self.parent_id, self.budget,
                                self.deadline_at, self.thread, self.on_busy, self.tenant,
-                               self.traceparent, self.version, self.now, self.key_is_fresh)
+                               self.traceparent, self.version, self.now, self.key_is_fresh,
+                               self.parent_fence)
 
     def as_run(self, run_id: int, now: float) -> Run:
         """The run this insert makes, as a read of it returns it: queued at `run_at`

@@ -16,6 +16,7 @@ from ..core.questions import Question, check_answer
 from ..errors import (
     AlreadyAnswered,
     InvalidInput,
+    LeaseLost,
     QuestionNotFound,
     RunEnded,
     RunNotFound,
@@ -31,6 +32,7 @@ from .params import (
     BucketTakeParams,
     QuestionAnswerParams,
     QuestionOpenParams,
+    RunInsertParams,
     RunListParams,
     StepRecordParams,
     ThreadInfo,
@@ -50,6 +52,8 @@ __all__ = [
     "answered_event",
     "can_run",
     "check_one_step_per_run",
+    "check_parents_fenced",
+    "fenced_parents",
     "claim_keys",
     "asked_event",
     "BORN_CANCELLED_EVENT",
@@ -314,6 +318,24 @@ BORN_CANCELLED_EVENT = {"reason": "its parent was cancelled"}  # the `cancelled`
 
 def born_cancelled_error() -> str:
     return cancelled_error("its parent was cancelled")
+
+
+def fenced_parents(params: Iterable[RunInsertParams]) -> list[tuple[int, int]]:
+    """The (parent id, fence) each child of a batch was submitted under (see
+    RunInsertParams.parent_fence), once each: what the insert checks before it writes."""
+    return sorted({(p.parent_id, p.parent_fence) for p in params
+                   if p.parent_id is not None and p.parent_fence is not None})
+
+
+def check_parents_fenced(pairs: Iterable[tuple[int, int]],
+                         running_at: Mapping[int, int | None]) -> None:
+    """Raise LeaseLost (the batch writes nothing) unless each parent is running at the fence
+    its child was submitted under; `running_at` is each parent's fence if it is running,
+    None (or absent) if it is not, or is gone. Read in the insert's own transaction or
+    script: a zombie's child is never made, nor one for a family cancelled or removed."""
+    for parent_id, fence in pairs:
+        if running_at.get(parent_id) != fence:
+            raise LeaseLost(parent_id, fence)
 
 
 def born_cancelled(parent_state: RunState | str | None, parent_cancel_requested: bool) -> bool:

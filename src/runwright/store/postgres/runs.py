@@ -42,7 +42,11 @@ class PostgresRuns(PostgresBase):
         # took 0.8-1.5 ms, which the server spent waiting when both were pulled first).
         after = next(items, None)
         async with self._conn() as conn:
-            if after is None:
+            if after is None and rules.fenced_parents(first):
+                async with conn.transaction():  # the parents' check holds to the commit
+                    await self._check_parents(conn, first)
+                    runs = await self._insert(conn, first, now)
+            elif after is None:
                 # No BEGIN/COMMIT around it (two round trips of three): the insert is one
                 # statement, atomic by itself, and the read of keys that already existed
                 # would see a snapshot of its own under READ COMMITTED inside a
@@ -74,6 +78,15 @@ class PostgresRuns(PostgresBase):
             rows = await conn.fetch(self._sql(statement), _insert_rows(params, now), now, channel)
         return await self._with_existing(conn, params, _made(params, rows, now))
 
+    async def _check_parents(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams]) -> None:
+        """rules.check_parents_fenced, inside the insert's transaction: the parents are read
+        FOR SHARE, so no takeover (a new fence), end or removal of one comes before the
+        insert commits."""
+        fenced = rules.fenced_parents(params)
+        if fenced:
+            rows = await conn.fetch(self._sql(sql.RUNNING_AT), [parent_id for parent_id, _ in fenced])
+            rules.check_parents_fenced(fenced, {row[0]: row[1] for row in rows})
+
     async def _insert_pipelined(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
                                 now: float) -> list[Run]:
         """A large batch in one transaction, a statement per chunk, each sent before the
@@ -89,7 +102,9 @@ class PostgresRuns(PostgresBase):
         except asyncpg.UniqueViolationError:
             pass  # rolled back whole
         taken += [p for chunk in chunks for p in chunk]
-        return await self._insert(conn, taken, now)
+        async with conn.transaction():
+            await self._check_parents(conn, taken)
+            return await self._insert(conn, taken, now)
 
     async def _send_chunks(self, conn: asyncpg.Connection, chunks: Iterable[Sequence[RunInsertParams]],
                            now: float, taken: list[RunInsertParams]) -> list[Run]:
@@ -100,6 +115,11 @@ class PostgresRuns(PostgresBase):
         try:
             for chunk in chunks:
                 taken += chunk
+                if rules.fenced_parents(chunk):  # checked alone: one statement at a time
+                    if sending is not None:
+                        made.update(_made(sent, await sending, now))
+                        sending = None
+                    await self._check_parents(conn, chunk)
                 if all(p.key_is_fresh for p in chunk):
                     statement, values = _fresh_insert(chunk, now)
                 else:

@@ -203,6 +203,11 @@ _CHILDREN = {INSERT_MANY: _insert(check_keys=True, children=True),
              INSERT_ONE: _insert(check_keys=False, shape="one", children=True)}
 
 
+# The fences of those of the parents that are running, held to the insert's commit (see
+# rules.check_parents_fenced): a takeover, an end or a removal of one waits for it.
+RUNNING_AT = "SELECT id, fence FROM runs WHERE id = ANY($1::bigint[]) AND state = 'running' FOR SHARE"
+
+
 def for_batch(statement: str, parent_ids: Iterable[int | None]) -> str:
     """`statement` (an INSERT_*), or its variant that reads the parents when a run of the
     batch has one."""

@@ -286,6 +286,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
     # -- the dialect's half of the shared operations ------------------------------------
 
     async def _insert_runs(self, conn: Any, params: Sequence[RunInsertParams], now: float) -> list[Run]:
+        await self._check_parents(conn.raw, params)  # in the caller's transaction
         return await self._insert(conn.raw, params, now)
 
     async def _dead_worker_ids(self, conn: Any, params: RunRescueParams, now: float) -> list[int]:

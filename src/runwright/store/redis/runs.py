@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Sequence
 
-from ...errors import ThreadDeleted
+from ...errors import LeaseLost, ThreadDeleted
 from ...runs import Run, RunState
 from .. import rules
 from ..hub import QUEUED
@@ -42,7 +42,11 @@ class RedisRuns(RedisBase):
         args: list[Any] = [self._now_arg(params[0].now), len(params)]
         for p in params:
             args += _insert_fields(p)
+        fenced = rules.fenced_parents(params)
+        args += [len(fenced), *(value for pair in fenced for value in pair)]
         rows = await self._script("insert", *args)
+        if rows and rows[0] == "lost":  # rules.check_parents_fenced, in the script: nothing written
+            raise LeaseLost(int(rows[1]), int(rows[2]))
         self.hub.fire(QUEUED)
         return [_existed(run_from_hash(flat), bool(existed)) for existed, flat in rows]
 

@@ -40,6 +40,7 @@ _INSERT_RUN = (
     " ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING id")
 _PARENT = "SELECT state, cancel_requested FROM runs WHERE id = ?"
+_RUNNING_AT = "SELECT fence FROM runs WHERE id = ? AND state = 'running'"
 # A child of a cancelled family (rules.born_cancelled) ends as it is born.
 _BORN_CANCELLED = "UPDATE runs SET state = 'cancelled', finished_at = ?, error = ?, last_seq = 2 WHERE id = ?"
 
@@ -47,6 +48,11 @@ _BORN_CANCELLED = "UPDATE runs SET state = 'cancelled', finished_at = ?, error =
 def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now: float) -> list[Run]:
     """Insert new runs (each with its `submitted` event, seq 1); an existing (tenant, key)
     returns the existing run, marked `existed`."""
+    fenced = rules.fenced_parents(params)
+    if fenced:  # in the write transaction: no takeover or removal comes between
+        rules.check_parents_fenced(fenced, {
+            parent_id: row[0] for parent_id, _ in fenced
+            for row in conn.execute(_RUNNING_AT, (parent_id,)).fetchall()})
     out, events = [], []
     # A rowid is the highest one plus one: once retention removed the newest runs, that
     # would hand a reclaimed id to a new run, and a reader of the old one would be shown

@@ -7,10 +7,18 @@
 --          priority, args, max_attempts, timeout_s, run_at, parent_id, budget, deadline_at,
 --          thread, tenant, submitted event data, thread identity (JSON [tenant, thread]),
 --          traceparent, version, major; NIL for a missing value
--- Returns  per run {existed (0/1), the run's hash as a flat list}
+-- then    m, the number of fenced parents, and m pairs: parent id, fence
+-- Returns  per run {existed (0/1), the run's hash as a flat list}; or {'lost', parent id,
+--          fence} when a parent is not running at the fence its child was submitted
+--          under (rules.check_parents_fenced), and then nothing is written
 --
 -- A key repeated within one batch makes one run: the second finds the first in `keys`.
 local now = now_of(ARGV[1])
+local fenced = 3 + tonumber(ARGV[2]) * INSERT_FIELDS
+for i = fenced + 1, fenced + 2 * tonumber(ARGV[fenced]), 2 do
+  local parent = load_fields(ARGV[i], {'state', 'fence'})
+  if not owns(parent, ARGV[i + 1]) then return {'lost', ARGV[i], ARGV[i + 1]} end
+end
 local out = {}
 for n = 0, tonumber(ARGV[2]) - 1 do
   local id, existed = insert_one(3 + n * INSERT_FIELDS, now)
