@@ -301,6 +301,11 @@ async def test_a_child_is_made_only_under_its_parents_current_fence(store):
     with pytest.raises(LeaseLost):
         await store.run_insert_many([_child_of(run, "zombie-child")])
     await _no_run_by_key(store, "zombie-child")
+    threaded = _child_of(run, "zombie-thread-child")
+    threaded.thread, threaded.on_busy = "zombie-thread", "enqueue"
+    with pytest.raises(LeaseLost):
+        await store.run_insert_threaded(threaded)
+    await _no_run_by_key(store, "zombie-thread-child")
     # A batch with one stale child in it writes none of its runs.
     with pytest.raises(LeaseLost):
         await store.run_insert_many([insert("beside"), _child_of(run, "zombie-child")])

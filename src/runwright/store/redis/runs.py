@@ -54,6 +54,7 @@ class RedisRuns(RedisBase):
         name = params.thread
         assert name is not None, "a threaded submission names its thread"
         thread = identity(params.tenant, name)
+        fenced = rules.fenced_parents([params])
 
         async def attempt() -> Run | Stale:
             deleted, existing, *open_flat = await self._script(
@@ -74,7 +75,9 @@ class RedisRuns(RedisBase):
                 json.dumps({"mode": plan.mode}), rules.interrupted_error(),
                 None if plan.turn is None else repr(plan.turn),
                 len(plan.ask_to_stop), *plan.ask_to_stop, len(plan.end_now), *plan.end_now,
-                *_insert_fields(params))
+                *_insert_fields(params), len(fenced), *(value for pair in fenced for value in pair))
+            if reply[0] == "lost":  # rules.check_parents_fenced, in the script: nothing written
+                raise LeaseLost(int(reply[1]), int(reply[2]))
             if reply[0] == "deleted":
                 raise ThreadDeleted(f"thread {name!r} was deleted")
             if reply[0] == "stale":

@@ -11,8 +11,10 @@
 --          waiting there (rules.plan_busy; NIL = its id, after them)
 -- ARGV[7]  a, the number of running runs to ask to stop; then their ids; then e, the
 --          number of begun runs to end now; then their ids
--- then     the run's INSERT_FIELDS values, as in insert.lua
--- Returns  {'deleted'}, {'stale'} (the thread's open runs changed since the plan: read
+-- then     the run's INSERT_FIELDS values, as in insert.lua; then m and m pairs (parent
+--          id, fence), the fenced parents, as in insert.lua
+-- Returns  {'lost', parent id, fence} (rules.check_parents_fenced: nothing written),
+--          {'deleted'}, {'stale'} (the thread's open runs changed since the plan: read
 --          and plan again), or {existed (0/1), the run's hash}
 --
 -- Submissions to one thread take turns (a script runs alone), so two can never both
@@ -23,6 +25,12 @@ local asks = tonumber(ARGV[7])
 local ends_at = 8 + asks
 local ends = tonumber(ARGV[ends_at])
 local fields_at = ends_at + 1 + ends
+local fenced = fields_at + INSERT_FIELDS
+for i = fenced + 1, fenced + 2 * tonumber(ARGV[fenced]), 2 do
+  if not owns(load_fields(ARGV[i], {'state', 'fence'}), ARGV[i + 1]) then
+    return {'lost', ARGV[i], ARGV[i + 1]}
+  end
+end
 local thread_ident = ARGV[fields_at + 15]
 local no = thread_no_of(thread_ident, now, true)
 if redis.call('HEXISTS', P .. 'thread:' .. no, 'deleted_at') == 1 then return {'deleted'} end
