@@ -14,11 +14,8 @@
 --
 -- A key repeated within one batch makes one run: the second finds the first in `keys`.
 local now = now_of(ARGV[1])
-local fenced = 3 + tonumber(ARGV[2]) * INSERT_FIELDS
-for i = fenced + 1, fenced + 2 * tonumber(ARGV[fenced]), 2 do
-  local parent = load_fields(ARGV[i], {'state', 'fence'})
-  if not owns(parent, ARGV[i + 1]) then return {'lost', ARGV[i], ARGV[i + 1]} end
-end
+local lost = parent_lost(3 + tonumber(ARGV[2]) * INSERT_FIELDS)
+if lost then return lost end
 local out = {}
 for n = 0, tonumber(ARGV[2]) - 1 do
   local id, existed = insert_one(3 + n * INSERT_FIELDS, now)

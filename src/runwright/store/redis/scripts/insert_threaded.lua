@@ -25,12 +25,8 @@ local asks = tonumber(ARGV[7])
 local ends_at = 8 + asks
 local ends = tonumber(ARGV[ends_at])
 local fields_at = ends_at + 1 + ends
-local fenced = fields_at + INSERT_FIELDS
-for i = fenced + 1, fenced + 2 * tonumber(ARGV[fenced]), 2 do
-  if not owns(load_fields(ARGV[i], {'state', 'fence'}), ARGV[i + 1]) then
-    return {'lost', ARGV[i], ARGV[i + 1]}
-  end
-end
+local lost = parent_lost(fields_at + INSERT_FIELDS)
+if lost then return lost end
 local thread_ident = ARGV[fields_at + 15]
 local no = thread_no_of(thread_ident, now, true)
 if redis.call('HEXISTS', P .. 'thread:' .. no, 'deleted_at') == 1 then return {'deleted'} end

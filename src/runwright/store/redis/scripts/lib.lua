@@ -185,6 +185,18 @@ local function owns(run, fence)
   return run ~= nil and run.fence == fence and run.state == 'running'
 end
 
+-- rules.check_parents_fenced: ARGV[at] is m, then m pairs (parent id, fence). The reply
+-- {'lost', parent id, fence} for the first parent not running at its fence, else nil;
+-- an insert checks it before it writes anything.
+local function parent_lost(at)
+  for i = at + 1, at + 2 * tonumber(ARGV[at]), 2 do
+    if not owns(load_fields(ARGV[i], {'state', 'fence'}), ARGV[i + 1]) then
+      return {'lost', ARGV[i], ARGV[i + 1]}
+    end
+  end
+  return nil
+end
+
 -- A running run leaves its owner's books (lease set, owned set). The sets are written in
 -- publish(), one ZREM and one SREM per owner for the whole batch, and whether the owner
 -- still owns anything is settled there too.
