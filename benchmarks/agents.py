@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import openai
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 from tests.agents.scripted_openai import Reply, ScriptedOpenAI, call
 
 from . import common

@@ -33,8 +33,8 @@ from typing import Callable
 import asyncpg
 
 import runwright as rw
-from runwright.store.interface import Store
-from runwright.store.params import RunClaimParams, RunCountParams, WorkerRegisterParams
+from runwright.store._interface import Store
+from runwright.store._params import RunClaimParams, RunCountParams, WorkerRegisterParams
 
 from . import common
 from .common import p99, say

@@ -27,7 +27,7 @@ import asyncpg
 import redis.asyncio
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from . import common
 from .common import BenchError, Workers, event_loop_runner, p99, pair, say

@@ -28,7 +28,7 @@ import asyncpg
 import redis.asyncio
 
 import runwright as rw
-from runwright.store.params import EventAppendParams, RunClaimParams, RunFinishParams, WorkerRegisterParams
+from runwright.store._params import EventAppendParams, RunClaimParams, RunFinishParams, WorkerRegisterParams
 
 from . import common
 from .common import BenchError, ProblemLog, Workers, event_loop_runner, num, p99, pair, say

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from . import common
 from .common import num, say

@@ -25,7 +25,7 @@ import asyncpg
 import redis.asyncio
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from . import common
 from .common import say

@@ -50,11 +50,11 @@ from typing import Any, Awaitable, Callable
 import asyncpg
 
 import runwright as rw
-from runwright.store.params import RunInsertParams
-from runwright.store.postgres import sql
-from runwright.store.postgres.store import PostgresStore, _insert_row  # the values INSERT_ONE takes
-from runwright.tasks.limits import Limits
-from runwright.tasks.submission import Submission, insert_params
+from runwright.store._params import RunInsertParams
+from runwright.store.postgres import _sql as sql
+from runwright.store.postgres._store import PostgresStore, _insert_row  # the values INSERT_ONE takes
+from runwright.tasks._limits import Limits
+from runwright.tasks._submission import Submission, insert_params
 
 from . import common
 from .common import say

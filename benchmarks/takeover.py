@@ -28,7 +28,7 @@ from pathlib import Path
 import asyncpg
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from . import common
 from .common import BenchError, Workers, p99, say

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from runwright.store.liveness import pid_alive  # a zombie holds no share either
+from runwright.store._liveness import pid_alive  # a zombie holds no share either
 
 __all__ = ["Budget", "BudgetExhausted", "DEFAULT_BUDGET"]
 

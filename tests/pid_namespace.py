@@ -1,6 +1,6 @@
 """Running a command in a pid namespace of its own, as a container (or `unshare --pid`, or
 a pod) runs it: for the tests of liveness across pid namespaces (see
-runwright.store.liveness.this_machine).
+runwright.store._liveness.this_machine).
 
 `in_own_pid_namespace(pid)` is a command prefix. The command runs under a small launcher
 that is the namespace's pid 1 (the namespace and everything in it ends with it), and gets

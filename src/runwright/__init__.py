@@ -2,13 +2,13 @@
 
 from .agents import ModelError, ModelUnavailable, Price, ToolSpec
 from .app import App, Call, TenantView
-from .client.following import TokenText
-from .client.handles import RunHandle
-from .client.threads import ThreadCursor, ThreadHandle, ThreadInfo
-from .core.journal import Event, StepRecord, ThreadEvent
-from .core.questions import Question
-from .engine.context import ChildRun, Context
-from .engine.worker import Worker, WorkerConfig, WorkerCrashed
+from .client._following import TokenText
+from .client._handles import RunHandle
+from .client._threads import ThreadCursor, ThreadHandle, ThreadInfo
+from .core._journal import Event, StepRecord, ThreadEvent
+from .core._questions import Question
+from .engine._context import ChildRun, Context
+from .engine._worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
     AlreadyAnswered,
     BadArguments,
@@ -44,9 +44,9 @@ from .errors import (
     UnknownTask,
 )
 from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
-from .tasks.budget import Budget
-from .tasks.retry import Backoff, RetryPolicy
-from .tasks.specs import TaskSpec
+from .tasks._budget import Budget
+from .tasks._retry import Backoff, RetryPolicy
+from .tasks._specs import TaskSpec
 
 __version__ = "0.1.0"
 

@@ -15,31 +15,31 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .agents.loop import define_agent
-from .agents.rate_limits import RateLimit
-from .client.following import Follower
-from .client.scheduling import Schedules
-from .client.scope import Call, RunScope, TenantView
-from .client.threads import Threads
-from .core import inputs
-from .core.clock import Clock, StoreClock
-from .core.schedules import Schedule
-from .core.versions import DEFAULT_VERSION, check_version, major_of
-from .engine.runtime import Runtime
+from .agents._loop import define_agent
+from .agents._rate_limits import RateLimit
+from .client._following import Follower
+from .client._scheduling import Schedules
+from .client._scope import Call, RunScope, TenantView
+from .client._threads import Threads
+from .core import _inputs as inputs
+from .core._clock import Clock, StoreClock
+from .core._schedules import Schedule
+from .core._versions import DEFAULT_VERSION, check_version, major_of
+from .engine._runtime import Runtime
 from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .jobs import register_builtin_jobs
 from .store import Store, store_from_url
-from .tasks.limits import Limits
-from .tasks.registry import Registry
-from .tasks.serde import DEFAULT_MAX_PAYLOAD_BYTES
-from .tasks.specs import TaskSpec
-from .verify.hooks import register as register_verify
+from .tasks._limits import Limits
+from .tasks._registry import Registry
+from .tasks._serde import DEFAULT_MAX_PAYLOAD_BYTES
+from .tasks._specs import TaskSpec
+from .verify._hooks import register as register_verify
 
 if TYPE_CHECKING:
-    from .agents.models import Model
-    from .agents.tools import ToolSpec
-    from .engine.worker import Worker
+    from .agents._models import Model
+    from .agents._tools import ToolSpec
+    from .engine._worker import Worker
     from .fleet import Member
 
 __all__ = ["App", "Call", "TenantView"]
@@ -259,7 +259,7 @@ class App(RunScope):
         """Read time from `clock` everywhere: the store's judgements (due times, leases,
         retention), submissions, workers made after this, schedules (runwright.testing's
         clock that skips ahead). A store shared with other processes keeps the server's
-        clock (see runwright.core.clock): only the embedded stores take one."""
+        clock (see runwright.core._clock): only the embedded stores take one."""
         if isinstance(self.store.clock, StoreClock):  # the database server's, in its statements
             raise ConfigError(f"{self.url}: only an embedded store (sqlite://, memory://) takes"
                               f" a clock of the App's")
@@ -270,8 +270,8 @@ class App(RunScope):
     # -- workers --------------------------------------------------------------------
 
     def worker(self, **options: Any) -> Worker:
-        """A Worker executing this app's tasks; see `runwright.engine.worker.WorkerConfig`."""
-        from .engine.worker import Worker, WorkerConfig
+        """A Worker executing this app's tasks; see `runwright.engine._worker.WorkerConfig`."""
+        from .engine._worker import Worker, WorkerConfig
 
         config = WorkerConfig(**options)
 

@@ -10,8 +10,8 @@ import pytest
 
 import runwright as rw
 from runwright.agents import ModelClient
-from runwright.engine import crashpoints
-from runwright.store.params import EventListParams
+from runwright.engine import _crashpoints as crashpoints
+from runwright.store._params import EventListParams
 
 from ..integration.conftest import running_worker
 from .scripted_openai import Reply, ScriptedOpenAI, call, last_role, tool_results

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..integration.conftest import running_worker
 from ..process.harness import wait_until

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from runwright.engine import crashpoints
+from runwright.engine import _crashpoints as crashpoints
 
 from ..integration.conftest import running_worker
 from .scripted_openai import Reply, ScriptedOpenAI, call, tool_results

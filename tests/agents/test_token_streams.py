@@ -4,7 +4,7 @@ follower's folded text is exactly the final message, also when it reconnects mid
 from __future__ import annotations
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..integration.conftest import running_worker
 from .scripted_openai import Reply, ScriptedOpenAI

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from ..integration.conftest import running_worker
 from ..ports import free_port
@@ -170,7 +170,7 @@ async def test_auth_off_must_be_explicit(store_url: str) -> None:
 
 
 async def test_metrics_and_summary(server: str, worker_app: rw.App) -> None:
-    from runwright.observe import metrics
+    from runwright.observe import _metrics as metrics
 
     async with httpx.AsyncClient(base_url=server, headers=as_("alice-token")) as http:
         run = (await http.post("/runs", json={"task": "record", "args": {"n": 1}})).json()

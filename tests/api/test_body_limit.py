@@ -12,7 +12,7 @@ from typing import AsyncIterator
 import httpx
 import pytest
 
-from runwright.server.factory import MAX_BODY_BYTES
+from runwright.server._factory import MAX_BODY_BYTES
 
 from ..ports import free_port
 from ..process import apps

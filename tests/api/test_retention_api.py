@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunReclaimParams
+from runwright.store._params import RunReclaimParams
 
 from ..integration.conftest import running_worker
 from .test_api import as_, server, worker_app  # noqa: F401 (fixtures)

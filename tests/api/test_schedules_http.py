@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunListParams
+from runwright.store._params import RunListParams
 
 from ..integration.conftest import running_worker
 from ..process.harness import wait_until

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 import runwright as rw
 from runwright.server import Auth, create_server
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..integration.conftest import running_worker
 from ..ports import free_port

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..process.conftest import fleet  # noqa: F401 (fixture)
 from ..process.harness import WorkerFleet, owner_pid, wait_until

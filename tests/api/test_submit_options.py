@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from .test_api import OPERATOR_TOKEN, as_, server, worker_app  # noqa: F401 (fixtures)
 

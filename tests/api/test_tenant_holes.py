@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import ThreadAppendParams
+from runwright.store._params import ThreadAppendParams
 
 from ..integration.conftest import running_worker
 from ..process import apps

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from ..process import apps
 from ..process.harness import APP_SPEC, client

@@ -21,7 +21,7 @@ import pytest
 from playwright.async_api import Page, Request, Route, async_playwright
 
 import runwright as rw
-from runwright.store.params import (
+from runwright.store._params import (
     RunClaimParams,
     RunFinishParams,
     RunRescueParams,

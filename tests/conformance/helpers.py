@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from runwright.store.params import RunClaimParams, RunInsertParams, StepRecordParams, WorkerRegisterParams
+from runwright.store._params import RunClaimParams, RunInsertParams, StepRecordParams, WorkerRegisterParams
 
 _keys = itertools.count()
 T0 = 1_800_000_000.0  # an injected "now": scenarios drive the clock themselves

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 import pytest
 
 from runwright.errors import InvalidInput
-from runwright.store.bus import MAX_MESSAGE_BYTES, Bus, Life, State, Writing, encode
+from runwright.store._bus import MAX_MESSAGE_BYTES, Bus, Life, State, Writing, encode
 
 from ..process.harness import wait_until
 

@@ -8,7 +8,7 @@ import json
 
 from runwright.errors import RunEnded
 from runwright.runs import RunState
-from runwright.store.params import EventListParams, RunCancelParams, RunFinishParams, RunInsertParams
+from runwright.store._params import EventListParams, RunCancelParams, RunFinishParams, RunInsertParams
 
 from .helpers import T0, claim, insert, worker
 

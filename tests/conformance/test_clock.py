@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from runwright.core.clock import Clock
+from runwright.core._clock import Clock
 from runwright.store import store_from_url
-from runwright.store.params import RunClaimParams, RunExtendParams, RunRescueParams
+from runwright.store._params import RunClaimParams, RunExtendParams, RunRescueParams
 
 from .helpers import insert, worker
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from runwright.runs import RunState
-from runwright.store.params import EventAppendParams, EventListParams, EventTrimParams, RunFinishParams
+from runwright.store._params import EventAppendParams, EventListParams, EventTrimParams, RunFinishParams
 
 from .helpers import T0, claim, insert, worker
 from .test_thread_cancel_and_follow import thread_log, threaded

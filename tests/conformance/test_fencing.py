@@ -8,7 +8,7 @@ import pytest
 
 from runwright.errors import LeaseLost, RunEnded, RunNotFound, RunNotRetryable
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunCancelParams,
     RunExtendParams,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventAppendParams,
     EventListParams,
     RunCancelParams,

@@ -11,7 +11,7 @@ import pytest
 from runwright.errors import RunNotRetryable
 from runwright.runs import RETRYABLE_STATES, RunState
 from runwright.store import store_from_url
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunCancelParams,
     RunFinishParams,

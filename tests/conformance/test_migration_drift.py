@@ -10,7 +10,7 @@ import asyncpg
 import pytest
 
 from runwright.store import store_from_url
-from runwright.store.migrations import schema_sql
+from runwright.store._migrations import schema_sql
 
 from ..conftest import PG_BASE
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from runwright.runs import RunState
-from runwright.store.params import QueuePauseParams, RunClaimParams, RunFinishParams, RunNextDueParams
+from runwright.store._params import QueuePauseParams, RunClaimParams, RunFinishParams, RunNextDueParams
 
 from .helpers import T0, insert, worker
 

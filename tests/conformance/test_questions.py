@@ -15,7 +15,7 @@ from runwright.errors import (
     ThreadBusy,
 )
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     QuestionAnswerParams,
     QuestionListParams,

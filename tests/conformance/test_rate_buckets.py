@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from runwright.store.params import BucketTakeParams
+from runwright.store._params import BucketTakeParams
 
 from .helpers import T0
 

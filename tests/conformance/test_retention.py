@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     LeaseTakeParams,
     QuestionListParams,
@@ -122,7 +122,7 @@ async def test_a_run_id_is_never_given_twice_even_once_the_newest_run_was_reclai
 
 
 async def test_a_thread_keeps_its_newest_runs_and_its_history(store):
-    from runwright.store.params import (
+    from runwright.store._params import (
         RunInsertParams,
         ThreadAppendParams,
         ThreadMessagesParams,

@@ -15,7 +15,7 @@ import pytest
 
 from runwright.runs import RunState
 from runwright.store import Store, store_from_url
-from runwright.store.params import (
+from runwright.store._params import (
     RunFinishParams,
     RunInsertParams,
     RunReclaimParams,

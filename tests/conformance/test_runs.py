@@ -8,7 +8,7 @@ import pytest
 
 from runwright.runs import Run, RunState
 from runwright.store import store_from_url
-from runwright.store.params import (
+from runwright.store._params import (
     RunCancelParams,
     RunCountDueParams,
     RunCountParams,

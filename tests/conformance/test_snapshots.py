@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from runwright.runs import RunState
-from runwright.store.params import RunFinishParams, RunRetryParams, StepRecordParams
+from runwright.store._params import RunFinishParams, RunRetryParams, StepRecordParams
 
 from .helpers import T0, claim, insert, step_record, worker
 

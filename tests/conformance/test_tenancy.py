@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runwright.errors import ThreadBusy, ThreadDeleted
-from runwright.store.params import (
+from runwright.store._params import (
     RunInsertParams,
     RunListParams,
     ThreadAppendParams,

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from runwright.client.following import Follower
-from runwright.client.threads import Threads
+from runwright.client._following import Follower
+from runwright.client._threads import Threads
 from runwright.errors import ThreadDeleted, ThreadNotFound
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventAppendParams,
     EventListParams,
     RunFinishParams,

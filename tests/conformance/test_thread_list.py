@@ -4,7 +4,7 @@ ones left out or marked, and what each thread's runs look like."""
 from __future__ import annotations
 
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     RunCancelParams,
     RunFinishParams,
     RunInsertParams,

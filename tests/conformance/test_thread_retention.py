@@ -15,12 +15,12 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
-from runwright.client.following import Follower
-from runwright.core.clock import Clock
-from runwright.engine.sweeper import Retention, Sweeper
+from runwright.client._following import Follower
+from runwright.core._clock import Clock
+from runwright.engine._sweeper import Retention, Sweeper
 from runwright.errors import ThreadDeleted, ThreadNotFound
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventAppendParams,
     RunFinishParams,
     RunInsertParams,

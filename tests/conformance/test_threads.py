@@ -8,7 +8,7 @@ import pytest
 
 from runwright.errors import ThreadBusy, ThreadDeleted
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunCountParams,
     RunFinishParams,
@@ -202,7 +202,7 @@ async def test_retention_keeps_the_newest_messages_in_the_historys_order(store):
     """The history is in the order the runs took their turns: a run that went ahead of
     a waiting one is older in it than that run, whatever their ids, so a trim to the
     newest messages keeps the waiting run's, not the interrupting run's."""
-    from runwright.store.params import ThreadMessageTrimParams
+    from runwright.store._params import ThreadMessageTrimParams
 
     wid = await store.worker_register(worker())
     await store.run_insert_threaded(threaded("r", "enqueue"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunClaimParams,
     RunFinishParams,

@@ -5,7 +5,7 @@ its heartbeat tells it so, and once it registers again it claims as before."""
 from __future__ import annotations
 
 from runwright.runs import RunState
-from runwright.store.params import RunFinishParams, WorkerHeartbeatParams
+from runwright.store._params import RunFinishParams, WorkerHeartbeatParams
 
 from .helpers import T0, claim, insert, worker
 

@@ -10,8 +10,8 @@ import pytest
 from runwright.errors import SchemaError
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.hub import CANCEL, QUEUED, done_topic
-from runwright.store.params import RunCancelParams, RunCountParams, RunFinishParams, WorkerHeartbeatParams
+from runwright.store._hub import CANCEL, QUEUED, done_topic
+from runwright.store._params import RunCancelParams, RunCountParams, RunFinishParams, WorkerHeartbeatParams
 
 from .helpers import T0, claim, insert, stamp_schema, worker
 

@@ -14,8 +14,8 @@ import pytest
 
 import runwright as rw
 from runwright.fleet import Outcome, State
-from runwright.fleet.presence import departed
-from runwright.store.liveness import hostname_of, pid_alive, this_machine
+from runwright.fleet._presence import departed
+from runwright.store._liveness import hostname_of, pid_alive, this_machine
 
 from ..pid_namespace import absent_pid, in_own_pid_namespace, require_pid_namespaces
 from ..process.harness import wait_until
@@ -152,7 +152,7 @@ async def test_a_life_that_stops_heartbeating_reads_stale_then_ends(make_app):
 async def test_replies_of_another_generation_are_discarded(make_app):
     app = await joined(make_app())
     census = await app.fleet.census()
-    from runwright.fleet.broadcast import Tally
+    from runwright.fleet._broadcast import Tally
 
     tally = Tally(census, app.fleet.settings.stale_s)
     life = app.fleet.member.life
@@ -174,7 +174,7 @@ async def _absent(app: rw.App, name: str) -> bool:
 
 async def test_a_sqlite_store_with_live_workers_on_another_host_refuses_to_join(make_app, backend):
     from runwright.errors import ConfigError
-    from runwright.store.params import WorkerRegisterParams
+    from runwright.store._params import WorkerRegisterParams
 
     app = make_app()
     await app.open()
@@ -192,7 +192,7 @@ async def test_a_sqlite_store_with_live_workers_of_another_pid_namespace_of_this
     file, its locks and its clock: it is not another host."""
     import socket
 
-    from runwright.store.params import WorkerRegisterParams
+    from runwright.store._params import WorkerRegisterParams
 
     app = make_app()
     await app.open()

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams
-from runwright.tasks.serde import MAX_DEPTH
+from runwright.store._params import RunCountParams
+from runwright.tasks._serde import MAX_DEPTH
 
 from ..api.test_api import OPERATOR_TOKEN, server  # noqa: F401 (fixture)
 from ..process.harness import APP_SPEC, ROOT, client
@@ -399,7 +399,7 @@ async def store_state(app: rw.App) -> tuple[Any, ...]:
 
 async def test_every_route_refuses_every_hostile_value_with_a_4xx_problem(store_url: str) -> None:
     from runwright.server import Auth
-    from runwright.server.factory import create_server
+    from runwright.server._factory import create_server
 
     async with client(store_url) as app:
         seeded = await app.tenant("acme").submit("record", n=1, thread="t", delay_s=3600)
@@ -432,7 +432,7 @@ async def test_every_route_refuses_every_hostile_value_with_a_4xx_problem(store_
 
 # -- every command, every option and argument --------------------------------------------
 #
-# In process (`runwright.cli.main.run`), each command of the tree with every hostile value
+# In process (`runwright.cli._main.run`), each command of the tree with every hostile value
 # of its kind in one option or argument, the others valid: one line on stderr that names
 # the option, exit 2, before any store is opened (the URL names a database that does not
 # exist: reaching it would be exit 4, and would not create it either).
@@ -462,8 +462,8 @@ def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, .
 def cli_cases() -> list[tuple[str, list[str], str]]:
     """(name, argv, the name the error must give) for every hostile value of every
     parameter of every command."""
-    from runwright.cli.main import command
-    from runwright.cli.params import Integer, Number, Text
+    from runwright.cli._main import command
+    from runwright.cli._params import Integer, Number, Text
 
     cases = []
     for path, command_ in _commands(command()):
@@ -475,7 +475,7 @@ def cli_cases() -> list[tuple[str, list[str], str]]:
                 continue
             kind = param.type
             assert isinstance(kind, (Integer, Number, Text)), (
-                f"runwright {' '.join(path)} {param.name}: read it with a type of runwright.cli.params")
+                f"runwright {' '.join(path)} {param.name}: read it with a type of runwright.cli._params")
             values = (INTEGER_TEXT if isinstance(kind, Integer) else NUMBER_TEXT if isinstance(kind, Number)
                       else _text_values(kind.max_chars))
             for value in values:
@@ -500,7 +500,7 @@ def _text_values(max_chars: int) -> list[str]:
 
 def test_every_command_refuses_every_hostile_value_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from runwright.cli.main import run
+    from runwright.cli._main import run
 
     database = tmp_path / "never.db"
     monkeypatch.setenv("RUNWRIGHT_URL", f"sqlite:///{database}")
@@ -550,7 +550,7 @@ LIBRARY_REFUSALS: list[tuple[list[str], int, str]] = [
 
 def test_the_command_line_refuses_what_the_library_refuses(store_url: str, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from runwright.cli.main import run
+    from runwright.cli._main import run
 
     async def seed() -> tuple[Any, ...]:
         async with client(store_url) as app:

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams, RunCountParams, RunListParams
+from runwright.store._params import EventListParams, RunCountParams, RunListParams
 
 from .conftest import running_worker
 from .test_webhook import SECRET, Receiver, verified

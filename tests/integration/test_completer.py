@@ -12,11 +12,11 @@ from typing import AsyncIterator
 import pytest
 
 import runwright as rw
-from runwright.engine.completer import GATHER_BATCH, Completer
-from runwright.engine.worker import WorkerConfig
+from runwright.engine._completer import GATHER_BATCH, Completer
+from runwright.engine._worker import WorkerConfig
 from runwright.errors import ConfigError
 from runwright.runs import RunState
-from runwright.store.params import RunFinishParams
+from runwright.store._params import RunFinishParams
 
 from ..conformance.helpers import claim, insert, worker
 

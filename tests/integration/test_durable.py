@@ -8,7 +8,7 @@ import time
 import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams, RunListParams
+from runwright.store._params import EventListParams, RunListParams
 
 from .conftest import running_worker
 
@@ -204,7 +204,7 @@ async def test_emit_and_follow_from_any_point(app, store_url):
     assert [k for _, k, _ in seen] == ["submitted", "started", *["progress"] * 3, "succeeded"]
     assert resumed == [(s, k) for s, k, _ in seen[3:]]
     with pytest.raises(ValueError, match="reserved"):
-        from runwright.engine.context import Context
+        from runwright.engine._context import Context
 
         await Context(app.runtime, handle.run, 0).emit("succeeded")
 

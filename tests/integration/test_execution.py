@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 import runwright as rw
-from runwright.engine import crashpoints
+from runwright.engine import _crashpoints as crashpoints
 
 from ..conftest import PG_BASE
 from .conftest import assert_cuts_cost_a_long_run_no_takeover, running_worker

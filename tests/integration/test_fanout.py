@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import runwright as rw
-from runwright.server.fanout import Broadcaster
-from runwright.store.params import EventAppendParams, EventListParams
+from runwright.server._fanout import Broadcaster
+from runwright.store._params import EventAppendParams, EventListParams
 
 from .conftest import running_worker
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Sequence
 
-from runwright.engine.journal_writer import JournalWriter
-from runwright.store.interface import Store
-from runwright.store.params import EventListParams, StepRecordParams
+from runwright.engine._journal_writer import JournalWriter
+from runwright.store._interface import Store
+from runwright.store._params import EventListParams, StepRecordParams
 
 from ..conformance.helpers import T0, claim, insert, worker
 

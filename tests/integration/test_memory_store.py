@@ -13,7 +13,7 @@ import pytest
 import runwright as rw
 from runwright.errors import ConfigError
 from runwright.store import store_from_url
-from runwright.store.params import RunInsertParams
+from runwright.store._params import RunInsertParams
 
 
 async def _one_run(store: rw.Store) -> int:

@@ -12,7 +12,7 @@ import pytest
 
 import runwright as rw
 from runwright.errors import StoreError
-from runwright.store.params import (
+from runwright.store._params import (
     RunClaimParams,
     RunExtendParams,
     RunFinishParams,

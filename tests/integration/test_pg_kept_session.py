@@ -1,5 +1,5 @@
 """The PostgreSQL store keeps one session of its pool out of it between uses (store/postgres/
-kept.py): a borrower that finds it free skips the pool's work. These pin what that must never
+_kept.py): a borrower that finds it free skips the pool's work. These pin what that must never
 cost: two borrowers at once never share a session, and a session left in doubt (a borrower
 cancelled mid-statement, a session the server cut, a transaction left open) is never lent
 again; the next borrower gets a working one."""
@@ -14,7 +14,7 @@ import asyncpg
 import pytest
 
 from runwright.errors import StoreUnreachable
-from runwright.store.postgres.store import PostgresStore
+from runwright.store.postgres._store import PostgresStore
 
 from ..conftest import PG_BASE
 

@@ -9,7 +9,7 @@ import pytest
 
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.params import RunClaimParams, RunFinishParams, RunInsertParams, WorkerRegisterParams
+from runwright.store._params import RunClaimParams, RunFinishParams, RunInsertParams, WorkerRegisterParams
 
 from ..conftest import PG_BASE
 

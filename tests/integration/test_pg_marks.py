@@ -1,4 +1,4 @@
-"""A PostgreSQL worker's liveness mark (store/postgres/marks.py) is taken again at once when
+"""A PostgreSQL worker's liveness mark (store/postgres/_marks.py) is taken again at once when
 its session is cut, however the cut meets the session: idle, or under a heartbeat that reads
 the server's goodbye half-way (where asyncpg tells no termination listener). A mark missing
 past the grace (MISSING_GRACE_S) gets a live worker taken over."""
@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from runwright.errors import StoreUnreachable
-from runwright.store.params import WorkerHeartbeatParams, WorkerRegisterParams
-from runwright.store.postgres.store import PostgresStore
+from runwright.store._params import WorkerHeartbeatParams, WorkerRegisterParams
+from runwright.store.postgres._store import PostgresStore
 
 from ..conftest import PG_BASE
 

@@ -21,7 +21,7 @@ import redis.asyncio
 
 import runwright as rw
 from runwright.store import store_from_url
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunEndedParams,
     RunFinishParams,

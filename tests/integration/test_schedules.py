@@ -10,9 +10,9 @@ import pytest
 from croniter import croniter
 
 import runwright as rw
-from runwright.engine.scheduler import Scheduler
+from runwright.engine._scheduler import Scheduler
 from runwright.store import store_from_url
-from runwright.store.params import RunListParams
+from runwright.store._params import RunListParams
 
 from .conftest import running_worker
 

@@ -15,10 +15,10 @@ from typing import AsyncIterator
 import pytest
 
 import runwright as rw
-from runwright.core.resilience import through_blinks
+from runwright.core._resilience import through_blinks
 from runwright.store import store_from_url
-from runwright.store.sqlite.connection import is_blink
-from runwright.store.sqlite.store import SqliteStore
+from runwright.store.sqlite._connection import is_blink
+from runwright.store.sqlite._store import SqliteStore
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import inspect
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunCountParams
-from runwright.tasks.submission import OPTIONS
+from runwright.store._params import RunCountParams
+from runwright.tasks._submission import OPTIONS
 
 
 def _tasks(app: rw.App):

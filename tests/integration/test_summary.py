@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import runwright as rw
-from runwright.observe import metrics
+from runwright.observe import _metrics as metrics
 
 from .conftest import running_worker
 

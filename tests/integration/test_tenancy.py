@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import runwright as rw
-from runwright.store.params import ThreadAppendParams
+from runwright.store._params import ThreadAppendParams
 
 from .conftest import running_worker
 

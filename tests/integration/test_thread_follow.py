@@ -9,7 +9,7 @@ import time
 import pytest
 
 import runwright as rw
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     RunClaimParams,
     RunFinishParams,

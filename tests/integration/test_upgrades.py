@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 import runwright as rw
-from runwright.observe import metrics
+from runwright.observe import _metrics as metrics
 
 from ..process.harness import wait_until
 from .conftest import running_worker

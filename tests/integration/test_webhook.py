@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams, RunCountParams
+from runwright.store._params import EventListParams, RunCountParams
 
 from .conftest import running_worker
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 import runwright as rw
-from runwright.engine.probes import Probes
+from runwright.engine._probes import Probes
 
 from ..conftest import PG_BASE
 from ..process.harness import wait_until

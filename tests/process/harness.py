@@ -17,7 +17,7 @@ from typing import IO, Any, Awaitable, Callable, Sequence
 
 import runwright as rw
 from runwright.runs import Run
-from runwright.store.sqlite.liveness import write_lock_free
+from runwright.store.sqlite._liveness import write_lock_free
 
 from . import apps
 

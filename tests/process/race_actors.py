@@ -26,7 +26,7 @@ import time
 
 from runwright.errors import RunEnded, RunwrightError
 from runwright.store import store_from_url
-from runwright.store.params import RunCancelParams, RunReclaimParams, RunRetryParams, ThreadRunReclaimParams
+from runwright.store._params import RunCancelParams, RunReclaimParams, RunRetryParams, ThreadRunReclaimParams
 
 START_DEADLINE_S = 120.0  # only so that a lost start signal ends the actor
 

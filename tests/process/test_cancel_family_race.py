@@ -17,7 +17,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import Run, RunState
-from runwright.store.params import RunListParams
+from runwright.store._params import RunListParams
 
 from . import apps
 from .harness import DEADLINE_S, ROOT, WorkerFleet, outputs, wait_until

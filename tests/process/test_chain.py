@@ -8,7 +8,7 @@ import signal
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunListParams
+from runwright.store._params import RunListParams
 
 from .harness import WorkerFleet, owner_pid, wait_until
 

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import runwright as rw
-from runwright.store.params import (
+from runwright.store._params import (
     RunClaimParams,
     RunCountParams,
     RunFinishParams,

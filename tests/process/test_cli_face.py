@@ -20,9 +20,9 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.cli.exits import BAD_INPUT, TABLE
-from runwright.cli.main import command
-from runwright.store.params import (
+from runwright.cli._exits import BAD_INPUT, TABLE
+from runwright.cli._main import command
+from runwright.store._params import (
     RunClaimParams,
     RunCountParams,
     RunFinishParams,

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 import runwright as rw
-from runwright.store.params import RunInsertParams, RunRescueParams
+from runwright.store._params import RunInsertParams, RunRescueParams
 
 from . import apps
 from .harness import DEADLINE_S, ROOT, WorkerFleet, outputs, sigstop_outside_a_write, wait_until

@@ -18,9 +18,9 @@ import signal
 import pytest
 
 import runwright as rw
-from runwright.core.journal import StepRecord
+from runwright.core._journal import StepRecord
 from runwright.runs import Run, RunState
-from runwright.store.params import EventListParams, RunListParams
+from runwright.store._params import EventListParams, RunListParams
 
 from . import apps
 from .harness import WorkerFleet, WorkerProcess, owner_pid, sigstop_outside_a_write, wait_until

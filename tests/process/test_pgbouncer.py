@@ -24,7 +24,7 @@ import pytest
 from runwright.errors import ConfigError
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..conftest import PG_BASE
 from ..ports import free_port

@@ -16,7 +16,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import Run, RunState
-from runwright.store.liveness import hostname_of, pid_alive, this_machine
+from runwright.store._liveness import hostname_of, pid_alive, this_machine
 
 from ..conftest import PG_BASE
 from ..pid_namespace import absent_pid, in_own_pid_namespace, require_pid_namespaces

@@ -10,7 +10,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import RunState
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from . import apps
 from .harness import WorkerFleet, wait_until

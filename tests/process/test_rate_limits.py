@@ -12,7 +12,7 @@ from typing import AsyncIterator, Iterator
 import pytest
 
 import runwright as rw
-from runwright.store.params import EventListParams
+from runwright.store._params import EventListParams
 
 from ..agents.scripted_openai import Reply
 from . import agent_apps

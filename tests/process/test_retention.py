@@ -132,7 +132,7 @@ async def test_runwright_sweep_trims_histories_and_reclaims_tombstones(app: rw.A
     import os
     import time
 
-    from runwright.store.params import (
+    from runwright.store._params import (
         RunClaimParams,
         RunFinishParams,
         RunInsertParams,

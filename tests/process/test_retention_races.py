@@ -17,7 +17,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import RunState
-from runwright.store.params import (
+from runwright.store._params import (
     RunClaimParams,
     RunFinishParams,
     RunInsertParams,

@@ -23,9 +23,9 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.engine.sweeper import Retention, Sweeper
+from runwright.engine._sweeper import Retention, Sweeper
 from runwright.runs import RETRYABLE_STATES, Run, RunState
-from runwright.store.params import (
+from runwright.store._params import (
     EventListParams,
     QuestionOpenParams,
     RunCancelParams,

@@ -10,7 +10,7 @@ import pytest
 from croniter import croniter
 
 import runwright as rw
-from runwright.store.params import RunListParams
+from runwright.store._params import RunListParams
 
 from . import apps
 from .harness import WorkerFleet, wait_until

@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 import runwright as rw
-from runwright.core.journal import Event
-from runwright.observe.trace_context import RunTrace
+from runwright.core._journal import Event
+from runwright.observe._trace_context import RunTrace
 from runwright.runs import Run, RunState
 
 from ..api.test_api import OPERATOR_TOKEN, as_, serving

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pytest
 
 import runwright as rw
-from runwright.verify.serving import QUEUE_PREFIX
+from runwright.verify._serving import QUEUE_PREFIX
 
 from . import verify_fleet_app
 from .harness import ROOT, outputs, sigstop_outside_a_write, wait_until

@@ -18,7 +18,7 @@ import pytest
 
 import runwright as rw
 from runwright.runs import Run, RunState
-from runwright.store.params import RunCountParams
+from runwright.store._params import RunCountParams
 
 from . import apps
 from .harness import (
@@ -192,7 +192,7 @@ async def test_stalled_worker_past_its_lease_writes_nothing(app: rw.App, fleet: 
         f"and its stop statistics say {_stop_stats(zombie)!r}. Diagnosis: its attempt "
         f"returned first, then the lost-lease check (lease keeper or cancel watcher) "
         f"cancelled the run's task inside `await self._completer.finish(...)` "
-        f"(engine/worker.py, Worker._execute), and the CancelledError skips the LeaseLost "
+        f"(engine/_worker.py, Worker._execute), and the CancelledError skips the LeaseLost "
         f"handler. Whether the attempt or the check comes first is a race, so this can pass.")
 
 
@@ -275,4 +275,4 @@ def test_unreachable_store_fails_fast_with_one_clear_line(backend: str, tmp_path
     assert len(lines) == 1, (
         f"the error should be one line, got {len(lines)}:\n{stderr}\n(rich wraps it at the "
         f"console width, 80 columns when stderr is not a terminal: `err.print` in "
-        f"cli/exits.py err needs soft_wrap=True)")
+        f"cli/_exits.py err needs soft_wrap=True)")

@@ -33,8 +33,8 @@ from typing import Any
 
 from runwright.runs import RunState
 from runwright.store import store_from_url
-from runwright.store.liveness import MISSING_GRACE_S
-from runwright.store.params import (
+from runwright.store._liveness import MISSING_GRACE_S
+from runwright.store._params import (
     RunClaimParams,
     RunFinishParams,
     RunRescueParams,
@@ -111,7 +111,7 @@ class _Marks:
 
     async def retake(self, wid: int) -> bool:
         """Take the mark again; True when the registration was still there."""
-        if self.kind == "PostgresStore":  # as marks.py: the lock first, then the row
+        if self.kind == "PostgresStore":  # as _marks.py: the lock first, then the row
             conn = self.store._marks.connection(wid)
             while not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)",
                                           self.store.lock_namespace, wid):

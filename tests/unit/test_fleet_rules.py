@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runwright.fleet.broadcast import Outcome, Tally
-from runwright.fleet.presence import (
+from runwright.fleet._broadcast import Outcome, Tally
+from runwright.fleet._presence import (
     Census,
     Life,
     Presence,

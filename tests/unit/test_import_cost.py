@@ -42,7 +42,7 @@ def test_the_worker_command_parses_without_pydantic():
     """Typer 0.29 builds a pydantic adapter per option at every call (0.12 s per CLI process):
     the pin below it holds while this passes."""
     probe = ("import json, sys; sys.argv = ['runwright', 'worker', 'no_such_module_here:app']\n"
-             "from runwright.cli.main import main\n"
+             "from runwright.cli._main import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
@@ -53,7 +53,7 @@ def test_a_tool_and_a_cron_load_theirs_when_used():
     probe = ("import json, sys, runwright\n"
              "app = runwright.App('sqlite:///unused-never-opened.db')\n"
              "@app.tool()\ndef add(a: int, b: int) -> int:\n    return a + b\n"
-             "from runwright.core.schedules import check_cron\ncheck_cron('0 9 * * 1-5')\n"
+             "from runwright.core._schedules import check_cron\ncheck_cron('0 9 * * 1-5')\n"
              f"print(json.dumps(sorted(m for m in {ON_USE!r} if m in sys.modules)))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert json.loads(loaded.stdout) == ["croniter", "pydantic"]  # the probes above can see them

@@ -7,12 +7,12 @@ import math
 import pytest
 
 import runwright as rw
-from runwright.agents.tools import tool_spec
-from runwright.cli.params import Integer, Number, Text, UsageError
-from runwright.core import inputs
+from runwright.agents._tools import tool_spec
+from runwright.cli._params import Integer, Number, Text, UsageError
+from runwright.core import _inputs as inputs
 from runwright.store import store_from_url
-from runwright.tasks.retry import Backoff, RetryPolicy
-from runwright.tasks.serde import MAX_DEPTH, decode, encode
+from runwright.tasks._retry import Backoff, RetryPolicy
+from runwright.tasks._serde import MAX_DEPTH, decode, encode
 
 
 def test_encode_refuses_what_json_cannot_hold_and_oversized_payloads():
@@ -109,7 +109,7 @@ def test_task_registration_errors():
 
 
 def test_due_times_are_checked():
-    from runwright.tasks.serde import due_at as _due_at
+    from runwright.tasks._serde import due_at as _due_at
 
     assert _due_at(100.0, 5, None) == 105.0
     assert _due_at(100.0, None, dt.datetime(2030, 1, 1, tzinfo=dt.UTC)) == 1893456000.0
@@ -132,7 +132,7 @@ def test_tool_arguments_that_do_not_fit_are_bad_arguments_and_still_a_value_erro
     assert isinstance(refused.value, ValueError)  # what the agent loop catches
 
 
-# -- what each input may be (runwright.core.inputs): one answer for library, CLI and HTTP -----
+# -- what each input may be (runwright.core._inputs): one answer for library, CLI and HTTP -----
 
 HOSTILE_TEXT = [("NUL", "a\x00b"), ("a lone surrogate", "a\ud800"), ("an undecodable byte", "a\udcff"),
                 ("empty", ""), ("over-long", "x" * 100_000), ("not a string", 5), ("None", None)]
@@ -204,7 +204,7 @@ def test_the_library_refuses_a_bad_name_before_any_store_is_touched() -> None:
 
 
 def test_worker_settings_refuse_nan_and_infinite_durations() -> None:
-    from runwright.engine.worker import WorkerConfig
+    from runwright.engine._worker import WorkerConfig
 
     for setting in ({"lease_s": math.nan}, {"lease_s": math.inf}, {"drain_grace_s": math.nan},
                     {"poll_s": math.inf}, {"queues": ["a\x00"]}, {"queues": ["x" * 201]}):

@@ -113,7 +113,7 @@ def test_neither_the_engine_nor_the_store_imports_the_app():
 
 def test_the_faces_call_the_app_and_never_a_store_module():
     graph = _graph()
-    for face in ("runwright.server", "runwright.cli", "runwright.observe.metrics"):
+    for face in ("runwright.server", "runwright.cli", "runwright.observe._metrics"):
         assert _importers_of(graph, face, "runwright.store") == [], face
 
 
@@ -143,10 +143,10 @@ def test_modules_of_routes_share_helpers_through_deps_not_through_each_other():
     wrong place, or a route depending on where another is defined."""
     graph = _graph()
     routes = {name for name in graph if name.startswith(SERVER + ".") and name.endswith("_routes")}
-    assert {f"{SERVER}.run_routes", f"{SERVER}.thread_routes"} <= routes
+    assert {f"{SERVER}._run_routes", f"{SERVER}._thread_routes"} <= routes
     for name in sorted(routes):
         assert graph[name] & routes == set(), name
-        assert f"{SERVER}.factory" not in graph[name], f"{name} imports the factory that assembles it"
+        assert f"{SERVER}._factory" not in graph[name], f"{name} imports the factory that assembles it"
 
 
 # Which folders a folder must never import (DESIGN §14: faces -> App and the client side ->
@@ -189,8 +189,8 @@ def test_verify_is_reached_only_by_the_app_which_registers_it_and_by_its_command
     importers = {name: sorted(t for t in targets if _folder(t) == "verify")
                  for name, targets in graph.items() if _folder(name) != "verify"}
     importers = {name: targets for name, targets in importers.items() if targets}
-    assert sorted(importers) == [f"{PACKAGE}.app", f"{PACKAGE}.cli.verifying"]
-    assert importers[f"{PACKAGE}.app"] == [f"{PACKAGE}.verify.hooks"]
+    assert sorted(importers) == [f"{PACKAGE}.app", f"{PACKAGE}.cli._verifying"]
+    assert importers[f"{PACKAGE}.app"] == [f"{PACKAGE}.verify._hooks"]
 
 
 # The backends' folders under store/ (store.urls picks one from the URL; sql/ is what the
@@ -202,7 +202,7 @@ def test_the_fleet_reaches_its_bus_through_the_store_interface_never_a_backend()
     """The fleet asks `store.bus(root)` and speaks to `store.bus.Bus`: it never imports a
     backend's folder (a backend's bus is the backend's, chosen by the store itself)."""
     graph = _graph()
-    assert "runwright.fleet.fleet" in graph
+    assert "runwright.fleet._fleet" in graph
     crossings = sorted(f"{name} -> {target}" for name, targets in graph.items()
                        if name == "runwright.fleet" or name.startswith("runwright.fleet.")
                        for target in targets for backend in BACKEND_FOLDERS

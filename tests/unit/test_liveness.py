@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runwright.store import liveness
-from runwright.store.liveness import (
+from runwright.store import _liveness as liveness
+from runwright.store._liveness import (
     PF_EXITING,
     Unmarked,
     gone_here,
@@ -139,7 +139,7 @@ def test_only_a_process_of_this_machine_and_pid_namespace_is_judged_by_its_pid()
 # of this test process (whose pid it cannot see) and of itself.
 PEEK = """
 import os, sys
-from runwright.store.liveness import gone_here, this_machine
+from runwright.store._liveness import gone_here, this_machine
 print(this_machine(), os.readlink("/proc/self/ns/pid"), gone_here(sys.argv[1], int(sys.argv[2])),
       gone_here(this_machine(), os.getpid()), gone_here(this_machine(), 999))
 """

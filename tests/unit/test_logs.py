@@ -4,8 +4,8 @@ import logging
 import pytest
 
 import runwright as rw
-from runwright.engine import crashpoints
-from runwright.observe import logs
+from runwright.engine import _crashpoints as crashpoints
+from runwright.observe import _logs as logs
 
 
 def test_json_lines_carry_run_attempt_and_worker(monkeypatch, capsys):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runwright.observe.metrics import OTHER_QUEUE, fold_queues
+from runwright.observe._metrics import OTHER_QUEUE, fold_queues
 
 
 def test_unconfigured_queues_fold_into_other_keeping_the_oldest_due():

@@ -7,8 +7,8 @@ from ipaddress import ip_address
 import pytest
 
 from runwright.errors import ConfigError
-from runwright.jobs.addresses import refusal
-from runwright.jobs.outbound import OutboundPolicy, UnknownSecret
+from runwright.jobs._addresses import refusal
+from runwright.jobs._outbound import OutboundPolicy, UnknownSecret
 
 
 @pytest.mark.parametrize("text", ["8.8.8.8", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1",

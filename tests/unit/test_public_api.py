@@ -1,10 +1,15 @@
+import ast
+import importlib
 import re
 import types
+from pathlib import Path
+
+import pytest
 
 import runwright as rw
 from runwright import errors, runs, testing
-from runwright.agents import models
-from runwright.jobs import webhook
+from runwright.agents import _models as models
+from runwright.jobs import _webhook as webhook
 
 # Where the errors drawn in errors.py live: the tree is whole, so errors defined beside
 # the code that raises them are drawn too.
@@ -58,15 +63,51 @@ def test_every_public_name_is_exported_and_only_public_names_are():
     assert len(set(rw.__all__)) == len(rw.__all__), "a name is in __all__ twice"
 
 
-def test_runwright_testing_exports_the_classes_and_functions_it_defines_and_has_what_it_exports():
-    assert testing.__all__ == sorted(testing.__all__)
+def _packages() -> list[types.ModuleType]:
+    root = Path(rw.__file__).parent
+    names = sorted("runwright." + ".".join(init.parent.relative_to(root).parts)
+                   for init in root.rglob("__init__.py") if init.parent != root)
+    return [importlib.import_module(name) for name in names]
+
+
+def _foreign(package: types.ModuleType) -> set[str]:
+    """The names a package's __init__ binds by importing them from outside runwright
+    (`TYPE_CHECKING`, `Any`, `annotations`...): not its API."""
+    tree = ast.parse(Path(package.__file__).read_text())
+    return {alias.asname or alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            and not (node.module or "").startswith("runwright")
+            for alias in node.names} | {
+        (alias.asname or alias.name).partition(".")[0] for node in ast.walk(tree)
+        if isinstance(node, ast.Import) for alias in node.names}
+
+
+def test_below_the_top_level_every_module_is_private():
+    root = Path(rw.__file__).parent
+    public = sorted(str(path.relative_to(root)) for path in root.rglob("*.py")
+                    if path.parent != root and not path.name.startswith("_"))
+    assert not public, f"modules below the top level must be private (_name.py): {public}"
+
+
+@pytest.mark.parametrize("package", _packages(), ids=lambda package: package.__name__)
+def test_each_package_exports_what_it_binds_and_has_what_it_exports(package: types.ModuleType):
+    exported = getattr(package, "__all__", [])
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), n)), "__all__ is not sorted"
+    assert len(set(exported)) == len(exported), "a name is in __all__ twice"
+    for name in exported:
+        assert not name.startswith("_"), f"{name} in __all__ is private"
+        assert hasattr(package, name), f"{package.__name__}.__all__ names {name}, which it lacks"
+        assert not isinstance(getattr(package, name), types.ModuleType), f"{name} in __all__ is a module"
+    unexported = _public_names(package) - _foreign(package) - set(exported)
+    assert not unexported, f"public in {package.__name__} but not in __all__: {sorted(unexported)}"
+
+
+def test_runwright_testing_exports_the_classes_and_functions_its_modules_define():
     defined = {name for name, value in vars(testing).items() if not name.startswith("_")
                and isinstance(value, (type, types.FunctionType))
                and value.__module__.startswith(f"{testing.__name__}.")}  # defined in the package
     assert defined, "the package re-exports what its modules define"
     assert defined <= set(testing.__all__), sorted(defined - set(testing.__all__))
-    for name in testing.__all__:
-        assert hasattr(testing, name), f"runwright.testing.__all__ names {name}, which it lacks"
 
 
 def test_every_error_is_drawn_in_the_errors_docstring():

@@ -9,7 +9,7 @@ import sqlite3
 import asyncpg
 import pytest
 
-from runwright.core.resilience import is_store_failure, store_call, through_blinks
+from runwright.core._resilience import is_store_failure, store_call, through_blinks
 from runwright.errors import StoreError, StoreUnreachable
 
 from ..conftest import PG_BASE

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runwright.engine.sweeper import Retention
+from runwright.engine._sweeper import Retention
 from runwright.errors import ConfigError
 from runwright.runs import Run, RunState
-from runwright.store import rules
+from runwright.store import _rules as rules
 
 
 def test_a_log_is_cut_behind_a_marker_naming_the_first_seq_kept() -> None:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from runwright.errors import InvalidTime
-from runwright.tasks.submission import parse_run_at
+from runwright.tasks._submission import parse_run_at
 
 INSTANT = dt.datetime(2031, 2, 3, 2, 5, 6, tzinfo=dt.UTC).timestamp()
 

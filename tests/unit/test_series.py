@@ -3,7 +3,7 @@ latencies as /summary defines them, and no bucket claimed when the sample cannot
 
 from __future__ import annotations
 
-from runwright.server.series import buckets
+from runwright.server._series import buckets
 
 NOW = 10_000.0
 

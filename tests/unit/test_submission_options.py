@@ -11,13 +11,13 @@ import pytest
 from pydantic import BaseModel
 
 import runwright as rw
-from runwright.client.scope import RunScope
+from runwright.client._scope import RunScope
 from runwright.jobs import register_builtin_jobs
-from runwright.jobs.bodies import BODIES
-from runwright.server.models import SubmitOptions
-from runwright.store.params import RunInsertParams
-from runwright.tasks.registry import Registry
-from runwright.tasks.submission import OPTIONS, Submission
+from runwright.jobs._bodies import BODIES
+from runwright.server._models import SubmitOptions
+from runwright.store._params import RunInsertParams
+from runwright.tasks._registry import Registry
+from runwright.tasks._submission import OPTIONS, Submission
 
 # Given by the caller's token (tenant) or a header, not by the body of POST /runs.
 NOT_IN_THE_BODY = {"tenant", "traceparent"}

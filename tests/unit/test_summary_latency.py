@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runwright.observe.metrics import latency_summary, percentiles
+from runwright.observe._metrics import latency_summary, percentiles
 
 NOW = 1_800_000_000.0
 

@@ -9,7 +9,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from runwright.engine.tallies import HotCounter, HotHistogram
+from runwright.engine._tallies import HotCounter, HotHistogram
 
 BUCKETS = (0.001, 0.01, 1, 2.5)
 

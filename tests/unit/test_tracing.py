@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from runwright.errors import ConfigError, InvalidInput
-from runwright.observe.exporting import setup_tracing, wanted
-from runwright.observe.trace_context import RunTrace, check_traceparent
+from runwright.observe._exporting import setup_tracing, wanted
+from runwright.observe._trace_context import RunTrace, check_traceparent
 from runwright.runs import Run, RunState
 
 RUN = Run(7, "k", "t", "default", 2, RunState.RUNNING, "{}", 1, 3, 1, 1.0, 1_800_000_000.25)
@@ -74,7 +74,7 @@ def test_a_setting_this_build_cannot_honour_names_itself(env: dict[str, str], na
 def test_spans_start_once_a_provider_is_set_after_the_api_was_imported_without_one() -> None:
     # Libraries import the OpenTelemetry API without setting a provider (redis-py does):
     # runwright then traces nothing, cheaply, and starts tracing when a provider is set.
-    probe = ("import opentelemetry.trace as api, runwright.observe.spans as t; "
+    probe = ("import opentelemetry.trace as api, runwright.observe._spans as t; "
              "from opentelemetry.sdk.trace import TracerProvider; "
              "before = t.active(); api.set_tracer_provider(TracerProvider()); "
              "print(before, t.active())")

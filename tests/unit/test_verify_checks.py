@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from runwright.cli.verifying import exit_code, parse_duration
-from runwright.core.journal import Event, StepRecord
+from runwright.cli._verifying import exit_code, parse_duration
+from runwright.core._journal import Event, StepRecord
 from runwright.runs import Run, RunState
 from runwright.verify import Ledger, RunData, check, schedule
-from runwright.verify.place import place_for
+from runwright.verify._place import place_for
 
 T0 = 1_000_000.0
 

@@ -6,7 +6,7 @@ import pytest
 
 import runwright as rw
 from runwright.errors import ConfigError
-from runwright.tasks.registry import Registry
+from runwright.tasks._registry import Registry
 
 
 def registered(version: str, **options: object) -> tuple[int, ...] | None:

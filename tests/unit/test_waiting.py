@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runwright.core.waiting import bounded, halt, wait_set
+from runwright.core._waiting import bounded, halt, wait_set
 
 SRC = pathlib.Path(__file__).parents[2] / "src" / "runwright"
 
@@ -48,7 +48,7 @@ async def test_wait_set_says_whether_the_event_came() -> None:
 def test_no_module_waits_through_asyncio_wait_for() -> None:
     users = [str(path.relative_to(SRC)) for path in SRC.rglob("*.py")
              if "asyncio.wait_for(" in path.read_text()]
-    assert users == [], "use runwright.core.waiting: asyncio.wait_for loses cancellations on 3.11"
+    assert users == [], "use runwright.core._waiting: asyncio.wait_for loses cancellations on 3.11"
 
 
 async def test_halt_stops_a_loop_that_lost_its_first_cancellation() -> None:

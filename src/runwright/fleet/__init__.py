@@ -1,7 +1,7 @@
 """The fleet bus: presence, slots with generations, and broadcasts with honest reports.
 
 The bus itself is the store's: `store.bus(root)` (its interface, rows and messages in
-`runwright.store.bus`; each backend's in `store/<backend>/bus.py`: postgres LISTEN/NOTIFY,
+`runwright.store._bus`; each backend's in `store/<backend>/bus.py`: postgres LISTEN/NOTIFY,
 redis pub/sub, sqlite a polled table). The fleet never looks at which backend it is on.
 
     settings    the root `{namespace}:v{major}` and the clocks of presence
@@ -16,13 +16,13 @@ redis pub/sub, sqlite a polled table). The fleet never looks at which backend it
 
 from __future__ import annotations
 
-from .broadcast import Outcome, ReportRow
-from .cache import Cache
-from .fleet import BUILTIN_OPS, Fleet
-from .member import Member
-from .presence import Census, Life, Presence, State
-from .recycle import RecycleReport, RecycleStep
-from .settings import DEFAULT_NAMESPACE, FleetSettings
+from ._broadcast import Outcome, ReportRow
+from ._cache import Cache
+from ._fleet import BUILTIN_OPS, Fleet
+from ._member import Member
+from ._presence import Census, Life, Presence, State
+from ._recycle import RecycleReport, RecycleStep
+from ._settings import DEFAULT_NAMESPACE, FleetSettings
 
 __all__ = [
     "BUILTIN_OPS",

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .chain import CHAIN, register_chain
-from .llm import LLM, register_llm
-from .webhook import WEBHOOK, register_webhook, signature_header
+from ._chain import CHAIN
+from ._chain import register_chain as _register_chain
+from ._llm import LLM
+from ._llm import register_llm as _register_llm
+from ._webhook import WEBHOOK, signature_header
+from ._webhook import register_webhook as _register_webhook
 
 if TYPE_CHECKING:
-    from ..tasks.registry import Registry
+    from ..tasks._registry import Registry
 
 __all__ = ["CHAIN", "LLM", "WEBHOOK", "register_builtin_jobs", "signature_header"]
 
 
 def register_builtin_jobs(registry: Registry) -> None:
-    register_webhook(registry)
-    register_chain(registry)
-    register_llm(registry)
+    _register_webhook(registry)
+    _register_chain(registry)
+    _register_llm(registry)

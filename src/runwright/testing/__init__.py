@@ -30,8 +30,8 @@ from a script (text, or tool calls), in order, and records every request it rece
             assert model.requests[1].tool_results == [("weather", "18 °C, sunny")]
 """
 
-from .env import Env, SkippingClock, ToolCall
-from .model import Call, ModelRequest, Reply, ScriptedModel, ScriptExhausted, call
+from ._env import Env, SkippingClock, ToolCall
+from ._model import Call, ModelRequest, Reply, ScriptedModel, ScriptExhausted, call
 
 __all__ = ["Call", "Env", "ModelRequest", "Reply", "ScriptExhausted", "ScriptedModel", "SkippingClock",
            "ToolCall", "call"]

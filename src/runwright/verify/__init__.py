@@ -15,16 +15,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .checks import Findings, Ledger, RunData, check
-    from .faults import Fault, schedule
-    from .runner import Options, Outcome, VerifyAborted, run_verify
+    from ._checks import Findings, Ledger, RunData, check
+    from ._faults import Fault, schedule
+    from ._runner import Options, Outcome, VerifyAborted, run_verify
 
 __all__ = ["Fault", "Findings", "Ledger", "Options", "Outcome", "RunData", "VerifyAborted", "check",
            "run_verify", "schedule"]
 
-_MODULE_OF = {"Fault": "faults", "Findings": "checks", "Ledger": "checks", "Options": "runner",
-              "Outcome": "runner", "RunData": "checks", "VerifyAborted": "runner", "check": "checks",
-              "run_verify": "runner", "schedule": "faults"}
+_MODULE_OF = {"Fault": "_faults", "Findings": "_checks", "Ledger": "_checks", "Options": "_runner",
+              "Outcome": "_runner", "RunData": "_checks", "VerifyAborted": "_runner", "check": "_checks",
+              "run_verify": "_runner", "schedule": "_faults"}
 
 
 def __getattr__(name: str) -> Any:

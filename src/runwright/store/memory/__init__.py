@@ -1,5 +1,5 @@
 """The in-process store: `memory://`."""
 
-from .store import MemoryStore
+from ._store import MemoryStore
 
 __all__ = ["MemoryStore"]

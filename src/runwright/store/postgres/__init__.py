@@ -1,5 +1,5 @@
 """PostgreSQL backend (asyncpg): the system of record for a cluster."""
 
-from .store import PostgresStore
+from ._store import PostgresStore
 
 __all__ = ["PostgresStore"]

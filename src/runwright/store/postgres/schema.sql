@@ -206,7 +206,7 @@ CREATE TABLE thread_events (
 CREATE UNIQUE INDEX thread_events_event ON thread_events (run_id, seq);
 
 -- Token buckets shared by every worker (rate limits per model): a level and when it was
--- stored; what refilled since is reckoned at each take (store/rules.py, take_from_bucket).
+-- stored; what refilled since is reckoned at each take (store/_rules.py, take_from_bucket).
 CREATE TABLE rate_buckets (
     name       text PRIMARY KEY,
     tokens     double precision NOT NULL,

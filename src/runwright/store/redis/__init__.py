@@ -1,5 +1,5 @@
 """The Redis backend: store and bus, one Lua script per operation."""
 
-from .store import RedisStore
+from ._store import RedisStore
 
 __all__ = ["RedisStore"]

@@ -1,5 +1,5 @@
 """SQLite backend: one file, many processes on one machine, zero set-up."""
 
-from .store import SqliteStore
+from ._store import SqliteStore
 
 __all__ = ["SqliteStore"]

@@ -11,7 +11,7 @@
 --          each major each task can run, or '*' alone: any major (rules.claim_keys)
 -- Returns  nothing when nothing was claimed (or the worker is not registered); else first {started_at, lease_expires_at}, the
 --          same for every run claimed, then the claimed runs, each as the values of
---          CLAIM_READS (codec.py) as the claim left them, in claim order
+--          CLAIM_READS (_codec.py) as the claim left them, in claim order
 --
 -- Claim order is priority, then run_at, then submission order. Per (priority, major,
 -- queue, task), a due set holds queued run ids (zero-padded) scored by run_at; dues:<queue>

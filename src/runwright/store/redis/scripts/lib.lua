@@ -11,13 +11,13 @@
 -- tostring keeps only 14 digits and would move a lease or a due time).
 --
 -- CLAIM_READS, the run hash's fields the claim reads, in the order Python reads them back,
--- is defined above this prelude when the scripts are loaded (scripts.py, from codec.py).
+-- is defined above this prelude when the scripts are loaded (_scripts.py, from _codec.py).
 
 local P = string.sub(KEYS[1], 1, #KEYS[1] - 3)
 local NIL = '\0'
 local done_ids, event_ids, cancel_ids, requeued = {}, {}, {}, false
 -- `ended` keeps the runs that ended in the last hour (the summary looks back 15 minutes),
--- and of those at most the newest ENDED_KEEP (defined above this prelude, see scripts.py):
+-- and of those at most the newest ENDED_KEEP (defined above this prelude, see _scripts.py):
 -- its readers take the latest few thousand, and a limit by age alone would grow it with
 -- the throughput (an hour at 1,000 runs/s is 3.6 million entries).
 local ENDED_KEEP_S, last_ended_at, ended_now = 3600, nil, {}
@@ -53,7 +53,7 @@ local function run_key(id) return P .. 'run:' .. id end
 -- the pair ending at the first colon), or "<priority>:<task>" for runs that recorded no
 -- version (any major's: the layout of schema 1, read as it was); the key gives the
 -- queue's length in bytes before it, which keeps queue and task apart whatever
--- characters they hold (store.py's due_key builds the same).
+-- characters they hold (_store.py's due_key builds the same).
 local function due_head(priority, major)
   if major then return priority .. '.' .. major end
   return tostring(priority)
@@ -76,7 +76,7 @@ local function opt(value) if value == NIL then return nil end return value end
 -- Is a worker dead? 'gone' when its registration is gone (deregistered, or declared dead
 -- before): dead for sure. 'lapsed' when its liveness key lapsed or its heartbeat is older
 -- than `stale_before`: maybe only reconnecting, which the caller gives a moment
--- (liveness.py). nil when alive. Read by rescue_scan to decide, and again by rescue at the
+-- (_liveness.py). nil when alive. Read by rescue_scan to decide, and again by rescue at the
 -- moment it applies the decision: a worker that came back in between is spared.
 local function worker_death(worker, stale_before)
   if redis.call('HEXISTS', P .. 'workers', worker) == 0 then return 'gone' end

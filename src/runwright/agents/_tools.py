@@ -1,0 +1,153 @@
+"""Tools an agent may call: a JSON schema built from type hints and the docstring, argument
+validation (a bad call becomes an error result the model sees, not a crash), and each
+tool's delivery guarantee.
+
+    at_least_once  (default) a call interrupted by a crash runs again
+    at_most_once   a fenced "started" mark is journaled before the call: after a crash a
+                   started call with no recorded result never runs again; the model gets
+                   a ToolOutcomeUnknown result instead
+    idempotent     at-least-once, and the tool receives a stable key `run_id:position`
+                   (its `idempotency_key` parameter) so that the far side can deduplicate
+
+A tool may need a person's approval before each call (`approval=True`), or before the
+calls its arguments make risky (`approval=` a predicate over the validated arguments).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Literal, cast
+
+from ..errors import BadArguments, ConfigError
+from ..tasks._blocking import in_thread
+
+if TYPE_CHECKING:  # pydantic is imported when a tool is defined: a worker without tools skips it
+    import pydantic
+
+__all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
+
+Delivery = Literal["at_least_once", "at_most_once", "idempotent"]
+DELIVERIES = ("at_least_once", "at_most_once", "idempotent")
+IDEMPOTENCY_KEY = "idempotency_key"  # the parameter through which an idempotent tool gets its key
+_ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A registered tool. Calling it calls the function directly."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    delivery: Delivery
+    arguments: type[pydantic.BaseModel]
+    approval: bool | Callable[[dict[str, Any]], bool] = False
+
+    def needs_approval(self, arguments: dict[str, Any]) -> bool:
+        """Whether this call waits for a person's yes (the predicate sees validated arguments)."""
+        return bool(self.approval(arguments)) if callable(self.approval) else self.approval
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as the OpenAI chat-completions API describes tools."""
+        parameters = self.arguments.model_json_schema()
+        parameters.pop("title", None)
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description,
+                             "parameters": parameters}}
+
+    def validate(self, raw: str | dict[str, Any]) -> dict[str, Any]:
+        """The model's arguments, checked; raises BadArguments (a ValueError) with what the
+        model got wrong."""
+        import pydantic
+
+        try:
+            if isinstance(raw, str):
+                model = self.arguments.model_validate_json(raw or "{}")
+            else:
+                model = self.arguments.model_validate(raw)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                                 for e in exc.errors())
+            raise BadArguments(f"invalid arguments for tool {self.name!r}: {problems}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    async def invoke(self, arguments: dict[str, Any], idempotency_key: str | None) -> Any:
+        """Coroutine functions run on the loop; plain ones in a thread, so that a blocking
+        tool cannot stall the worker's lease renewals and its other runs."""
+        if self.delivery == "idempotent":
+            arguments = {**arguments, IDEMPOTENCY_KEY: idempotency_key}
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(**arguments)
+        value = await in_thread(self.fn, **arguments)
+        return await value if inspect.isawaitable(value) else value
+
+
+def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str,
+              approval: bool | Callable[[dict[str, Any]], bool] = False) -> ToolSpec:
+    """Build a ToolSpec from a function's signature, type hints and docstring."""
+    if delivery not in DELIVERIES:
+        raise ConfigError(f"tool delivery must be one of {', '.join(DELIVERIES)}, got {delivery!r}")
+    name = name or fn.__name__
+    summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+    signature = inspect.signature(fn)
+    if delivery == "idempotent" and IDEMPOTENCY_KEY not in signature.parameters:
+        raise ConfigError(f"tool {name!r} is idempotent: give it an `{IDEMPOTENCY_KEY}: str` "
+                          f"parameter, through which it receives its stable key")
+    import pydantic
+
+    hints = _hints(fn)
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.name == IDEMPOTENCY_KEY:
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigError(f"tool {name!r}: parameter {param.name!r} must be a plain "
+                              f"keyword parameter (models call tools by name)")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, pydantic.Field(default, description=arg_docs.get(param.name)))
+    arguments = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(
+        extra="forbid"), **fields)
+    # `delivery` was checked against DELIVERIES above.
+    if not isinstance(approval, bool) and not callable(approval):
+        raise ConfigError(f"tool {name!r}: approval is True, False or a predicate over the "
+                          f"arguments, got {approval!r}")
+    return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments, approval)
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        import typing
+
+        return typing.get_type_hints(fn)
+    except Exception as exc:  # an unresolvable forward reference: say which
+        raise ConfigError(f"tool {fn.__name__!r}: cannot read its type hints: {exc}") from exc
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary (text before an Args/Parameters section) and per-argument descriptions
+    (Google style `name: text` or `name (type): text` lines under `Args:`)."""
+    summary_lines, args, current, in_args = [], {}, None, False
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.lower() in ("args:", "arguments:", "parameters:", "params:"):
+            in_args = True
+            continue
+        if in_args and stripped.endswith(":") and stripped[:-1].lower() in ("returns", "raises", "yields"):
+            in_args = False
+            continue
+        if in_args:
+            match = _ARG_LINE.match(line)
+            if match:
+                current = match[1].lstrip("*")
+                args[current] = match[2].strip()
+            elif current and stripped:
+                args[current] += " " + stripped
+        elif not args:
+            summary_lines.append(stripped)
+    return " ".join(s for s in summary_lines if s).strip(), args

@@ -1,0 +1,94 @@
+"""The exit codes of `runwright`, one meaning each, and the one place errors become them.
+
+A script can tell "the run failed" from "the database is down" from "no such run" by the
+code alone; the table is printed at the end of `runwright --help` and in the README.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+import typer
+
+from ..errors import (
+    ConfigError,
+    InvalidInput,
+    InvalidTransition,
+    QuestionNotFound,
+    RunNotFound,
+    SchemaError,
+    StoreError,
+    StoreUnreachable,
+    ThreadBusy,
+    ThreadDeleted,
+    ThreadNotFound,
+)
+from ._output import escape, lazy_console
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["ADDRESS_IN_USE", "BAD_INPUT", "FAILED", "INTERRUPTED", "NOT_FOUND", "NO_FLEET", "NO_SCHEMA", "OK",
+           "STORE_UNREACHABLE", "TABLE", "TIMED_OUT", "clear_errors", "code_for", "err", "fail"]
+
+OK = 0
+FAILED = 1
+BAD_INPUT = 2
+STORE_UNREACHABLE = 3
+NO_SCHEMA = 4
+NOT_FOUND = 5
+TIMED_OUT = 6
+ADDRESS_IN_USE = 7
+NO_FLEET = 8
+INTERRUPTED = 130  # the shells' 128 + SIGINT
+
+TABLE = [
+    (OK, "success"),
+    (FAILED, "a run ended without success (submit --wait, follow), or a worker crashed"),
+    (BAD_INPUT, "bad input or setting: usage, JSON, a task, a time, an ended run, a busy thread"),
+    (STORE_UNREACHABLE, "the store cannot be reached"),
+    (NO_SCHEMA, "no database, a schema not migrated (run `runwright migrate`), or a newer one"),
+    (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
+    (TIMED_OUT, "submit --wait --timeout-s: the run did not end in time (it goes on)"),
+    (ADDRESS_IN_USE, "serve: cannot listen there (the port is in use, or not allowed)"),
+    (NO_FLEET, "verify --fleet: no running worker of the fleet took verify's session"),
+    (INTERRUPTED, "verify: interrupted by SIGINT or SIGTERM (its place and processes removed)"),
+]
+
+# The most specific kind first: SchemaError and StoreUnreachable are both StoreErrors.
+EXIT_FOR: list[tuple[type[Exception], int]] = [
+    (SchemaError, NO_SCHEMA), (StoreUnreachable, STORE_UNREACHABLE), (StoreError, STORE_UNREACHABLE),
+    (RunNotFound, NOT_FOUND), (QuestionNotFound, NOT_FOUND), (ThreadNotFound, NOT_FOUND),
+    (ThreadDeleted, NOT_FOUND),
+    (InvalidInput, BAD_INPUT), (ConfigError, BAD_INPUT), (InvalidTransition, BAD_INPUT),
+    (ThreadBusy, BAD_INPUT),
+]
+
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)  # one error, one line, even in a pipe
+
+
+err = lazy_console(_stderr)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Print `error: message` on stderr; the Exit to raise with `code`."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def code_for(exc: Exception) -> int:
+    """The exit code of one of runwright's errors (one of EXIT_FOR's kinds)."""
+    return next(code for kind, code in EXIT_FOR if isinstance(exc, kind))
+
+
+@contextmanager
+def clear_errors() -> Iterator[None]:
+    """Turn runwright's errors into one clear line and their exit code, not a traceback."""
+    try:
+        yield
+    except tuple(kind for kind, _ in EXIT_FOR) as exc:
+        raise fail(f"{type(exc).__name__}: {escape(str(exc))}", code_for(exc)) from None

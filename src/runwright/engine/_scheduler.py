@@ -1,0 +1,65 @@
+"""The scheduler: every worker fires due schedules on each tick.
+
+No leader: any number of workers may fire the same schedule at the same moment, because
+a fire is an idempotent submission keyed by the schedule and its fire time, and moving
+a schedule's next fire time is conditional (one worker wins, the others see it moved).
+A crash between the two repeats the submission, which the key turns into a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable
+
+from ..core._clock import SYSTEM_CLOCK, Clock
+from ..core._schedules import Schedule, fire_key, fires_due, next_fire_after
+from ..observe._logs import event
+from ..runs import Run
+from ..store._interface import Store
+from ..store._params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
+
+__all__ = ["Scheduler", "save_schedule", "save_schedules"]
+
+
+async def save_schedule(store: Store, schedule: Schedule, now: float) -> Schedule:
+    """Store a schedule (declared in code, or created or redefined at run time); its next
+    fire time is the first after `now` (the store keeps the stored one unless the cron or
+    time zone changed)."""
+    schedule.next_fire_at = next_fire_after(schedule.cron, schedule.tz, now)
+    schedule.created_at = schedule.updated_at = now
+    return await store.schedule_save(schedule)
+
+
+async def save_schedules(store: Store, schedules: Iterable[Schedule], now: float) -> None:
+    """Save every schedule declared in code (each worker does this when it starts)."""
+    for schedule in schedules:
+        await save_schedule(store, schedule, now)
+
+
+class Scheduler:
+    def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK,
+                 version: str | None = None) -> None:
+        self._store = store
+        self._version = version  # recorded on the runs it fires: its app's
+        self._clock = clock if isinstance(clock, Clock) else Clock(clock)
+
+    async def tick(self, now: float | None = None) -> list[Run]:
+        """Fire what is due at `now`; return the runs this tick created."""
+        now = self._clock.now(now)
+        fired: list[Run] = []
+        for schedule in await self._store.schedule_due(ScheduleDueParams(now)):
+            fired += await self._fire(schedule, now)
+        return fired
+
+    async def _fire(self, schedule: Schedule, now: float) -> list[Run]:
+        times, upcoming = fires_due(schedule, now)
+        runs = await self._store.run_insert_many([RunInsertParams(
+            key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
+            queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
+            run_at=fire, version=self._version, now=now) for fire in times]) if times else []
+        await self._store.schedule_advance(ScheduleAdvanceParams(
+            schedule.name, schedule.next_fire_at, upcoming))
+        created = [run for run in runs if not run.existed]
+        for run in created:
+            event(logging.INFO, f"schedule {schedule.name!r} fired", run_id=run.id, task=run.task)
+        return created

@@ -1,0 +1,63 @@
+"""What the mixins of the PostgreSQL store share (see `store` for its connections)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from .._liveness import Unmarked
+from ..sql._base import SqlBase
+from ._marks import Marks
+from ._watch import Watch
+
+__all__ = ["SCHEMA_KEY", "TRANSIENT", "PostgresBase"]
+
+# The schema's own advisory key, beside the workers' marks (whose keys are their ids, from
+# 1): migrations and unrunnable sweeps take it alone, registrations shared.
+SCHEMA_KEY = 0
+# Errors that mean "the connection or server went away": transient, worth a retry.
+# InternalClientError is how asyncpg sometimes reports a session killed mid-operation
+# (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
+# TooManyConnectionsError: the server (or the role) is at its connection limit, which
+# passes as other clients leave.
+TRANSIENT = (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+             asyncpg.CannotConnectNowError, ConnectionError, asyncpg.InternalClientError,
+             asyncpg.AdminShutdownError, asyncpg.TooManyConnectionsError)
+
+
+class PostgresBase(SqlBase):
+    """What the concerns' mixins of `PostgresStore` share: the attributes it sets up
+    (declared here for the type checker; `PostgresStore.__init__` and `open` assign them)
+    and its connections, which _store.py holds."""
+
+    dsn: str
+    schema: str
+    pooled: bool
+    lock_namespace: int
+    channels: dict[str, str]
+    session_name: str
+    _pool: asyncpg.Pool | None
+    _claiming: asyncpg.Pool | None
+    _listener: asyncio.Task[None] | None
+    _listened: list[str]
+    _listener_ready: asyncio.Future[None] | None
+    _listening: asyncpg.Connection | None
+    _widening: asyncio.Lock
+    _marks: Marks
+    _unmarked: Unmarked
+    _watches: dict[int, Watch]
+
+    if TYPE_CHECKING:  # the store's own (_store.py)
+        def _sql(self, statement: str) -> str: ...
+
+        async def _connect(self) -> asyncpg.Connection: ...
+
+        def _conn(self, pool: asyncpg.Pool | None = None,
+                  ) -> AbstractAsyncContextManager[asyncpg.Connection]: ...
+
+        async def _fetch_raw(self, query: str, *args: Any) -> list[asyncpg.Record]: ...
+
+        async def _observe_clock(self, conn: asyncpg.Connection) -> None: ...

@@ -1,0 +1,88 @@
+"""The PostgreSQL store's workers: a session-bound liveness mark."""
+
+from __future__ import annotations
+
+from ...errors import StoreUnreachable
+from .._params import WorkerHeartbeatParams, WorkerRegisterParams, WorkerWatchParams
+from ..sql import _statements as q
+from ..sql._columns import worker_row
+from ..sql._workers import SqlWorkers
+from ._base import SCHEMA_KEY, TRANSIENT, PostgresBase
+from ._marks import close_quietly
+from ._watch import Watch
+
+__all__ = ["PostgresWorkers"]
+
+
+class PostgresWorkers(SqlWorkers, PostgresBase):
+    """Workers (`WorkerStore`): what differs from `..sql.workers`, which it extends."""
+
+    # -- workers: a session-bound liveness mark -----------------------------------------
+
+    async def worker_register(self, params: WorkerRegisterParams) -> int:
+        """Register and take the worker's session-level advisory lock on a connection of
+        its own: the lock lives exactly as long as that session, which is how others learn
+        at once that this worker died."""
+        now = self.clock.now(params.now)
+        try:
+            conn = await self._connect()
+        except (TimeoutError, *TRANSIENT) as exc:
+            raise StoreUnreachable(f"postgresql: cannot connect: {exc}") from exc
+        try:
+            async with conn.transaction():
+                # Shared with other registrations, never beside an unrunnable sweep (see
+                # _hold_registrations): a sweep either sees this row or closed its runs first.
+                await conn.execute("SELECT pg_advisory_xact_lock_shared($1, $2)",
+                                   self.lock_namespace, SCHEMA_KEY)
+                worker_id = await conn.fetchval(self._sql(q.WORKER_INSERT), *worker_row(params, now))
+                # Taken inside the inserting transaction: whoever sees the row sees the lock.
+                await conn.execute("SELECT pg_advisory_lock($1, $2)", self.lock_namespace, worker_id)
+        except BaseException:
+            await close_quietly(conn)
+            raise
+        self._marks.hold(int(worker_id), conn)
+        return int(worker_id)
+
+    async def worker_heartbeat(self, params: WorkerHeartbeatParams) -> bool:
+        """False only when the worker was declared dead (it then registers again); a
+        database that cannot be reached raises StoreUnreachable, which is no death."""
+        conn = await self._marks.current(params.worker_id)
+        if conn is None:
+            return False
+        try:
+            await self._observe_clock(conn)
+            status = await conn.execute(self._sql(q.WORKER_HEARTBEAT), params.worker_id,
+                                        self.clock.now(params.now))
+        except TRANSIENT as exc:
+            self._marks.broken(params.worker_id, conn)
+            raise StoreUnreachable(f"postgresql: heartbeat: {exc}") from exc
+        return bool(status == "UPDATE 1")
+
+    async def worker_watch(self, params: WorkerWatchParams) -> bool:
+        """Woken the moment the session of the worker this one watches ends (see
+        _watch.py), or when a missing mark's grace ends, else after `timeout_s`."""
+        watch = self._watches.get(params.worker_id)
+        if watch is None:
+            await self._drop_watches()
+            watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT)
+        watch.start(params.worker_id)
+        grace_left_s = self._unmarked.next_look_in(self.clock.now())
+        if grace_left_s is not None and grace_left_s < params.timeout_s:
+            await watch.wait(grace_left_s)
+            return True
+        return await watch.wait(params.timeout_s)
+
+    async def _drop_watches(self) -> None:
+        """Close the watches of workers whose mark this process holds no more (declared
+        dead, a worker registered again under a new id): one session each, kept for nothing."""
+        for worker_id in [wid for wid in self._watches if not self._marks.holds(wid)]:
+            await self._watches.pop(worker_id).close()
+
+    async def worker_deregister(self, worker_id: int) -> None:
+        try:
+            await super().worker_deregister(worker_id)
+        finally:
+            await self._marks.release(worker_id)
+            watch = self._watches.pop(worker_id, None)
+            if watch is not None:
+                await watch.close()

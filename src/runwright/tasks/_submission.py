@@ -1,0 +1,193 @@
+"""Building a submission: a TaskSpec and options -> the store's RunInsertParams.
+
+One place checks what a submission may carry (priority, key, thread, busy policy, the
+task's own `check`, the payload limit) and turns it into what the store inserts, for
+`App.submit`, `App.submit_many`, a schedule's definition and `ctx.submit` alike.
+
+`OPTIONS` names the submission options, the keyword-only names of `submit` that every
+face (library, CLI, HTTP) takes beside a task's arguments. No task parameter may take
+one of these names (`@app.task` refuses it), so a task's arguments and the options of
+its submission never collide.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..core import _inputs as inputs
+from ..errors import InvalidInput, InvalidTime
+from ..observe._trace_context import check_traceparent
+from ..store._params import ON_BUSY, RunInsertParams
+from ._budget import Budget
+from ._limits import Limits
+from ._serde import due_at, encode, finite
+from ._specs import TaskSpec
+
+__all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", "refuse_options_in",
+           "run_at_of"]
+
+# The submission options, in one place: `Submission` has a field for each (and
+# `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
+OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread",
+           "traceparent")
+
+MAX_PRIORITY = 32767  # a SMALLINT in the stores
+
+
+@dataclass(slots=True)
+class Submission:
+    """The options of one submission; None means "the task's default" (or none)."""
+
+    key: str | None = None
+    priority: int | None = None
+    delay_s: float | None = None
+    run_at: float | str | dt.datetime | None = None  # epoch s, aware datetime, or text (parse_run_at)
+    queue: str | None = None
+    budget: Budget | None = None
+    thread: str | None = None
+    on_busy: str = "reject"
+    tenant: str | None = None
+    parent_id: int | None = None
+    traceparent: str | None = None  # W3C: the trace the run continues (None: its own)
+
+
+def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
+                  now_s: float, limits: Limits, version: str | None = None) -> RunInsertParams:
+    """The checked insert of one run of `spec` with `arguments` (bound by keyword), as
+    submitted by an app at `version` (recorded on the run); InvalidInput (or a subclass)
+    names what is wrong, and nothing is written."""
+    return Inserts(spec, submission, now_s=now_s, limits=limits, version=version).of(arguments)
+
+
+class Inserts:
+    """The inserts of runs of `spec` under one submission's options: the options are
+    checked once, here (InvalidInput names what is wrong), and each run then costs only
+    its arguments' check and encoding and its key. A submit_many's items without options
+    of their own share one: the options' checks were half of checking an item."""
+
+    __slots__ = ("_spec", "_what", "_max_bytes", "_shared")
+
+    def __init__(self, spec: TaskSpec, submission: Submission, *, now_s: float, limits: Limits,
+                 version: str | None = None) -> None:
+        priority = spec.priority if submission.priority is None else submission.priority
+        _check_priority(priority)
+        _check_key(submission.key)
+        _check_queue(submission.queue)
+        _check_tenant(submission.tenant)
+        if submission.thread is not None:
+            _check_thread(submission.thread, submission.on_busy)
+        traceparent = check_traceparent(submission.traceparent)
+        budget = submission.budget
+        self._spec = spec
+        self._what = f"arguments of task {spec.name!r}"
+        self._max_bytes = limits.max_payload_bytes
+        # Every run's insert but its arguments, and its key when the submission names none.
+        self._shared = RunInsertParams(
+            key=submission.key or "",
+            key_is_fresh=submission.key is None,
+            task=spec.name,
+            args="",
+            queue=submission.queue or spec.queue,
+            priority=priority,
+            max_attempts=spec.retry.max_attempts,
+            timeout_s=spec.timeout_s,
+            run_at=due_at(now_s, submission.delay_s, run_at_of(submission.run_at)),
+            parent_id=submission.parent_id,
+            budget=budget.to_json() if budget is not None else None,
+            deadline_at=now_s + budget.deadline_s if budget and budget.deadline_s else None,
+            thread=submission.thread,
+            on_busy=submission.on_busy,
+            tenant=submission.tenant,
+            traceparent=traceparent,
+            version=version,
+            now=now_s,
+        )
+
+    def of(self, arguments: dict[str, Any]) -> RunInsertParams:
+        """The insert of one run with these arguments (bound by keyword)."""
+        if self._spec.check is not None:
+            self._spec.check(arguments)
+        shared = self._shared
+        return shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
+                             encode(arguments, self._what, self._max_bytes))
+
+
+def fresh_key() -> str:
+    """The key of a run submitted without one: 32 hex digits, the time in nanoseconds then
+    64 random bits. It still dedupes a retried insert (the retry carries it), and keys in
+    time order land at the right end of the key index, where a random key would land on a
+    random page of it: a fifth of a PostgreSQL insert's cost once the index is large."""
+    return f"{time.time_ns():016x}{os.urandom(8).hex()}"
+
+
+def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None:
+    """Refuse task arguments that name a submission option (no task parameter does): a face
+    that takes arguments as one JSON object (HTTP, the CLI) says so, naming it, rather than
+    letting `submit(task, **options, **arguments)` fail on a keyword given twice."""
+    shadowing = sorted(set(arguments) & set(OPTIONS))
+    if shadowing:
+        raise InvalidInput(f"{where}.{shadowing[0]}: {shadowing[0]!r} is a submission option, never a "
+                           f"task's argument; give it beside {where}")
+
+
+def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:
+    """`run_at` as `due_at` takes it: text (ISO 8601 with a time zone, or epoch seconds)
+    is parsed by `parse_run_at`; numbers and datetimes pass as they are (`due_at` checks them)."""
+    return parse_run_at(value) if isinstance(value, str) else value
+
+
+def _check_priority(priority: Any) -> None:
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= MAX_PRIORITY:
+        raise InvalidInput(f"priority must be an int in 0..{MAX_PRIORITY} (0 = most urgent), "
+                           f"got {priority!r}")
+
+
+def _check_key(key: Any) -> None:
+    if key is not None:
+        inputs.key(key)
+
+
+def _check_queue(queue: Any) -> None:
+    if queue is not None:
+        inputs.queue(queue)
+
+
+def _check_thread(thread: Any, on_busy: str) -> None:
+    if on_busy not in ON_BUSY:
+        raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    inputs.thread_name(thread)
+
+
+def _check_tenant(tenant: Any) -> None:
+    if tenant is not None:
+        inputs.tenant(tenant)
+
+
+def parse_run_at(value: Any) -> float:
+    """A `run_at` as epoch seconds, from epoch seconds (a number or its text) or an ISO 8601
+    time with a zone ("2026-12-01T09:00:00Z", "...+02:00"). A time without a zone is
+    refused: read on two machines it would be two different instants."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return finite(value, "run_at")
+    if not isinstance(value, str):
+        raise InvalidTime(f"run_at must be epoch seconds or an ISO 8601 time, got {value!r}")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return _iso_instant(value)
+    return finite(seconds, "run_at")
+
+
+def _iso_instant(value: str) -> float:
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidTime(f"run_at {value!r} is neither epoch seconds nor an ISO 8601 time "
+                          f"(e.g. 2026-12-01T09:00:00Z)") from None
+    if when.tzinfo is None:
+        raise InvalidTime(f"run_at {value!r} has no time zone; add Z or an offset such as +02:00")
+    return when.timestamp()
