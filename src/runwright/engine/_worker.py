@@ -46,6 +46,7 @@ from ._instruments import Instruments, WorkerStats
 from ._parking import RunSignals
 from ._rescuer import Rescuer
 from ._scheduler import Scheduler, save_schedules
+from ._slots import Slots
 from ._sweeper import Retention, Sweeper
 
 if TYPE_CHECKING:
@@ -178,30 +179,11 @@ class Worker:
         self.id = 0
         self._instruments = Instruments()
         self._connect = connect or runtime.store.open
-        self._active: dict[int, Active] = {}
-        # Earlier attempts of a run in `_active` still winding down: a run failed and due
-        # again at once is claimed again by the batch that writes its failure, before that
-        # attempt's task has ended. They hold their slot (and a drain waits for them) until
-        # then, and never the run's place in `_active`, which is the newest attempt's.
-        self._leaving: list[Active] = []
-        # Runs whose function has returned and whose fenced finish is on its way: they
-        # hold no slot (the next claim need not wait for the write), but stay active so
-        # their lease is kept until the write lands. At most `concurrency` of them.
-        self._finishing = 0
-        # The latest claim that brought runs, and how many of its runs are still going: a
-        # batch of finishes waits for those (Completer's gathering), not for a long run an
-        # earlier claim started.
-        self._cohort = 0
-        self._cohort_going = 0
-        self._claiming = 0  # slots that claims in flight may fill (the loop's, or one along)
+        self._slots = Slots(self.config.concurrency)
         # The most runs a claim asks for: claim_batch if set, else concurrency, bounded by
         # what the store takes best in one claim (RunStore.claim_most).
         self._claim_most = self.config.claim_batch or min(
             self.config.concurrency, self.store.claim_most or self.config.concurrency)
-        # The last claim took all it asked for: more may be due, and the finishes' writes
-        # claim for the slots they free (Completer's claim_along) while it lasts.
-        self._backlog = False
-        self._slot_freed = asyncio.Event()
         self._batch_written = asyncio.Event()  # set as a batch's claim (none: the batch) lands
         self._stopping = asyncio.Event()
         self._completer = Completer(self.store, on_batch=self._instruments.finish_batch,
@@ -229,7 +211,7 @@ class Worker:
     def idle(self) -> bool:
         """Running nothing, claiming nothing, with no claimed backlog: what is queued is not
         yet due (runwright.testing skips its clock ahead only then)."""
-        return not self._active and not self._leaving and not self._claiming and not self._backlog
+        return self._slots.idle
 
     def stop(self) -> None:
         """Ask for a graceful stop: claim nothing more, drain, give back the rest."""
@@ -237,7 +219,7 @@ class Worker:
 
     def signals_of(self, run_id: int) -> RunSignals | None:
         """What this worker has learnt about a run it executes (None if it has none)."""
-        active = self._active.get(run_id)
+        active = self._slots.get(run_id)
         return None if active is None else active.signals
 
     async def run(self, ready: Callable[[Worker], Any] | None = None) -> None:
@@ -339,7 +321,7 @@ class Worker:
     async def _claims_landed(self, timeout_s: float) -> None:
         """Wait until no claim is in flight, for at most `timeout_s`."""
         deadline = time.monotonic() + timeout_s
-        while self._claiming and (left := deadline - time.monotonic()) > 0:
+        while self._slots.claiming and (left := deadline - time.monotonic()) > 0:
             self._batch_written.clear()
             await wait_set(self._batch_written, left)
 
@@ -351,11 +333,11 @@ class Worker:
         # A claim made along with a batch of finishes before the stop may still land: its
         # runs are drained as the others are, not given back as soon as they start.
         await self._claims_landed(grace_s)
-        running = [a.task for a in [*self._active.values(), *self._leaving]]
+        running = self._slots.tasks()
         if running and grace_s > 0:
             event(INFO, "draining", worker=self.id, running=len(running), grace_s=grace_s)
             await asyncio.wait(running, timeout=grace_s)
-        rest = list(self._active.values())
+        rest = self._slots.runs()
         self._instruments.shut_down(drained=len(running) - len(rest), given_back=len(rest))
         for active in rest:
             active.interrupt(Stop.SHUTDOWN)
@@ -395,35 +377,27 @@ class Worker:
         of them may be stale (a worker stopped while a pause went out)."""
         return None if self.member is None else self.member.settings.root
 
-    def _free(self) -> int:
-        """Slots that neither a run nor a claim in flight holds."""
-        held = len(self._active) + len(self._leaving) - self._finishing
-        return self.config.concurrency - held - self._claiming
-
     def _claim_of(self, queues: list[str]) -> RunClaimParams:
         """A claim for the free slots (at most `_claim_most`), which it holds until
         `_claimed` gives them back."""
         crash_point("worker.claim_loop")
-        limit = min(self._free(), self._claim_most)
-        self._claiming += limit
+        limit = self._slots.reserve(self._claim_most)
         return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors,
                               fleet=self._fleet_root)
 
     def _claimed(self, claim: RunClaimParams, runs: list[Run] | None) -> None:
         """Start what `claim` brought (None: the store failed it), give its slots back."""
-        self._claiming -= claim.limit
-        self._backlog = runs is not None and len(runs) == claim.limit
+        self._slots.claimed(claim.limit, runs)
         if runs:
             crash_point("worker.after_claim")
             self._instruments.claimed_batch(len(runs))
-            self._cohort, self._cohort_going = self._cohort + 1, len(runs)
             for run in runs:
                 self._start(run)
 
     def _claim_along(self) -> RunClaimParams | None:
         """The claim a batch of finishes writes with it: while there is a backlog, for
         the slots free then (those runs finishing free theirs as the batch begins)."""
-        if not self._backlog or self._stopping.is_set() or self._free() <= 0:
+        if not self._slots.backlog or self._stopping.is_set() or self._slots.free <= 0:
             return None
         queues = self._claimable()
         return self._claim_of(queues) if queues else None
@@ -431,12 +405,7 @@ class Worker:
     def _gathering(self) -> bool:
         """A backlog, and runs of the latest claim still going: a batch of finishes may
         wait for them."""
-        return self._backlog and self._cohort_going > 0 and not self._stopping.is_set()
-
-    def _gone(self, active: Active) -> None:
-        """`active` finished or left: no batch waits for it any more."""
-        if active.cohort == self._cohort:
-            self._cohort_going -= 1
+        return self._slots.backlog and self._slots.cohort_going and not self._stopping.is_set()
 
     def _claimed_along(self, claim: RunClaimParams | None, runs: list[Run]) -> None:
         if claim is not None:
@@ -451,16 +420,15 @@ class Worker:
                 if not queues:  # every queue paused: look again at the next poll
                     await asyncio.sleep(jittered(config.poll_s))
                     continue
-                # At most `concurrency` runs finishing (each holds its lease until its write
-                # lands): a claim beside a stalled write waits. A claim along with the write
-                # lands with it, so it needs no such bound.
-                if self._free() <= 0 or self._finishing >= config.concurrency:
-                    self._slot_freed.clear()
-                    await self._slot_freed.wait()
+                # A claim along with a batch of finishes lands with it, so it needs no
+                # bound on the finishes on their way; this one does (Slots.full).
+                if self._slots.full:
+                    self._slots.freed.clear()
+                    await self._slots.freed.wait()
                     continue
                 # With a backlog, a batch of finishes on its way claims for the slots
                 # free by then: wait for it to land rather than claim beside it.
-                if self._backlog and self._completer.busy:
+                if self._slots.backlog and self._completer.busy:
                     self._batch_written.clear()
                     await self._batch_written.wait()
                     continue
@@ -470,7 +438,7 @@ class Worker:
                     runs = await self._store_call(self.store.run_claim, claim)
                 finally:  # cancelled (a stop): its slots are given back all the same
                     self._claimed(claim, runs)
-                if not self._backlog:
+                if not self._slots.backlog:
                     await self._idle(queued, queues)
 
     async def _idle(self, queued: asyncio.Event, queues: list[str]) -> None:
@@ -486,18 +454,15 @@ class Worker:
     def _start(self, run: Run) -> None:
         self._instruments.claimed(run)
         assert self._loop is not None, "a run is started by the claim loop, which run() starts"
-        task = self._loop.create_task(self._execute(run), name=f"run-{run.id}")
-        earlier = self._active.get(run.id)
-        if earlier is not None:
-            self._leaving.append(earlier)
-        self._active[run.id] = Active(run, task, cohort=self._cohort)
+        self._slots.start(run, self._loop.create_task(self._execute(run), name=f"run-{run.id}"))
 
     # -- executing ------------------------------------------------------------------
 
     async def _execute(self, run: Run) -> None:
         event(DEBUG, "run started", run_id=run.id, attempt=run.attempt, worker=self.id,
               task=run.task, fence=run.fence)
-        active = self._active[run.id]
+        active = self._slots.get(run.id)
+        assert active is not None, "its task starts after Slots.start, and no newer attempt before it ends"
         began = time.monotonic()
         with self._instruments.attempt_span(run, self.id) as span:
             try:
@@ -508,27 +473,15 @@ class Worker:
                     return
                 crash_point("worker.before_finish")
                 finish.alone = run.parent_id is None and run.thread is None
-                active.finishing = True
-                self._finishing += 1
-                self._gone(active)  # before the finish is handed in: it may end a gathering
-                self._slot_freed.set()
-                try:
+                with self._slots.finishing(active):
                     await self._completer.finish(finish)
-                finally:
-                    self._finishing -= 1
                 self._instruments.finished(run, finish, time.monotonic() - began, self.id, span)
             except LeaseLost as exc:
                 self._instruments.lease_lost(span)
                 event(WARNING, f"write refused: {exc}; run abandoned to its new owner",
                       run_id=run.id, attempt=run.attempt, worker=self.id, fence=run.fence)
             finally:
-                if not active.finishing:
-                    self._gone(active)
-                if self._active.get(run.id) is active:
-                    del self._active[run.id]
-                else:
-                    self._leaving.remove(active)
-                self._slot_freed.set()
+                self._slots.end(active)
 
     # -- side tasks -----------------------------------------------------------------
 
@@ -536,7 +489,7 @@ class Worker:
         """Renew leases of live runs; a run whose fence was superseded is abandoned."""
         while True:
             await asyncio.sleep(jittered(self.config.lease_s / 4))
-            runs = [(a.run.id, a.run.fence) for a in self._active.values()]
+            runs = [(a.run.id, a.run.fence) for a in self._slots.runs()]
             if not runs:
                 continue
             result = await self._store_call(self.store.run_extend, RunExtendParams(
@@ -554,11 +507,12 @@ class Worker:
             while True:
                 await wait_set(requested, jittered(self.config.cancel_poll_s))
                 requested.clear()
-                if not self._active:
+                run_ids = self._slots.run_ids()
+                if not run_ids:
                     continue
-                runs = await self._store_call(self.store.run_get_many, list(self._active))
+                runs = await self._store_call(self.store.run_get_many, run_ids)
                 for run in runs or ():
-                    active = self._active.get(run.id)
+                    active = self._slots.get(run.id)
                     if active is None:
                         continue
                     if run.fence != active.run.fence or run.state is not RunState.RUNNING:
@@ -571,7 +525,7 @@ class Worker:
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:
         for run_id in run_ids:
-            active = self._active.get(run_id)
+            active = self._slots.get(run_id)
             if active is not None:
                 self._interrupt(active, why)
 
