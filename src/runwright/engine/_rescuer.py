@@ -50,6 +50,11 @@ class Rescuer:
         self._unrunnable_look_s = min(orphan_check_s, max(UNRUNNABLE_LOOK_MIN_S, unrunnable_after_s / 2))
         self._next_unrunnable_look = time.monotonic()
 
+    def next_look_in(self) -> float:
+        """Seconds until this rescuer's next look for unrunnable runs is due: its loop
+        wakes then, so a run closes when it is due, not at the next tick after."""
+        return max(0.0, self._next_unrunnable_look - time.monotonic())
+
     async def tick(self, worker_id: int, on_rescued: Callable[[Run], None]) -> None:
         if time.monotonic() >= self._next_orphan_check:
             self._next_orphan_check = time.monotonic() + self._orphan_check_s

@@ -556,8 +556,10 @@ class Worker:
                           unrunnable_after_s=config.unrunnable_after_s,
                           on_closed=self._instruments.unrunnable_closed)
         while True:
-            # Woken when a worker's session ends (PostgreSQL), else at the next poll.
-            await self.store.worker_watch(WorkerWatchParams(self.id, jittered(config.rescue_interval_s)))
+            # Woken when a worker's session ends (PostgreSQL), else at the next poll, or
+            # when an unrunnable run comes due to close, if that is sooner.
+            wait_s = min(jittered(config.rescue_interval_s), rescuer.next_look_in())
+            await self.store.worker_watch(WorkerWatchParams(self.id, wait_s))
             taken: list[Run] = []
             await rescuer.tick(self.id, taken.append)
             for run in taken:
