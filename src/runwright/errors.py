@@ -26,6 +26,7 @@
     ├── TaskTimeout                 raised inside a run that passed its timeout (a TimeoutError)
     ├── ModelUnavailable            agents.models: a provider kept failing through every retry of a call
     ├── WebhookRetryable            jobs.webhook: a failure a later attempt may not meet (5xx, 429)
+    ├── RunWaitTimeout              raised by result(timeout_s=): the run did not end in time, and why
     ├── RunFailed                   raised by result(): the run ended failed or dead
     │   ├── RunCancelled            raised by result(): the run was cancelled
     │   └── ChildFailed             raised in a parent awaiting a child run that did not succeed
@@ -69,6 +70,7 @@ __all__ = [
     "RunFailed",
     "RunNotFound",
     "RunNotRetryable",
+    "RunWaitTimeout",
     "RunwrightError",
     "ScheduleNotFound",
     "SchemaError",
@@ -189,6 +191,17 @@ class RunFailed(RunwrightError):
         self.run_id = run_id
         self.state = state
         self.error = error
+
+
+class RunWaitTimeout(RunwrightError, TimeoutError):
+    """`result(timeout_s=)` waited that long and the run has not ended (it goes on):
+    `why` says what it waits for (a worker that serves its task, a timer, a person...)."""
+
+    def __init__(self, run_id: int, timeout_s: float, why: str) -> None:
+        super().__init__(f"run {run_id} did not end within {timeout_s:g} s: {why}")
+        self.run_id = run_id
+        self.timeout_s = timeout_s
+        self.why = why
 
 
 class RunCancelled(RunFailed):

@@ -196,7 +196,9 @@ async def test_submit_wait_says_when_no_live_worker_serves_the_task_and_times_ou
         assert unserved.stderr.splitlines() == [
             f"warning: no live worker registers task 'double' on queue 'default': run {run_id} "
             f"waits until one starts (runwright worker MODULE:APP --queues default)",
-            f"error: run {run_id} did not end within 2 s; it goes on (runwright follow {run_id})"]
+            f"error: run {run_id} did not end within 2 s and goes on (runwright follow {run_id}): no live "
+            f"worker runs task 'double' on queue 'default': start one (runwright worker MODULE:APP --queues "
+            f"default)"]
         served = runwright("submit", CLI_APP, "double", "--args", '{"n": 5}', "--queue", "other",
                            "--wait", "--timeout-s", "100", url=store_url)
         assert served.returncode == 0, served.stderr

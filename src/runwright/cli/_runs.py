@@ -10,7 +10,7 @@ import typer
 
 from ..app import App
 from ..client._scope import RETRY_REFUSALS
-from ..errors import InvalidInput, RunFailed
+from ..errors import InvalidInput, RunFailed, RunWaitTimeout
 from ..runs import RunState
 from . import _views as views
 from ._exits import FAILED, TIMED_OUT, clear_errors, code_for, err, fail
@@ -100,9 +100,9 @@ async def _wait(app: App, handle: Any, timeout_s: float | None) -> None:
                                                                markup=False))
     try:
         value = await handle.result(timeout_s=timeout_s)
-    except TimeoutError:
-        raise fail(f"run {handle.id} did not end within {timeout_s:g} s; it goes on "
-                   f"(runwright follow {handle.id})", TIMED_OUT) from None
+    except RunWaitTimeout as exc:
+        raise fail(f"run {handle.id} did not end within {exc.timeout_s:g} s and goes on (runwright follow "
+                   f"{handle.id}): {exc.why}", TIMED_OUT) from None
     except RunFailed as exc:
         err.print(f"[bold red]{escape(str(exc))}[/]")
         raise typer.Exit(FAILED) from None

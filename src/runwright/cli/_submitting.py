@@ -11,6 +11,7 @@ from typing import Any
 
 from ..app import App
 from ..client._handles import RunHandle
+from ..client._why import live_workers_serving
 from ..errors import InvalidInput
 from ..tasks._budget import Budget
 from ..tasks._serde import decode
@@ -83,20 +84,9 @@ async def warn_if_unserved(app: App, handle: RunHandle, warn: Any) -> None:
     """Say so, once, when no live worker registers the run's task on its queue: else a
     `--wait` would wait in silence for a worker that may never come."""
     run = handle.run
-    if not await _live_workers_serving(app, run.task, run.queue):
+    if not live_workers_serving(await app.list_workers(), run.task, run.queue, app.now()):
         warn(f"no live worker registers task {run.task!r} on queue {run.queue!r}: run {run.id} "
              f"waits until one starts (runwright worker MODULE:APP --queues {run.queue})")
-
-
-async def _live_workers_serving(app: App, task: str, queue: str) -> list[Any]:
-    """The registered workers with a fresh heartbeat (by the store's clock) that claim
-    `task` on `queue`. A worker killed outright stays registered until another declares
-    it dead, so registration alone is not life."""
-    from ..engine._worker import WorkerConfig
-
-    stale_before = app.now() - WorkerConfig().worker_stale_s
-    return [worker for worker in await app.list_workers()
-            if worker.heartbeat_at >= stale_before and task in worker.tasks and queue in worker.queues]
 
 
 def _did_you_mean(name: str) -> str:

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any, AsyncIterator, Protocol
 
 from ..core._journal import Event
+from ..errors import RunWaitTimeout
 from ..runs import Run, RunState, outcome_of
 
 __all__ = ["RunAccess", "RunHandle"]
@@ -25,6 +26,8 @@ class RunAccess(Protocol):
     def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]: ...
 
     async def wait_done(self, run_id: int) -> Run: ...
+
+    async def why_not_ended(self, run_id: int) -> str: ...
 
 
 class RunHandle:
@@ -71,13 +74,18 @@ class RunHandle:
         return self._runs.events(self.id, after=after, follow=follow)
 
     async def result(self, timeout_s: float | None = None) -> Any:
-        """Wait for the run to end and return its value, or raise `RunFailed`/`RunCancelled`.
+        """Wait for the run to end and return its value, or raise `RunFailed`/`RunCancelled`;
+        past `timeout_s`, `RunWaitTimeout` says what the run waits for (it goes on).
 
         Wakes on the store's notifications (LISTEN/NOTIFY on PostgreSQL, the data-version
         poll on SQLite), re-reading the run after each; a slow fallback re-read covers a
         notification lost while a listener reconnected.
         """
-        async with asyncio.timeout(timeout_s):
-            run = await self._runs.wait_done(self.id)
+        try:
+            async with asyncio.timeout(timeout_s):
+                run = await self._runs.wait_done(self.id)
+        except TimeoutError:
+            assert timeout_s is not None  # no other wait here times out
+            raise RunWaitTimeout(self.id, timeout_s, await self._runs.why_not_ended(self.id)) from None
         self._run = run
         return outcome_of(run)

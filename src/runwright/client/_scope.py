@@ -48,6 +48,7 @@ from ._following import EVENT_PAGE, Follower
 from ._handles import RunHandle
 from ._listing import checked_listing, checked_thread_listing
 from ._threads import ThreadHandle, Threads
+from ._why import why_not_ended
 
 __all__ = ["Call", "RunScope", "TenantView"]
 
@@ -246,6 +247,10 @@ class RunScope:
     async def wait_done(self, run_id: int) -> Run:
         """The run once it has ended, woken by the store's notifications."""
         return await self._follower.wait_done(await self._own(run_id))
+
+    async def why_not_ended(self, run_id: int) -> str:
+        """What the run waits for, in one clause (`RunWaitTimeout` says it)."""
+        return await why_not_ended(self, await self.read_run(run_id))
 
     # -- many runs ------------------------------------------------------------------
 
