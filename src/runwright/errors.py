@@ -17,6 +17,7 @@
     ├── QuestionNotFound            no question of that run at that id (ctx.ask, approvals)
     ├── ThreadNotFound              a thread that does not exist
     ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
+    ├── KeyConflict                 a key that names a run submitted otherwise (its task, arguments...)
     ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
     │   ├── RunEnded                e.g. cancel of a run that already ended
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidInput",
     "InvalidTime",
     "InvalidTransition",
+    "KeyConflict",
     "LeaseLost",
     "NonDeterminismError",
     "OutcomeUnknown",
@@ -254,6 +256,31 @@ class ThreadBusy(RunwrightError):
                          f"on_busy='enqueue', 'interrupt' or 'rollback' to queue behind it or stop it")
         self.thread = thread
         self.run_id = run_id
+
+
+class KeyConflict(RunwrightError):
+    """An idempotency key was given again for another submission: the run it names was
+    submitted with another task, other arguments or other options (`differs` names
+    them: "task", "arguments", "queue", "priority", "thread", "budget"). The key is not
+    given to the new submission, so nothing of it was written; `on_conflict="return"`
+    gets the existing run as it is. `run_id` is that run. A batch (`submit_many`) in
+    which items conflict raises this for its first conflicting item: `items` lists the
+    index of every one, and `handles` holds the batch's runs, in order (its other items
+    were written, as one write)."""
+
+    def __init__(self, key: str, run_id: int, differs: list[str], detail: str, *,
+                 items: list[int] | None = None, handles: list[Any] | None = None) -> None:
+        items = items or []
+        where = f"item {items[0]}: " if items else ""
+        more = f" (items {', '.join(map(str, items))} of the batch conflict)" if len(items) > 1 else ""
+        super().__init__(f"{where}key {key!r} names run {run_id}, which was submitted with {detail}; give "
+                         f"another key, or on_conflict='return' to get run {run_id} as it is{more}")
+        self.key = key
+        self.run_id = run_id
+        self.differs = differs
+        self.detail = detail
+        self.items = items
+        self.handles = handles or []
 
 
 class ThreadDeleted(RunwrightError, LookupError):

@@ -76,8 +76,10 @@ async def test_submit_follow_cancel_retry_and_list(server: str, worker_app: rw.A
         created = await http.post("/runs", json={"task": "record", "args": {"n": 7}, "key": "k1"})
         assert created.status_code == 201, created.text
         run = created.json()
-        again = await http.post("/runs", json={"task": "record", "args": {"n": 8}, "key": "k1"})
+        again = await http.post("/runs", json={"task": "record", "args": {"n": 7}, "key": "k1"})
         assert again.status_code == 200 and again.json()["id"] == run["id"]
+        other = await http.post("/runs", json={"task": "record", "args": {"n": 8}, "key": "k1"})
+        assert other.status_code == 409 and other.json()["title"] == "Key conflict"
         async with running_worker(worker_app):
             async with http.stream("GET", f"/runs/{run['id']}/events/stream") as stream:
                 kinds = [json.loads(line[6:])["kind"] async for line in stream.aiter_lines()

@@ -36,8 +36,18 @@ async def test_every_submission_option_over_http(server: str, worker_app: rw.App
         assert bounded["budget"] == {"deadline_s": 30, "max_cost_usd": 0.5, "max_turns": 3}
         assert bounded["deadline_at"] == pytest.approx(bounded["created_at"] + 30)
         keyed = await submit(key="k-1")
-        again = await http.post("/runs", json={"task": "record", "args": {"n": 2}, "key": "k-1"})
+        again = await http.post("/runs", json={"task": "record", "args": {"n": 1}, "key": "k-1"})
         assert again.status_code == 200 and again.json()["id"] == keyed["id"]
+        # The key names a run of other arguments: 409, nothing written; or that run, asked for.
+        conflict = await http.post("/runs", json={"task": "record", "args": {"n": 2}, "key": "k-1"})
+        assert conflict.status_code == 409 and conflict.headers["content-type"] == "application/problem+json"
+        assert conflict.json()["title"] == "Key conflict"
+        assert conflict.json()["detail"].startswith(f"key 'k-1' names run {keyed['id']}, which was submitted "
+                                                    f"with other arguments;")
+        accepted = await http.post("/runs", json={"task": "record", "args": {"n": 2}, "key": "k-1",
+                                                  "on_conflict": "return"})
+        assert accepted.status_code == 200 and accepted.json()["args"] == {"n": 1}
+        assert len(await worker_app.list_runs(key="k-1")) == 1
         first = await submit(thread="t", delay_s=3600)
         assert first["thread"] == "t"
         busy = await http.post("/runs", json={"task": "record", "args": {"n": 2}, "thread": "t"})
@@ -57,6 +67,7 @@ async def test_unknown_and_misspelt_fields_are_refused_naming_them(server: str, 
             ({"task": "record", "args": {"n": 1}, "budget": {"deadline": 5}}, "body.budget.deadline"),
             ({"task": "record", "args": {"n": 1, "key": "k"}}, "args.key"),  # an option, not an argument
             ({"task": "record", "args": {"n": 1}, "on_busy": "later"}, "body.on_busy"),
+            ({"task": "record", "args": {"n": 1}, "on_conflict": "ignore"}, "body.on_conflict"),
             ({"task": "record", "args": {"n": 1}, "run_at": "2031-01-01T00:00:00"}, "time zone"),
             ({"task": "record", "args": {"n": 1}, "run_at": "soon"}, "ISO 8601"),
             ({"task": "record", "args": {"n": 1}, "run_at": 1e10, "delay_s": 1}, "not both"),

@@ -189,10 +189,10 @@ async def test_tenants_whose_names_join_alike_stay_apart(store_url: str, tmp_pat
                                  json={**body, "key": "k1", "thread": "t"})
         assert first.status_code == 201 and second.status_code == 201, second.text  # not ThreadBusy
         assert first.json()["id"] != second.json()["id"]
-        for token, own, key in (("a-token", first, "x/k1"), ("ax-token", second, "k1")):
+        for token, own, key, thread in (("a-token", first, "x/k1", "x/t"), ("ax-token", second, "k1", "t")):
             listed = (await http.get("/runs", headers=as_(token))).json()["items"]
             assert [r["id"] for r in listed] == [own.json()["id"]]
-            again = await http.post("/runs", headers=as_(token), json={**body, "key": key})
+            again = await http.post("/runs", headers=as_(token), json={**body, "key": key, "thread": thread})
             assert again.status_code == 200 and again.json()["id"] == own.json()["id"]
         assert (await http.get("/threads/t/runs", headers=as_("a-token"))).json()["items"] == []
         assert (await http.get("/threads/x/t/runs", headers=as_("a-token"))).status_code == 404  # a path

@@ -156,6 +156,62 @@ async def test_children_fan_out_and_in_and_a_failure_reaches_the_parent(app):
     assert len({r.key for r in children}) == 11
 
 
+async def test_a_replay_gets_the_child_its_first_attempt_made_though_its_arguments_changed(app):
+    """The attempt that made a child died before journaling it (a crash point there); the
+    replay submits it again under the same derived key, with arguments its code computed
+    anew (the attempt number): it gets that same child, not a KeyConflict, not a second one.
+    With a key of the task's own, the same."""
+    from runwright.engine import _crashpoints as crashpoints
+
+    @app.task(retries=0)
+    async def echo(ctx: rw.Context, attempt: int) -> int:
+        return attempt
+
+    @app.task(retries=2, backoff=FAST)
+    async def parent(ctx: rw.Context, own_key: bool) -> int:
+        child = await ctx.submit(echo, attempt=ctx.attempt, key=f"echo-{ctx.run_id}" if own_key else None)
+        return await child
+
+    try:
+        async with running_worker(app):
+            crashpoints.arm("child.after_insert", "raise", times=1)
+            derived = await app.submit(parent, own_key=False)
+            assert await derived.result(timeout_s=60) == 1  # the child of attempt 1, run once
+            crashpoints.arm("child.after_insert", "raise", times=1)
+            own = await app.submit(parent, own_key=True)
+            assert await own.result(timeout_s=60) == 1
+    finally:
+        crashpoints.disarm()
+    for handle in (derived, own):
+        assert (await handle.refresh()).attempt == 2
+        children = await app.list_runs(task="echo", limit=10)
+        assert len([c for c in children if c.parent_id == handle.id]) == 1
+
+
+async def test_a_child_key_that_names_another_run_submitted_otherwise_is_a_conflict(app):
+    @app.task(retries=0)
+    async def echo(ctx: rw.Context, n: int) -> int:
+        return n
+
+    @app.task(retries=0)
+    async def parent(ctx: rw.Context, n: int, mode: str) -> dict:
+        try:
+            child = await ctx.submit(echo, n=n, key="shared", on_conflict=mode)
+        except rw.KeyConflict as exc:
+            return {"conflict": exc.run_id, "differs": exc.differs}
+        return {"child": child.id, "value": await child}
+
+    taken = await app.submit(echo, n=1, key="shared")
+    async with running_worker(app):
+        same = await app.submit(parent, n=1, mode="reject")
+        assert await same.result(timeout_s=60) == {"child": taken.id, "value": 1}
+        other = await app.submit(parent, n=2, mode="reject")
+        assert await other.result(timeout_s=60) == {"conflict": taken.id, "differs": ["arguments"]}
+        accepted = await app.submit(parent, n=2, mode="return")
+        assert await accepted.result(timeout_s=60) == {"child": taken.id, "value": 1}
+    assert len(await app.list_runs(task="echo")) == 1
+
+
 async def test_cancelling_a_parent_cancels_its_open_children(app):
     @app.task
     async def forever(ctx: rw.Context) -> None:

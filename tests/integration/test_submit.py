@@ -68,10 +68,108 @@ async def test_submission_options_never_collide_with_task_arguments(app):
 
 async def test_the_same_key_returns_the_existing_run_and_says_so(app):
     send = _tasks(app)
-    first = await app.submit(send, to="x", key="weekly-2026-w42")
-    again = await app.submit(send, to="DIFFERENT", key="weekly-2026-w42")
+    first = await app.submit(send, to="x", body="b", key="weekly-2026-w42")
+    # The same submission, its arguments given another way (positionally, in another order).
+    again = await app.submit(send, "x", key="weekly-2026-w42", body="b")
     assert again.id == first.id and again.existed and not first.existed
-    assert again.run.arguments() == {"to": "x"}  # the first submission's arguments
+    assert again.run.arguments() == {"to": "x", "body": "b"}
+
+
+async def test_a_key_reused_with_other_arguments_is_a_conflict_and_writes_nothing(app):
+    send = _tasks(app)
+    first = await app.submit(send, to="x", key="weekly")
+    with pytest.raises(rw.KeyConflict) as refused:
+        await app.submit(send, to="DIFFERENT", key="weekly")
+    assert str(refused.value) == (f"key 'weekly' names run {first.id}, which was submitted with other "
+                                  f"arguments; give another key, or on_conflict='return' to get run "
+                                  f"{first.id} as it is")
+    conflict = refused.value
+    assert (conflict.key, conflict.run_id, conflict.differs) == ("weekly", first.id, ["arguments"])
+    assert not isinstance(refused.value, ValueError)  # not a malformed input: a taken key
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 1}
+    (run,) = await app.list_runs(key="weekly")
+    assert run.arguments() == {"to": "x"} and run.last_seq == 1  # its log: `submitted` only
+    # Asked to, the existing run is returned as it is.
+    accepted = await app.submit(send, to="DIFFERENT", key="weekly", on_conflict="return")
+    assert accepted.id == first.id and accepted.existed and accepted.run.arguments() == {"to": "x"}
+
+
+async def test_what_a_key_compares_task_arguments_queue_priority_thread_budget(app):
+    send = _tasks(app)
+
+    @app.task(queue="mail", priority=rw.HIGH)
+    async def other(ctx: rw.Context, to: str, body: str = "") -> str:
+        return to
+
+    first = await app.submit(send, to="x", key="k", budget=rw.Budget(max_cost_usd=1.0))
+    differing = [
+        (dict(task=other), ["task"], "task 'send' (not 'other')"),
+        (dict(to="y"), ["arguments"], "other arguments"),
+        (dict(to="x", body=""), ["arguments"], "other arguments"),  # a default given is an argument
+        (dict(queue="other"), ["queue"], "queue 'mail' (not 'other')"),
+        (dict(priority=rw.LOW), ["priority"], "priority 1 (not 3)"),
+        (dict(budget=rw.Budget(max_cost_usd=2.0)), ["budget"],
+         'budget {"max_cost_usd": 1.0} (not {"max_cost_usd": 2.0})'),
+        (dict(budget=None), ["budget"], 'budget {"max_cost_usd": 1.0} (not none)'),
+        (dict(to="y", priority=0), ["arguments", "priority"], "other arguments, priority 1 (not 0)"),
+    ]
+    for change, differs, detail in differing:
+        given = {"task": send, "to": "x", "budget": rw.Budget(max_cost_usd=1.0), **change}
+        task = given.pop("task")
+        with pytest.raises(rw.KeyConflict) as refused:
+            await app.submit(task, key="k", **given)
+        assert (refused.value.differs, refused.value.detail) == (differs, detail), change
+    # What is not compared: when it is due, the trace, the busy policy (of a submission to no
+    # thread), the priority and queue given as the task's own defaults.
+    for same in (dict(delay_s=60), dict(run_at=dt.datetime(2031, 1, 1, tzinfo=dt.UTC)),
+                 dict(traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+                 dict(priority=rw.HIGH, queue="mail")):
+        again = await app.submit(send, to="x", key="k", budget=rw.Budget(max_cost_usd=1.0), **same)
+        assert again.id == first.id and again.existed, same
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 1}
+
+
+async def test_a_key_on_a_thread_is_the_same_run_only_on_that_thread(app):
+    send = _tasks(app)
+    first = await app.submit(send, to="x", key="k", thread="t")
+    again = await app.submit(send, to="x", key="k", thread="t")  # the thread is busy with it: no ThreadBusy
+    assert again.id == first.id and again.existed
+    with pytest.raises(rw.KeyConflict, match=r"thread 't' \(not 'u'\)"):
+        await app.submit(send, to="x", key="k", thread="u")
+    with pytest.raises(rw.KeyConflict, match=r"thread 't' \(not none\)"):
+        await app.submit(send, to="x", key="k")
+    with pytest.raises(rw.KeyConflict, match="other arguments"):
+        await app.submit(send, to="y", key="k", thread="t", on_busy="enqueue")
+    assert [t.thread for t in await app.list_threads()] == ["t"]  # no thread "u" was left behind
+    (run,) = await app.list_runs(thread="t")
+    assert run.id == first.id
+    # Another tenant's key is another run.
+    theirs = await app.tenant("acme").submit(send, to="y", key="k", thread="u")
+    assert theirs.id != first.id and not theirs.existed
+
+
+async def test_a_batch_with_conflicting_keys_writes_its_other_items_and_says_which_conflict(app):
+    send = _tasks(app)
+    same, taken = await app.submit_many(send, [rw.Call({"to": "a"}, key="same"),
+                                               rw.Call({"to": "b"}, key="taken")])
+    items = [rw.Call({"to": "a"}, key="same"), rw.Call({"to": "OTHER"}, key="taken"), {"to": "new"},
+             rw.Call({"to": "c"}, key="twice"), rw.Call({"to": "d"}, key="twice")]
+    with pytest.raises(rw.KeyConflict) as refused:
+        await app.submit_many(send, items)
+    conflict = refused.value
+    assert conflict.items == [1, 4] and (conflict.key, conflict.run_id) == ("taken", taken.id)
+    assert str(conflict).startswith(f"item 1: key 'taken' names run {taken.id}, which was submitted with "
+                                    f"other arguments;")
+    assert str(conflict).endswith("(items 1, 4 of the batch conflict)")
+    handles = conflict.handles
+    assert [h.id for h in handles[:2]] == [same.id, taken.id] and handles[1].run.arguments() == {"to": "b"}
+    assert not handles[2].existed and handles[2].run.arguments() == {"to": "new"}  # written
+    assert handles[4].id == handles[3].id and handles[3].run.arguments() == {"to": "c"}
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 4}
+    # Asked to, every item gets its run as it is; nothing more is written.
+    again = await app.submit_many(send, items[:2] + items[3:], on_conflict="return")
+    assert [h.id for h in again] == [same.id, taken.id, handles[3].id, handles[3].id]
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 4}
 
 
 async def test_submit_many_in_one_batch_with_per_item_options(app):
@@ -80,8 +178,10 @@ async def test_submit_many_in_one_batch_with_per_item_options(app):
                                            {"to": "c"}])
     assert [h.run.arguments()["to"] for h in handles] == ["a", "b", "c"]
     assert handles[1].run.key == "kb" and handles[1].run.priority == 0
-    again = await app.submit_many(send, [rw.Call({"to": "b"}, key="kb")])
+    again = await app.submit_many(send, [rw.Call({"to": "b"}, key="kb", priority=0)])
     assert again[0].id == handles[1].id and again[0].existed
+    with pytest.raises(rw.KeyConflict, match=r"priority 0 \(not 1\)"):  # the task's default is another
+        await app.submit_many(send, [rw.Call({"to": "b"}, key="kb")])
 
 
 async def test_a_large_batch_is_one_batch_in_submission_order(app):
@@ -91,7 +191,10 @@ async def test_a_large_batch_is_one_batch_in_submission_order(app):
     (old,) = await app.submit_many(send, [rw.Call({"to": "old"}, key="old")])
     items = [rw.Call({"to": str(n)}, key="kb") if n in (5, 600) else
              rw.Call({"to": "again"}, key="old") if n == 999 else {"to": str(n)} for n in range(1000)]
-    handles = await app.submit_many(send, (item for item in items))  # any iterable
+    with pytest.raises(rw.KeyConflict) as refused:  # items 600 and 999 name runs of other arguments
+        await app.submit_many(send, (item for item in items))  # any iterable
+    assert refused.value.items == [600, 999] and refused.value.run_id == refused.value.handles[5].id
+    handles = refused.value.handles
     assert [h.run.arguments()["to"] for h in handles[:5]] == ["0", "1", "2", "3", "4"]
     assert handles[600].id == handles[5].id and handles[600].existed and not handles[5].existed
     assert handles[999].id == old.id and handles[999].existed
@@ -100,6 +203,11 @@ async def test_a_large_batch_is_one_batch_in_submission_order(app):
     assert not any(h.existed for h in fresh) and len({h.id for h in fresh}) == 998
     assert [h.id for h in fresh] == sorted(h.id for h in fresh), "ids in submission order"
     assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 999}
+    # Once more, every key now names its run: nothing new is written, nothing conflicts.
+    again = await app.submit_many(send, [rw.Call({"to": str(n)}, key=f"k{n}") for n in range(3)]
+                                  + [rw.Call({"to": "5"}, key="kb")])
+    assert again[-1].id == handles[5].id and again[-1].existed
+    assert await app.store.run_count_by_state(RunCountParams()) == {"queued": 1002}
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -117,6 +225,10 @@ async def test_a_large_batch_is_one_batch_in_submission_order(app):
     (lambda app, t: app.submit(t, to="x", run_at="nan"), rw.InvalidTime, "finite"),
     (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
     (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
+    (lambda app, t: app.submit(t, to="x", key="k", on_conflict="ignore"), rw.InvalidInput,
+     "on_conflict must be one of reject, return, got 'ignore'"),
+    (lambda app, t: app.submit_many(t, [{"to": "x"}], on_conflict=None), rw.InvalidInput,
+     "on_conflict must be one of reject, return, got None"),
     (lambda app, t: app.submit_many(t, [{"to": "a"}, {"too": "b"}]), rw.BadArguments, "item 1"),
     # Far into a large batch, after PostgreSQL has sent the first chunks of it.
     (lambda app, t: app.submit_many(t, [{"to": str(n)} for n in range(950)] + [{"too": "b"}]),

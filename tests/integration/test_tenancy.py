@@ -33,10 +33,12 @@ async def test_the_same_key_in_two_tenants_names_two_runs(app):
     acme = await app.submit(note, "a", key="shared", tenant="acme", delay_s=60)
     bolt = await app.tenant("bolt").submit(note, "b", key="shared", delay_s=60)
     assert not bolt.existed and bolt.id != acme.id and bolt.run.tenant == "bolt"
-    again = await app.tenant("acme").submit(note, "a again", key="shared", delay_s=60)
+    again = await app.tenant("acme").submit(note, "a", key="shared", delay_s=60)
     assert again.existed and again.id == acme.id  # submit(tenant=) and the view are one
     untenanted = await app.submit(note, "none", key="shared", delay_s=60)
     assert untenanted.id not in (acme.id, bolt.id)
+    with pytest.raises(rw.KeyConflict, match=f"names run {acme.id}, which was submitted with other arg"):
+        await app.tenant("acme").submit(note, "a again", key="shared")  # within a tenant, compared
 
 
 async def test_a_tenant_cannot_reach_another_tenants_run(app):

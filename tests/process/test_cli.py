@@ -44,9 +44,17 @@ async def test_submit_wait_show_runs_cancel_retry_dead(app: rw.App, store_url: s
                          "--wait", url=store_url)
         assert done.returncode == 0, done.stderr
         assert "submitted (key k1" in done.stdout and "41" in done.stdout
-        again = runwright("submit", APP_SPEC, "record", "--args", '{"n": 1}', "--key", "k1", url=store_url)
-        assert "exists (key k1, state succeeded)" in again.stdout
         run_id = done.stdout.split()[1]
+        again = runwright("submit", APP_SPEC, "record", "--args", '{"n": 41}', "--key", "k1", url=store_url)
+        assert again.returncode == 0 and "exists (key k1, state succeeded)" in again.stdout
+        other = runwright("submit", APP_SPEC, "record", "--args", '{"n": 1}', "--key", "k1", url=store_url)
+        assert other.returncode == 2 and other.stdout == ""
+        assert other.stderr.splitlines() == [
+            f"error: KeyConflict: key 'k1' names run {run_id}, which was submitted with other arguments; "
+            f"give another key, or on_conflict='return' to get run {run_id} as it is"]
+        taken = runwright("submit", APP_SPEC, "record", "--args", '{"n": 1}', "--key", "k1",
+                          "--on-conflict", "return", url=store_url)
+        assert taken.returncode == 0 and f"run {run_id} exists (key k1, state succeeded)" in taken.stdout
         shown = runwright("show", run_id, url=store_url)
         assert "succeeded" in shown.stdout and "result 41" in shown.stdout
         listed = runwright("runs", "--state", "succeeded", "--task", "record", url=store_url)

@@ -153,7 +153,8 @@ async def test_submit_json_refuses_an_unknown_key_by_name_and_writes_nothing(app
     assert typo.returncode == 2
     assert typo.stderr.splitlines() == [
         "error: InvalidInput: --json: unknown key 'delya_s' (did you mean 'delay_s'?); the keys are "
-        "task, args, key, priority, delay_s, run_at, queue, thread, on_busy, budget, traceparent"]
+        "task, args, key, priority, delay_s, run_at, queue, thread, on_busy, on_conflict, budget, "
+        "traceparent"]
     old = runwright("submit", CLI_APP, "--json", '{"type": "double", "args": {"n": 1}}', url=store_url)
     assert old.returncode == 2
     assert old.stderr.startswith("error: InvalidInput: --json: unknown key 'type' (the job type is "

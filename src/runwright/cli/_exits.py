@@ -15,6 +15,7 @@ from ..errors import (
     ConfigError,
     InvalidInput,
     InvalidTransition,
+    KeyConflict,
     QuestionNotFound,
     RunNotFound,
     SchemaError,
@@ -46,7 +47,8 @@ INTERRUPTED = 130  # the shells' 128 + SIGINT
 TABLE = [
     (OK, "success"),
     (FAILED, "a run ended without success (submit --wait, follow), or a worker crashed"),
-    (BAD_INPUT, "bad input or setting: usage, JSON, a task, a time, an ended run, a busy thread"),
+    (BAD_INPUT, "bad input or setting: usage, JSON, a task, a time, an ended run, a busy thread, a key "
+                "that names a run submitted otherwise"),
     (STORE_UNREACHABLE, "the store cannot be reached"),
     (NO_SCHEMA, "no database, a schema not migrated (run `runwright migrate`), or a newer one"),
     (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
@@ -62,7 +64,7 @@ EXIT_FOR: list[tuple[type[Exception], int]] = [
     (RunNotFound, NOT_FOUND), (QuestionNotFound, NOT_FOUND), (ThreadNotFound, NOT_FOUND),
     (ThreadDeleted, NOT_FOUND),
     (InvalidInput, BAD_INPUT), (ConfigError, BAD_INPUT), (InvalidTransition, BAD_INPUT),
-    (ThreadBusy, BAD_INPUT),
+    (ThreadBusy, BAD_INPUT), (KeyConflict, BAD_INPUT),
 ]
 
 def _stderr() -> Console:

@@ -39,8 +39,9 @@ def submit(
     spec: str | None = typer.Option(None, "--json", metavar="JSON", help='A whole submission as JSON, e.g. '
                                     '{"task": "webhook", "args": {"url": "..."}, "key": "k1"}, with '
                                     'keys task, args, key, priority, delay_s, run_at, queue, thread, '
-                                    'on_busy, budget (any other is refused); @path reads it from a '
-                                    'file. Options given beside it win.'),
+                                    'on_busy, on_conflict, budget, traceparent (any other is '
+                                    'refused); @path reads it from a file. Options given beside it '
+                                    'win.'),
     key: str | None = typer.Option(None, metavar="KEY",
                                    help="Idempotency key: the same key is the same run."),
     priority: int | None = typer.Option(None, metavar="N", click_type=Integer(0, 32767),
@@ -57,6 +58,11 @@ def submit(
     traceparent: str | None = typer.Option(None, metavar="TRACEPARENT",
                                            help="W3C traceparent: the run's spans continue this "
                                                 "trace (default: the run starts its own)."),
+    on_conflict: str | None = typer.Option(None, "--on-conflict", metavar="reject|return",
+                                           help="When --key names a run submitted otherwise (another "
+                                                "task, arguments, queue, priority, thread or budget): "
+                                                "reject (the default: KeyConflict, exit 2) or return "
+                                                "that run."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the run to end and print its result."),
     url: str | None = URL,
 ) -> None:
@@ -68,7 +74,7 @@ def submit(
         use_url(url)
         task, kwargs, options = gather_submission(task, args, spec, dict(
             key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue,
-            traceparent=traceparent))
+            traceparent=traceparent, on_conflict=on_conflict))
         if timeout_s is not None and not (wait and timeout_s > 0):
             raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()
@@ -80,6 +86,7 @@ def submit(
                                       queue=options.get("queue"), budget=options.get("budget"),
                                       thread=options.get("thread"),
                                       on_busy=options.get("on_busy", "reject"),
+                                      on_conflict=options.get("on_conflict", "reject"),
                                       traceparent=options.get("traceparent"), **kwargs)
             verb = "exists" if handle.existed else "submitted"
             out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})",

@@ -22,7 +22,7 @@ __all__ = ["DOCUMENT_KEYS", "document_submission", "gather_submission", "json_ob
 
 # The keys of a --json document: the task, its arguments, and the submission's options.
 DOCUMENT_KEYS = ("task", "args", "key", "priority", "delay_s", "run_at", "queue", "thread",
-                 "on_busy", "budget", "traceparent")
+                 "on_busy", "on_conflict", "budget", "traceparent")
 
 
 def gather_submission(task: str | None, args: str, spec: str | None,

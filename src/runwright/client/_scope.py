@@ -19,7 +19,7 @@ from ..core import _inputs as inputs
 from ..core._journal import Event, StepRecord, ThreadEvent
 from ..core._questions import Question
 from ..engine._runtime import Runtime
-from ..errors import InvalidInput, InvalidTransition, RunExpired, RunNotFound, ThreadDeleted
+from ..errors import InvalidInput, InvalidTransition, KeyConflict, RunExpired, RunNotFound, ThreadDeleted
 from ..runs import Run, RunState
 from ..store._params import (
     EndedTimes,
@@ -42,7 +42,14 @@ from ..store._params import (
 from ..tasks._budget import Budget
 from ..tasks._serde import encode
 from ..tasks._specs import TaskSpec
-from ..tasks._submission import Inserts, Submission, insert_params
+from ..tasks._submission import (
+    Inserts,
+    Submission,
+    check_key_reuse,
+    check_on_conflict,
+    insert_params,
+    key_conflict,
+)
 from ._attempts import Attempt, attempts_of
 from ._following import EVENT_PAGE, Follower
 from ._handles import RunHandle
@@ -86,14 +93,18 @@ class RunScope:
                      priority: int | None = None, delay_s: float | None = None,
                      run_at: float | str | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
-                     on_busy: str = "reject", tenant: str | None = None,
+                     on_busy: str = "reject", on_conflict: str = "reject", tenant: str | None = None,
                      traceparent: str | None = None, **kwargs: Any) -> RunHandle:
         """Submit one run. The task's arguments go positionally or by keyword; the
         submission options (`submission.OPTIONS`) are keyword-only, and no task parameter
         is named like one (registration refuses it), so the two never collide.
 
         The same `key` always names the same run of a tenant: submitting it again returns
-        the existing run (`handle.existed` is True), whatever its state. `run_at` is epoch
+        the existing run (`handle.existed` is True), whatever its state, when it is the
+        same submission: the same task, arguments, queue, priority, thread and budget
+        (`submission.key_conflict` says what is compared). A key that names a run
+        submitted otherwise raises KeyConflict, and nothing is written; with
+        `on_conflict="return"` that run is returned as it is. `run_at` is epoch
         seconds, an aware datetime or text (ISO 8601 with a time zone, or epoch seconds);
         `delay_s` or `run_at`, not both.
 
@@ -108,7 +119,8 @@ class RunScope:
         spec = self._runtime.registry.task_spec(task)
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
-                                tenant=self._tenant_for(tenant), traceparent=traceparent)
+                                on_conflict=on_conflict, tenant=self._tenant_for(tenant),
+                                traceparent=traceparent)
         # Opened first: opening sets the store's clock (see runwright.core._clock), which a delay
         # and a deadline count from.
         await self._ready()
@@ -120,16 +132,26 @@ class RunScope:
             (run,) = await store.run_insert_many([params])
         else:
             run = await store.run_insert_threaded(params)
+        check_key_reuse(run, params, on_conflict)
         return RunHandle(self, run)
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,
                           queue: str | None = None, tenant: str | None = None,
-                          traceparent: str | None = None) -> list[RunHandle]:
+                          traceparent: str | None = None, on_conflict: str = "reject") -> list[RunHandle]:
         """Submit many runs of one task as one write (atomic). Each item is the task's keyword
         arguments, or a `Call` carrying its own key, priority, delay, run_at or
-        traceparent. One bad item refuses the whole batch: nothing of it is written."""
+        traceparent. One bad item refuses the whole batch: nothing of it is written.
+
+        An item whose key names an existing run gets that run (`existed`), as `submit`
+        does; one whose key names a run submitted otherwise conflicts. The batch is
+        written first (one write: its new runs), then each item whose key existed is
+        compared with its run, and a conflict raises KeyConflict for the first such item,
+        with every conflicting item's index in `items` and every item's run in `handles`
+        (a conflicting item wrote nothing; the others were written). With
+        `on_conflict="return"` each gets its run as it is."""
         spec = self._runtime.registry.task_spec(task)
+        check_on_conflict(on_conflict)
         await self._ready()  # first, as in submit
         now_s = self._runtime.clock()
         tenant = self._tenant_for(tenant)
@@ -137,6 +159,8 @@ class RunScope:
         def inserts(submission: Submission) -> Inserts:
             return Inserts(spec, submission, now_s=now_s, limits=self._runtime.limits,
                            version=self._runtime.registry.version)
+
+        taken: list[RunInsertParams] = []  # what the store pulled, to compare with what it returns
 
         def checked() -> Iterator[RunInsertParams]:
             # Pulled by the store as it writes: a store may send the first items while it
@@ -156,12 +180,22 @@ class RunScope:
                             plain = inserts(Submission(priority=priority, delay_s=delay_s, queue=queue,
                                                        tenant=tenant, traceparent=traceparent))
                         made, kwargs = plain, item
-                    yield made.of(spec.bind((), dict(kwargs)))
+                    params = made.of(spec.bind((), dict(kwargs)))
                 except InvalidInput as exc:
                     raise type(exc)(f"item {index}: {exc}") from exc
+                taken.append(params)
+                yield params
 
         runs = await self._runtime.store.run_insert_many(checked())
-        return [RunHandle(self, run) for run in runs]
+        handles = [RunHandle(self, run) for run in runs]
+        if on_conflict == "reject":
+            conflicts = [(index, conflict) for index, (run, params) in enumerate(zip(runs, taken))
+                         if (conflict := key_conflict(run, params)) is not None]
+            if conflicts:
+                first = conflicts[0][1]
+                raise KeyConflict(first.key, first.run_id, first.differs, first.detail,
+                                  items=[index for index, _ in conflicts], handles=handles)
+        return handles
 
     # -- one run --------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from ..store._params import EventAppendParams, QuestionOpenParams, StepRecordPar
 from ..tasks._blocking import in_thread
 from ..tasks._retry import RetryPolicy
 from ..tasks._serde import due_at, encode, encode_error, finite
-from ..tasks._submission import Submission, insert_params
+from ..tasks._submission import Submission, check_key_reuse, check_on_conflict, insert_params
 from ._crashpoints import crash_point
 from ._parking import Interrupted, Park, RunSignals
 
@@ -350,10 +350,16 @@ class Context:
 
     async def submit(self, task: TaskSpec | str, /, *args: Any, key: str | None = None,
                      priority: int | None = None, queue: str | None = None,
-                     **kwargs: Any) -> ChildRun:
+                     on_conflict: str = "reject", **kwargs: Any) -> ChildRun:
         """Start a child run through_blinks: the same child on every replay, never two. `await`
-        it (or `ctx.gather(...)` several) to park this run until it ends."""
+        it (or `ctx.gather(...)` several) to park this run until it ends.
+
+        A key names the child as `app.submit`'s does: a `key` that names a run submitted
+        otherwise, not this run's own child, raises KeyConflict (`on_conflict="return"`
+        gets that run). This run's own child, made by an earlier attempt that died before
+        journaling it, is the replay's child whatever its arguments."""
         spec = self.runtime.registry.task_spec(task)
+        check_on_conflict(on_conflict)
         position, record = await self._next(f"submit:{spec.name}")
         if record is not None:
             return ChildRun(self, record.value())
@@ -374,6 +380,9 @@ class Context:
         params.parent_fence = self.run.fence
         with self._span(name, position) as current:
             (child,) = await through_blinks(self.runtime.store.run_insert_many, [params])
+            if child.parent_id != self.run.id:  # a run of another's, under this key
+                check_key_reuse(child, params, on_conflict)
+            crash_point("child.after_insert", spec.name)
             if current is not None:
                 current.set_attribute("runwright.child.id", child.id)
             await self._record(position, name, "done", result=json.dumps(child.id))

@@ -12,6 +12,7 @@ Actions: `raise` (an unexpected error right there), `kill` (SIGKILL this process
     step.after_started_mark    an at-most-once step's "started" mark is durable; no call yet
     step.after_side_effect     a step's function returned; its journal write not yet made
     step.after_journal         a step's journal write is durable; the task not yet resumed
+    child.after_insert         a child run is inserted (`ctx.submit`); its journal entry not yet made
     worker.before_finish       a run's function returned; its terminal write not yet made
 """
 

@@ -43,7 +43,8 @@ class SubmitOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     key: str | None = Field(None, max_length=512,
-                            description="Idempotency key: the same key is the same run.")
+                            description="Idempotency key: the same key is the same run (409 when "
+                                        "it names a run submitted otherwise).")
     priority: int | None = Field(None, ge=0, le=32767, description="0 critical .. 3 low.")
     delay_s: float | None = Field(None, ge=0, description="Start no sooner than this many seconds "
                                                           "from now (or give run_at).")
@@ -54,12 +55,17 @@ class SubmitOptions(BaseModel):
     thread: str | None = Field(None, max_length=256, description="The conversation this run joins.")
     on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback)$",
                          description="When the thread has an open run.")
+    on_conflict: str = Field("reject", pattern="^(reject|return)$",
+                             description="When the key names a run submitted otherwise (another task, "
+                                         "arguments, queue, priority, thread or budget): reject (409) "
+                                         "or return that run (200).")
 
     def submission(self) -> dict[str, Any]:
         """The options as `submit` takes them (keywords of `submission.OPTIONS`)."""
         return {"key": self.key, "priority": self.priority, "delay_s": self.delay_s,
                 "run_at": self.run_at, "queue": self.queue, "thread": self.thread,
-                "on_busy": self.on_busy, "budget": self.budget.budget() if self.budget else None}
+                "on_busy": self.on_busy, "on_conflict": self.on_conflict,
+                "budget": self.budget.budget() if self.budget else None}
 
 
 class TaskSubmitIn(SubmitOptions):

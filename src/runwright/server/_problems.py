@@ -15,6 +15,7 @@ from starlette.routing import Match, Route
 from ..errors import (
     InvalidInput,
     InvalidTransition,
+    KeyConflict,
     QuestionNotFound,
     RunExpired,
     RunNotFound,
@@ -43,6 +44,7 @@ STATUS = [
     (QuestionNotFound, 404, "Not found"),
     (ThreadDeleted, 410, "Thread deleted"),
     (ThreadBusy, 409, "Thread busy"),
+    (KeyConflict, 409, "Key conflict"),
     (InvalidTransition, 409, "Not allowed in this state"),
     (InvalidInput, 422, "Invalid input"),
     (OperatorOnly, 403, "Operator only"),

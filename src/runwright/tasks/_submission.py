@@ -13,27 +13,33 @@ its submission never collide.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..core import _inputs as inputs
-from ..errors import InvalidInput, InvalidTime
+from ..errors import InvalidInput, InvalidTime, KeyConflict
 from ..observe._trace_context import check_traceparent
+from ..runs import Run
 from ..store._params import ON_BUSY, RunInsertParams
 from ._budget import Budget
 from ._limits import Limits
 from ._serde import due_at, encode, finite
 from ._specs import TaskSpec
 
-__all__ = ["OPTIONS", "Inserts", "Submission", "insert_params", "parse_run_at", "refuse_options_in",
-           "run_at_of"]
+__all__ = ["ON_CONFLICT", "OPTIONS", "Inserts", "Submission", "check_key_reuse", "check_on_conflict",
+           "insert_params",
+           "key_conflict", "parse_run_at", "refuse_options_in", "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
-OPTIONS = ("budget", "delay_s", "key", "on_busy", "priority", "queue", "run_at", "tenant", "thread",
-           "traceparent")
+OPTIONS = ("budget", "delay_s", "key", "on_busy", "on_conflict", "priority", "queue", "run_at", "tenant",
+           "thread", "traceparent")
+# What a submission whose key names a run submitted otherwise does: "reject" raises
+# KeyConflict (the default, as Stripe's idempotency keys answer); "return" gets that run.
+ON_CONFLICT = ("reject", "return")
 
 MAX_PRIORITY = 32767  # a SMALLINT in the stores
 
@@ -50,6 +56,7 @@ class Submission:
     budget: Budget | None = None
     thread: str | None = None
     on_busy: str = "reject"
+    on_conflict: str = "reject"
     tenant: str | None = None
     parent_id: int | None = None
     traceparent: str | None = None  # W3C: the trace the run continues (None: its own)
@@ -78,6 +85,7 @@ class Inserts:
         _check_key(submission.key)
         _check_queue(submission.queue)
         _check_tenant(submission.tenant)
+        check_on_conflict(submission.on_conflict)
         if submission.thread is not None:
             _check_thread(submission.thread, submission.on_busy)
         traceparent = check_traceparent(submission.traceparent)
@@ -114,6 +122,62 @@ class Inserts:
         shared = self._shared
         return shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
                              encode(arguments, self._what, self._max_bytes))
+
+
+def check_key_reuse(run: Run, params: RunInsertParams, on_conflict: str) -> None:
+    """Raise KeyConflict when `run`, which the store returned for `params`, is a run its key
+    named already (`existed`) that was submitted otherwise, unless `on_conflict` is
+    "return". Judged here, above every backend, from the run the store returned."""
+    if on_conflict == "reject":
+        conflict = key_conflict(run, params)
+        if conflict is not None:
+            raise conflict
+
+
+def key_conflict(run: Run, params: RunInsertParams) -> KeyConflict | None:
+    """How the existing run its key named differs from the submission `params` (None when it
+    does not, or the run is new). A submission is its task, its arguments (as the canonical
+    JSON the store would keep: key order and spacing aside) and the options that say what
+    the run is and where it runs: queue, priority, thread and budget (each as in effect,
+    the task's default when none was given). Not compared: its due time (a delay counts
+    from each submission, and a run's due time moves as it retries and parks), `on_busy`
+    (what to do at submission, not kept), its traceparent (each retry of a request may
+    carry its own) and the submitting app's version."""
+    if not run.existed or params.key_is_fresh:
+        return None
+    found: list[tuple[str, str]] = []
+    if run.task != params.task:
+        found.append(("task", f"task {run.task!r} (not {params.task!r})"))
+    if not _same_json(run.args, params.args):
+        found.append(("arguments", "other arguments"))
+    options = (("queue", run.queue, params.queue), ("priority", run.priority, params.priority),
+               ("thread", run.thread, params.thread))
+    for name, theirs, ours in options:
+        if theirs != ours:
+            found.append((name, f"{name} {_shown(theirs)} (not {_shown(ours)})"))
+    if not _same_json(run.budget, params.budget):
+        found.append(("budget", f"budget {run.budget or 'none'} (not {params.budget or 'none'})"))
+    if not found:
+        return None
+    return KeyConflict(params.key, run.id, [name for name, _ in found], ", ".join(how for _, how in found))
+
+
+def _same_json(stored: str | None, given: str | None) -> bool:
+    """Whether two JSON texts hold the same value, written alike: object keys in any order,
+    any spacing (`1` and `1.0` differ, as `true` and `1` do: a task gets them as another type)."""
+    if stored == given:
+        return True
+    if stored is None or given is None:
+        return False
+    return _canonical(stored) == _canonical(given)
+
+
+def _canonical(text: str) -> str:
+    return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _shown(value: str | int | None) -> str:
+    return "none" if value is None else repr(value) if isinstance(value, str) else str(value)
 
 
 def fresh_key() -> str:
@@ -154,6 +218,11 @@ def _check_key(key: Any) -> None:
 def _check_queue(queue: Any) -> None:
     if queue is not None:
         inputs.queue(queue)
+
+
+def check_on_conflict(on_conflict: Any) -> None:
+    if on_conflict not in ON_CONFLICT:
+        raise InvalidInput(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, got {on_conflict!r}")
 
 
 def _check_thread(thread: Any, on_busy: str) -> None:
