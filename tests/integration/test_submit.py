@@ -9,7 +9,7 @@ import pytest
 
 import runwright as rw
 from runwright.store._params import RunCountParams
-from runwright.tasks._submission import OPTIONS
+from runwright.tasks._submission import MAX_PRIORITY, OPTIONS
 
 
 def _tasks(app: rw.App):
@@ -33,6 +33,9 @@ async def test_submit_options_override_and_delay(app):
     send = _tasks(app)
     handle = await app.submit(send, to="x", priority=rw.LOW, queue="other", delay_s=60)
     assert handle.run.priority == 3 and handle.run.queue == "other"
+    # Any priority in 0..MAX_PRIORITY, not only the four named ones.
+    assert (await app.submit(send, to="p", priority=7)).run.priority == 7
+    assert (await app.submit(send, to="q", priority=MAX_PRIORITY)).run.priority == MAX_PRIORITY
     assert handle.run.run_at == pytest.approx(handle.run.created_at + 60)
     at = dt.datetime(2031, 1, 1, tzinfo=dt.UTC)
     assert (await app.submit(send, to="y", run_at=at)).run.run_at == at.timestamp()
@@ -224,6 +227,9 @@ async def test_a_large_batch_is_one_batch_in_submission_order(app):
     (lambda app, t: app.submit(t, to="x", run_at="next tuesday"), rw.InvalidTime, "ISO 8601"),
     (lambda app, t: app.submit(t, to="x", run_at="nan"), rw.InvalidTime, "finite"),
     (lambda app, t: app.submit(t, to="x", priority=-1), rw.InvalidInput, "priority"),
+    (lambda app, t: app.submit(t, to="x", priority=MAX_PRIORITY + 1), rw.InvalidInput,
+     r"priority must be an int in 0\.\.32767"),
+    (lambda app, t: app.submit(t, to="x", on_busy="enqueue"), rw.InvalidInput, "give the thread too"),
     (lambda app, t: app.submit(t, to="x", key=""), rw.InvalidInput, "key"),
     (lambda app, t: app.submit(t, to="x", key="k", on_conflict="ignore"), rw.InvalidInput,
      "on_conflict must be one of reject, return, got 'ignore'"),

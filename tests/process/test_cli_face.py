@@ -186,6 +186,34 @@ async def test_submit_run_at_from_json_and_from_the_option(app: rw.App, store_ur
     assert len(await app.store.run_list(RunListParams())) == 3
 
 
+async def test_submit_to_a_thread_with_a_busy_policy_as_options_or_json(app: rw.App, store_url: str) -> None:
+    first = submitted(store_url, "double", '{"n": 1}', "--thread", "chat", "--delay-s", "3600")
+    busy = runwright("submit", CLI_APP, "double", "--args", '{"n": 2}', "--thread", "chat", url=store_url)
+    assert busy.returncode == 2 and busy.stderr.splitlines() == [
+        f"error: ThreadBusy: thread 'chat' is busy with run {first} (queued); submit with on_busy='enqueue', "
+        f"'interrupt' or 'rollback' to queue behind it or stop it"]
+    behind = submitted(store_url, "double", '{"n": 2}', "--thread", "chat", "--on-busy", "enqueue")
+    # The same through --json, and an option beside it wins over the document's key (which,
+    # the thread being busy, would be a ThreadBusy).
+    document = json.dumps({"task": "double", "args": {"n": 3}, "thread": "chat", "on_busy": "reject"})
+    from_json = runwright("submit", CLI_APP, "--json", document, "--on-busy", "interrupt", url=store_url)
+    assert from_json.returncode == 0, from_json.stderr
+    runs = {run.id: run for run in await app.list_runs(thread="chat")}
+    assert set(runs) == {first, behind, int(from_json.stdout.split()[1])}
+    # One check for both ways in: what the library refuses, named the same.
+    for options in (["--on-busy", "enqueue"], ["--thread", "chat", "--on-busy", "later"]):
+        refused = runwright("submit", CLI_APP, "double", "--args", '{"n": 4}', *options, url=store_url)
+        as_json = runwright("submit", CLI_APP, "--json", json.dumps(
+            {"task": "double", "args": {"n": 4}, **{o[2:].replace("-", "_"): v
+                                                   for o, v in zip(options[::2], options[1::2])}}),
+            url=store_url)
+        assert refused.returncode == as_json.returncode == 2
+        assert refused.stderr == as_json.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert refused.stderr.startswith("error: InvalidInput: on_busy must be one of reject, enqueue, "
+                                     "interrupt, rollback, got 'later'")
+    assert len(await app.list_runs()) == 3
+
+
 async def test_submit_wait_says_when_no_live_worker_serves_the_task_and_times_out(
         app: rw.App, store_url: str) -> None:
     with worker_process(store_url, "--queues", "other"):

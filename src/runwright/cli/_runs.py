@@ -12,6 +12,7 @@ from ..app import App
 from ..client._scope import RETRY_REFUSALS
 from ..errors import InvalidInput, RunFailed, RunWaitTimeout
 from ..runs import RunState
+from ..tasks._submission import MAX_PRIORITY, PRIORITY_HELP
 from . import _views as views
 from ._exits import FAILED, TIMED_OUT, clear_errors, code_for, err, fail
 from ._main import JSON_OUT, RUN_ID, URL, cli, run_async, use_url, with_app
@@ -44,8 +45,8 @@ def submit(
                                     'win.'),
     key: str | None = typer.Option(None, metavar="KEY",
                                    help="Idempotency key: the same key is the same run."),
-    priority: int | None = typer.Option(None, metavar="N", click_type=Integer(0, 32767),
-                                        help="0 critical .. 3 low."),
+    priority: int | None = typer.Option(None, metavar="N", click_type=Integer(0, MAX_PRIORITY),
+                                        help=PRIORITY_HELP),
     delay_s: float | None = typer.Option(None, metavar="SECONDS", click_type=SECONDS_OR_ZERO,
                                          help="Start no sooner than this many seconds."),
     run_at: str | None = typer.Option(None, "--run-at", metavar="WHEN",
@@ -55,6 +56,14 @@ def submit(
                                            help="With --wait: stop waiting after this long, exit 6 "
                                                 "(the run goes on)."),
     queue: str | None = typer.Option(None, metavar="QUEUE", help="The queue. Defaults to the task's."),
+    thread: str | None = typer.Option(None, "--thread", metavar="THREAD",
+                                      help="The conversation the run joins (runs of a thread never "
+                                           "overlap)."),
+    on_busy: str | None = typer.Option(None, "--on-busy", metavar="reject|enqueue|interrupt|rollback",
+                                       help="With --thread, when the thread has an open run: reject "
+                                            "(the default: ThreadBusy, exit 2), enqueue (run after it), "
+                                            "interrupt (stop it at its next step; this run goes next) or "
+                                            "rollback (as interrupt, and drop what it added)."),
     traceparent: str | None = typer.Option(None, metavar="TRACEPARENT",
                                            help="W3C traceparent: the run's spans continue this "
                                                 "trace (default: the run starts its own)."),
@@ -74,7 +83,7 @@ def submit(
         use_url(url)
         task, kwargs, options = gather_submission(task, args, spec, dict(
             key=key, priority=priority, delay_s=delay_s, run_at=run_at, queue=queue,
-            traceparent=traceparent, on_conflict=on_conflict))
+            thread=thread, on_busy=on_busy, traceparent=traceparent, on_conflict=on_conflict))
         if timeout_s is not None and not (wait and timeout_s > 0):
             raise InvalidInput(f"--timeout-s goes with --wait and is > 0 seconds, got {timeout_s}")
         app = load_app(app_spec) if app_spec else App()

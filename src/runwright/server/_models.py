@@ -17,6 +17,7 @@ from ..errors import InvalidInput
 from ..jobs._bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
 from ..runs import Run
 from ..tasks._budget import Budget
+from ..tasks._submission import MAX_PRIORITY, PRIORITY_HELP
 
 __all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
            "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut", "ThreadOut",
@@ -45,7 +46,7 @@ class SubmitOptions(BaseModel):
     key: str | None = Field(None, max_length=512,
                             description="Idempotency key: the same key is the same run (409 when "
                                         "it names a run submitted otherwise).")
-    priority: int | None = Field(None, ge=0, le=32767, description="0 critical .. 3 low.")
+    priority: int | None = Field(None, ge=0, le=MAX_PRIORITY, description=PRIORITY_HELP)
     delay_s: float | None = Field(None, ge=0, description="Start no sooner than this many seconds "
                                                           "from now (or give run_at).")
     run_at: float | Annotated[str, Field(json_schema_extra={"format": "date-time"})] | None = Field(
@@ -131,7 +132,7 @@ class ScheduleIn(BaseModel):
     misfire: Literal["skip", "catch_up"] = "skip"
     catch_up_limit: int = Field(10, ge=1, le=1000)
     queue: str | None = Field(None, max_length=200)
-    priority: int | None = Field(None, ge=0, le=32767)
+    priority: int | None = Field(None, ge=0, le=MAX_PRIORITY, description=PRIORITY_HELP)
 
 
 class ScheduleOut(BaseModel):

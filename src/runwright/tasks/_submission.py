@@ -29,9 +29,9 @@ from ._limits import Limits
 from ._serde import due_at, encode, finite
 from ._specs import TaskSpec
 
-__all__ = ["ON_CONFLICT", "OPTIONS", "Inserts", "Submission", "check_key_reuse", "check_on_conflict",
-           "insert_params",
-           "key_conflict", "parse_run_at", "refuse_options_in", "run_at_of"]
+__all__ = ["MAX_PRIORITY", "ON_CONFLICT", "OPTIONS", "PRIORITY_HELP", "Inserts", "Submission", "check_key_reuse",
+           "check_on_conflict", "insert_params", "key_conflict", "parse_run_at", "refuse_options_in",
+           "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
@@ -42,6 +42,9 @@ OPTIONS = ("budget", "delay_s", "key", "on_busy", "on_conflict", "priority", "qu
 ON_CONFLICT = ("reject", "return")
 
 MAX_PRIORITY = 32767  # a SMALLINT in the stores
+# What a priority is, as every face's help says it.
+PRIORITY_HELP = (f"0..{MAX_PRIORITY}, lower runs first: rw.CRITICAL 0, HIGH 1, NORMAL 2 (a task's "
+                 f"default), LOW 3.")
 
 
 @dataclass(slots=True)
@@ -86,8 +89,7 @@ class Inserts:
         _check_queue(submission.queue)
         _check_tenant(submission.tenant)
         check_on_conflict(submission.on_conflict)
-        if submission.thread is not None:
-            _check_thread(submission.thread, submission.on_busy)
+        _check_thread(submission.thread, submission.on_busy)
         traceparent = check_traceparent(submission.traceparent)
         budget = submission.budget
         self._spec = spec
@@ -225,9 +227,17 @@ def check_on_conflict(on_conflict: Any) -> None:
         raise InvalidInput(f"on_conflict must be one of {', '.join(ON_CONFLICT)}, got {on_conflict!r}")
 
 
-def _check_thread(thread: Any, on_busy: str) -> None:
+def _check_thread(thread: Any, on_busy: Any) -> None:
+    """A thread's name, and the busy policy: one of ON_BUSY, and other than the default
+    "reject" only beside a thread (it says what to do when the thread has an open run: a
+    submission to no thread that names one means a thread that was left out)."""
     if on_busy not in ON_BUSY:
         raise InvalidInput(f"on_busy must be one of {', '.join(ON_BUSY)}, got {on_busy!r}")
+    if thread is None:
+        if on_busy != "reject":
+            raise InvalidInput(f"on_busy={on_busy!r} says what to do when a thread has an open run; "
+                               f"give the thread too")
+        return
     inputs.thread_name(thread)
 
 
