@@ -20,3 +20,10 @@ def _inner_frame_of_explode(reason: str) -> None:
 @app.task(retries=0)
 async def explode(ctx: rw.Context, reason: str) -> None:
     _inner_frame_of_explode(reason)
+
+
+@app.task(retries=0)
+async def ask(ctx: rw.Context, text: str) -> bool:
+    """A question to a person: the run parks until it is answered."""
+    answer: bool = await ctx.ask(text, schema=bool)
+    return answer

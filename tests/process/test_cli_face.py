@@ -302,6 +302,51 @@ async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: s
         "chat", [threaded.id], [])
 
 
+# An epoch second of these decades (10 digits from 1), alone or with a fraction, or Python's
+# own words for a flag or for nothing: what a table for people must never show.
+RAW = re.compile(r"(?<![\w.])1\d{9}(\.\d+)?(?![\w.])|\b(True|False|None)\b")
+
+
+async def test_tables_show_instants_in_utc_and_flags_as_words(app: rw.App, store_url: str) -> None:
+    from runwright.client._why import utc
+
+    created = runwright("schedules", "create", "nightly", "--app", CLI_APP, "--task", "double", "--cron",
+                        "0 9 * * *", "--tz", "Europe/Paris", "--args", '{"n": 1}', url=store_url)
+    assert created.returncode == 0, created.stderr
+    with worker_process(store_url):
+        asked = submitted(store_url, "ask", '{"text": "Ship it?"}', "--thread", "chat")
+        doubled = submitted(store_url, "double", '{"n": 2}', "--wait")
+        failed = runwright("submit", CLI_APP, "explode", "--args", '{"reason": "r"}', "--wait", url=store_url)
+        assert failed.returncode == 1, failed.stderr
+        await wait_until(lambda: app.questions(asked), "the run asked its question")
+        outputs = {" ".join(args): runwright(*args, url=store_url, env={"COLUMNS": "250"}) for args in (
+            ["runs"], ["show", str(asked)], ["show", str(doubled)], ["events", str(asked)], ["status"],
+            ["workers"], ["thread", "list"], ["thread", "show", "chat"], ["questions"], ["schedules"],
+            ["dead"], ["fleet", "workers"])}
+    for command_, done in outputs.items():
+        assert done.returncode == 0, (command_, done.stderr)
+        assert not RAW.search(done.stdout), (command_, RAW.search(done.stdout), done.stdout)
+    ask_run, double_run = await app.get(asked), await app.get(doubled)
+    assert utc(ask_run.run.created_at) in outputs["runs"].stdout
+    assert f"started {utc(double_run.run.started_at)}" in outputs[f"show {doubled}"].stdout
+    assert f"finished {utc(double_run.run.finished_at)}" in outputs[f"show {doubled}"].stdout
+    assert "finished -" in outputs[f"show {asked}"].stdout  # not None
+    parked = next(line for line in outputs[f"events {asked}"].stdout.splitlines() if " parked " in line)
+    assert re.match(r"\s*\d+ \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z parked +\{\"until\":\"\d{4}-\d\d-\d\dT"
+                    r"\d\d:\d\d:\d\dZ\",\"reason\":\"answer\"\}$", parked), parked
+    (question,) = await app.questions(asked)
+    assert utc(question.asked_at) in outputs["questions"].stdout
+    (schedule,) = await app.list_schedules()
+    assert utc(schedule.next_fire_at) in outputs["schedules"].stdout
+    assert re.search(r"T09:00:00\+0[12]:00", outputs["schedules"].stdout)  # in its zone, with its offset
+    assert re.search(r"throughput estimated +│ no", outputs["status"].stdout), outputs["status"].stdout
+    (thread,) = await app.list_threads()
+    assert utc(thread.created_at) in outputs["thread list"].stdout
+    # For scripts, --json keeps the records' own values: epoch seconds, true/false/null.
+    (listed,) = [r for r in json.loads(runwright("runs", "--json", url=store_url).stdout) if r["id"] == asked]
+    assert listed["created_at"] == ask_run.run.created_at and listed["finished_at"] is None
+
+
 async def test_thread_list_shows_every_tenants_threads_newest_first(app: rw.App, store_url: str) -> None:
     long_name = "support-" + "x" * 80
     made = [await app.store.run_insert_threaded(RunInsertParams(

@@ -16,6 +16,7 @@ from ._exits import clear_errors
 from ._main import URL, cli, with_app
 from ._output import out
 from ._params import ID, Integer
+from ._views import instant
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -89,11 +90,5 @@ def _table(found: list[Question]) -> Table:
     for q in found:
         shown = "-" if not q.answered else f"{json.dumps(q.answer)} by {q.answered_by}"
         text = q.text if q.kind != "approval" else f"{q.text} {json.dumps(q.body.get('arguments'))}"
-        table.add_row(str(q.run_id), str(q.id), q.kind, text, _age(q.asked_at), shown)
+        table.add_row(str(q.run_id), str(q.id), q.kind, text, instant(q.asked_at), shown)
     return table
-
-
-def _age(epoch: float) -> str:
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))

@@ -1,14 +1,20 @@
-"""Rich renderings of runs for the terminal."""
+"""Rich renderings of runs for the terminal.
+
+What a person reads: every instant as ISO 8601 in UTC (`2026-12-06T20:31:05Z`, as every
+face writes one: `client._why.utc`), a yes/no for a flag and `-` for nothing, never an
+epoch number or Python's True, False or None. `--json` keeps the records' own values
+(epoch seconds, true/false/null) for scripts.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..client._attempts import Attempt
 from ..client._threads import ThreadInfo
+from ..client._why import utc
 from ..core._journal import Event
 from ..core._schedules import Schedule, parse_zone
 from ..runs import Run
@@ -19,15 +25,36 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-__all__ = ["attempts_table", "event_line", "messages_lines", "run_panel", "runs_table", "schedules_table",
-           "summary_table", "threads_table", "traceback_text", "workers_table"]
+__all__ = ["attempts_table", "cell", "event_line", "instant", "messages_lines", "run_panel", "runs_table",
+           "schedules_table", "summary_table", "threads_table", "traceback_text", "workers_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
 
 
-def _when(epoch: float | None) -> str:
-    return "-" if epoch is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+def instant(epoch: float | None) -> str:
+    """An instant as a person reads it: ISO 8601 in UTC, to the second; `-` for none."""
+    return "-" if epoch is None else utc(epoch)
+
+
+def _instant_ms(epoch: float) -> str:
+    """An event's instant, to the millisecond (events of one second are told apart)."""
+    when = dt.datetime.fromtimestamp(epoch, dt.UTC)
+    return f"{when:%Y-%m-%dT%H:%M:%S}.{when.microsecond // 1000:03d}Z"
+
+
+def cell(value: Any) -> str:
+    """A value as a table shows it: yes/no for a flag, `-` for nothing (None, empty), lists
+    and mappings item by item; never Python's True, False or None."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {cell(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value) or "-"
+    return str(value)
 
 
 def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> Table:
@@ -43,7 +70,7 @@ def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> 
         reason = f"{error.get('type', '')}: {error.get('message', '')}"[:cut] if error else ""
         table.add_row(str(run.id), escape(run.task), escape(run.queue),
                       f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
-                      f"{run.attempt}/{run.max_attempts}", _when(run.created_at), escape(reason))
+                      f"{run.attempt}/{run.max_attempts}", instant(run.created_at), escape(reason))
     return table
 
 
@@ -57,7 +84,7 @@ def threads_table(threads: Sequence[ThreadInfo], full: bool = False) -> Table:
         table.add_column(column)
     for t in threads:
         state = t.last_run_state.value if t.last_run_state is not None else ""
-        table.add_row(escape(t.thread[:cut]), escape(t.tenant or "-"), _when(t.created_at), str(t.runs),
+        table.add_row(escape(t.thread[:cut]), escape(t.tenant or "-"), instant(t.created_at), str(t.runs),
                       str(t.open_runs), str(t.last_run_id or "-"),
                       f"[{STATE_STYLE[state]}]{state}[/]" if state else "-",
                       "deleted" if t.deleted else ("busy" if t.busy else ""))
@@ -74,8 +101,8 @@ def run_panel(run: Run) -> Panel:
         f"key {escape(run.key)}" + (f"  thread {escape(run.thread)}" if run.thread else "")
         + (f"  parent {run.parent_id}" if run.parent_id else ""),
         f"attempt {run.attempt}/{run.max_attempts}  fence {run.fence}  recoveries {run.recoveries}",
-        f"created {_when(run.created_at)}  due {_when(run.run_at)}  started {_when(run.started_at)}"
-        f"  finished {_when(run.finished_at)}",
+        f"created {instant(run.created_at)}  due {instant(run.run_at)}  started {instant(run.started_at)}"
+        f"  finished {instant(run.finished_at)}",
         f"args {escape(run.args)}",
     ]
     if run.result is not None:
@@ -87,23 +114,25 @@ def run_panel(run: Run) -> Panel:
 
 
 def event_line(event: Event) -> str:
-    """`  7 12:00:01.250 progress {"pct": 50}`: one line per event, as `follow` prints it."""
-    stamp = time.strftime("%H:%M:%S", time.localtime(event.at)) + f".{int(event.at % 1 * 1000):03d}"
-    data = json.dumps(event.data, separators=(",", ":")) if event.data else ""
-    return f"{event.seq:>4} {stamp} {event.kind:<16} {data}".rstrip()
+    """`   7 2026-12-06T12:00:01.250Z progress {"pct":50}`: one line per event, as `follow`
+    prints it; the data as logged, but a park's wake-up time as an instant, not epoch seconds."""
+    data = event.data
+    if event.kind == "parked" and isinstance(data, dict) and isinstance(data.get("until"), (int, float)):
+        data = {**data, "until": utc(data["until"])}
+    text = json.dumps(data, separators=(",", ":")) if data else ""
+    return f"{event.seq:>4} {_instant_ms(event.at)} {event.kind:<16} {text}".rstrip()
 
 
 def schedules_table(schedules: Sequence[Schedule]) -> Table:
     from rich.table import Table
 
     table = Table(title=f"schedules ({len(schedules)})")
-    for column in ("name", "cron", "tz", "task", "misfire", "state", "next fire (local)", "next fire (UTC)"):
+    for column in ("name", "cron", "tz", "task", "misfire", "state", "next fire (in tz)", "next fire (UTC)"):
         table.add_column(column)
     for s in schedules:
         local = dt.datetime.fromtimestamp(s.next_fire_at, parse_zone(s.tz))
-        utc = dt.datetime.fromtimestamp(s.next_fire_at, dt.UTC)
         table.add_row(s.name, s.cron, s.tz, s.task, s.misfire, "paused" if s.paused else "active",
-                      local.strftime("%Y-%m-%d %H:%M:%S %Z"), utc.strftime("%Y-%m-%d %H:%M:%S"))
+                      local.isoformat(timespec="seconds"), utc(s.next_fire_at))
     return table
 
 
@@ -124,7 +153,7 @@ def workers_table(workers: Sequence[Any], now: float) -> Table:
         table.add_column(column)
     for w in workers:
         table.add_row(str(w.id), w.host, str(w.pid), w.version, ",".join(w.queues), ",".join(w.tasks),
-                      _when(w.started_at), f"{max(0.0, now - w.heartbeat_at):.1f} s ago")
+                      instant(w.started_at), f"{max(0.0, now - w.heartbeat_at):.1f} s ago")
     return table
 
 
@@ -149,8 +178,8 @@ def attempts_table(attempts: Sequence[Attempt], full: bool = False) -> Table:
     for column in ("attempt", "fence", "worker", "started", "ended", "outcome", "error"):
         table.add_column(column)
     for a in attempts:
-        table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), _when(a.started_at),
-                      _when(a.ended_at), a.outcome or "running", escape((a.error or "")[:cut]))
+        table.add_row(str(a.attempt), str(a.fence), str(a.worker or "-"), instant(a.started_at),
+                      instant(a.ended_at), a.outcome or "running", escape((a.error or "")[:cut]))
     return table
 
 
@@ -159,9 +188,5 @@ def summary_table(summary: dict[str, object]) -> Table:
 
     table = Table(title="runwright status", show_header=False)
     for name, value in summary.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "-"
-        elif isinstance(value, list):
-            value = ", ".join(value)
-        table.add_row(name.replace("_", " "), str(value))
+        table.add_row(name.replace("_", " "), cell(value))
     return table

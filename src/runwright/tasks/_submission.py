@@ -29,9 +29,9 @@ from ._limits import Limits
 from ._serde import due_at, encode, finite
 from ._specs import TaskSpec
 
-__all__ = ["MAX_PRIORITY", "ON_CONFLICT", "OPTIONS", "PRIORITY_HELP", "Inserts", "Submission", "check_key_reuse",
-           "check_on_conflict", "insert_params", "key_conflict", "parse_run_at", "refuse_options_in",
-           "run_at_of"]
+__all__ = ["MAX_PRIORITY", "ON_CONFLICT", "OPTIONS", "PRIORITY_HELP", "Inserts", "Submission",
+           "check_key_reuse", "check_on_conflict", "insert_params", "key_conflict", "parse_run_at",
+           "refuse_options_in", "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
