@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,7 +225,21 @@ def test_the_readme_demo_finishes_every_run_exactly_once(tmp_path) -> None:
     assert rows["runs submitted"] == "120"
     assert rows["finished succeeded (one fenced finish each)"] == "120"
     assert rows["results wrong"] == rows["not finished"] == "0"
-    assert "SIGKILL" in demo.stdout and (tmp_path / "runwright-demo.db").exists()
+    assert (tmp_path / "runwright-demo.db").exists()
+    # What it says of the kill is of the killed worker alone: the runs it held, all taken over.
+    (kill,) = [line for line in demo.stdout.splitlines() if line.startswith("SIGKILL")]
+    found = re.fullmatch(r"SIGKILL worker pid (\d+) with (\d+) runs in flight on it \((\d+) running on all 3 "
+                         r"workers\)", kill)
+    assert found, kill
+    pid, in_flight, running = found.groups()
+    assert 0 < int(in_flight) <= 8 and int(in_flight) <= int(running) <= 24  # --concurrency 8 each
+    assert rows[f"in flight on the killed worker (pid {pid}) at the kill"] == in_flight
+    assert rows["of them taken over by another worker, and finished"] == in_flight
+    # The throughput is given with the sleep that bounds it, and that bound.
+    assert re.fullmatch(r"\d+ runs/s over [\d.]+ s, each run sleeping 0.1-0.3 s",
+                        rows["throughput, first submission to last end (the kill included)"])
+    assert rows["the most such sleeps allow on 24 slots (3 x 8)"] == "120 runs/s (a run does no CPU work)"
+    assert "OK: every run finished, exactly once" in demo.stdout
 
 
 async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, store_url: str) -> None:

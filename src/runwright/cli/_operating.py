@@ -38,8 +38,9 @@ def migrate(url: str | None = URL) -> None:
 def demo(
     runs_count: int = typer.Option(300, "--runs", metavar="N", click_type=Integer(1, 1_000_000),
                                    help="Runs to submit."),
-    workers: int = typer.Option(3, "--workers", metavar="N", click_type=Integer(1, 64),
-                                help="Worker processes."),
+    workers: int = typer.Option(3, "--workers", metavar="N", click_type=Integer(2, 64),
+                                help="Worker processes: at least 2 (one is killed, the others take "
+                                     "its runs over)."),
     url: str | None = typer.Option(None, "--url", metavar="URL", click_type=STORE_URL,
                                    help="Store URL. Defaults to a fresh ./runwright-demo.db."),
 ) -> None:
