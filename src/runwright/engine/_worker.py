@@ -53,13 +53,15 @@ if TYPE_CHECKING:
     from ..fleet import Member
     from ._runtime import Runtime
 
-__all__ = ["NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
+__all__ = ["SWEEP_LEASE_TICKS", "NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
 # A side task that a store failure ended starts again after this, doubled each time up to
 # the most (the failure may stand: a permission taken away, a table locked for long).
 SIDE_BACKOFF_S, SIDE_BACKOFF_MAX_S = 0.5, 30.0
+# The sweep lease lasts this many sweep intervals: a holder that misses a tick keeps it.
+SWEEP_LEASE_TICKS = 3
 
 
 class WorkerCrashed(RuntimeError):
@@ -589,7 +591,7 @@ class Worker:
         # holder's lease lapses and the next worker to tick takes over.
         sweeper = Sweeper(self.store, self.clock, config.retention,
                           holder=f"{this_machine()}:{os.getpid()}:{self.id}",
-                          lease_s=3 * config.sweep_interval_s)
+                          lease_s=SWEEP_LEASE_TICKS * config.sweep_interval_s)
         while True:
             await self._store_call(sweeper.tick)
             await asyncio.sleep(jittered(config.sweep_interval_s))

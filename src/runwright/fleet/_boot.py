@@ -16,7 +16,10 @@ from ..store._interface import Store
 from ..store._liveness import hostname_of
 from ._settings import FleetSettings
 
-__all__ = ["StartingShape", "check_apply_window", "check_one_host", "check_unchanged"]
+__all__ = ["DRAIN_BUDGETS", "StartingShape", "check_apply_window", "check_one_host", "check_unchanged"]
+
+# A recycle's apply window holds at least this many drain budgets of its targets.
+DRAIN_BUDGETS = 3
 
 # A SQLite worker row fresher than this is a live process (the SQLite store's own
 # staleness default, WorkerConfig.worker_stale_s).
@@ -38,11 +41,12 @@ class StartingShape:
 
 def check_apply_window(settings: FleetSettings, drain_s: float) -> None:
     """A recycle waits `apply_window_s` for a target to drain, leave and come back ready:
-    below three drain budgets, a target that uses its drain cannot converge in time."""
-    if settings.apply_window_s < 3 * drain_s:
+    below DRAIN_BUDGETS drain budgets, a target that uses its drain cannot converge in time."""
+    if settings.apply_window_s < DRAIN_BUDGETS * drain_s:
         raise ConfigError(
-            f"RUNWRIGHT_FLEET_APPLY_WINDOW_S={settings.apply_window_s:g} is below three drain "
-            f"budgets (3 x --drain-grace-s {drain_s:g} = {3 * drain_s:g} s): a recycle could not "
+            f"RUNWRIGHT_FLEET_APPLY_WINDOW_S={settings.apply_window_s:g} is below {DRAIN_BUDGETS} drain "
+            f"budgets ({DRAIN_BUDGETS} x --drain-grace-s {drain_s:g} = {DRAIN_BUDGETS * drain_s:g} s): a "
+            f"recycle could not "
             f"converge; raise RUNWRIGHT_FLEET_APPLY_WINDOW_S or lower --drain-grace-s")
 
 

@@ -26,13 +26,19 @@ from ..store.sqlite._liveness import write_lock_free
 from ._place import Place
 from ._workers import Pool
 
-__all__ = ["KINDS", "Fault", "Injector", "schedule"]
+__all__ = ["KINDS", "Fault", "Injector", "schedule", "stall_s"]
 
 KINDS = ("kill", "stall", "blip")
 LOCK_PROBE_S = 0.3  # a running worker holds the SQLite write lock far shorter than this
 TRIES = 30
 WRITER_TRIES = 200
 UP_WAIT_S = 60.0
+STALL_LEASES, STALL_EXTRA_S = 1.5, 0.5  # a stall lasts this many leases and this much more
+
+
+def stall_s(lease_s: float) -> float:
+    """How long a stall lasts: past the stalled worker's lease, so its runs are taken over."""
+    return lease_s * STALL_LEASES + STALL_EXTRA_S
 
 
 @dataclass(frozen=True, slots=True)

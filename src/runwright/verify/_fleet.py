@@ -58,7 +58,7 @@ from ..store._params import (
     WorkerRegisterParams,
 )
 from ._checks import Findings, Ledger, check, throughput
-from ._faults import Fault, schedule
+from ._faults import Fault, schedule, stall_s
 from ._runner import (
     SPREAD,
     Options,
@@ -389,9 +389,9 @@ class FleetInjector:
     async def _apply(self, kind: str, member: Member) -> None:
         payload: dict[str, Any] = {"queue": self.session.queue,
                                    "kind": {"kill": "die"}.get(kind, kind)}
-        stall_s = min(MAX_STALL_S, member.lease_s * 1.5 + 0.5)
+        stalled_s = min(MAX_STALL_S, stall_s(member.lease_s))
         if kind == "stall":
-            payload["stall_s"] = stall_s
+            payload["stall_s"] = stalled_s
         try:
             rows = await self.app.fleet.broadcast("verify-fault", payload, targets=[member.name],
                                                   timeout_s=BUS_WINDOW_S)
@@ -411,7 +411,7 @@ class FleetInjector:
         elif outcome is Reply.APPLIED:
             self.counts["stalls" if kind == "stall" else "blips"] += 1
             if kind == "stall":
-                await asyncio.sleep(stall_s + 1)  # its turn lasts while it is stalled
+                await asyncio.sleep(stalled_s + 1)  # its turn lasts while it is stalled
         elif row is not None and row.error:
             self.skipped[row.error] += 1
         else:

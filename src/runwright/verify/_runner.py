@@ -24,7 +24,7 @@ from ..core._waiting import halt
 from ..errors import InvalidTransition, StoreError
 from ..runs import TERMINAL_STATES, Run, RunState
 from ._checks import Findings, Ledger, RunData, check, children_of, percentile, throughput
-from ._faults import Fault, Injector, schedule
+from ._faults import Fault, Injector, schedule, stall_s
 from ._place import Place, place_for
 from ._workers import Pool
 from ._workload import RUN_TASK, verify_app
@@ -161,7 +161,7 @@ async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
             base_ids = await _submit(app, options, shapes, baseline_n, rate, [])
             bar = progress.add_task("baseline (no faults)", total=len(base_ids), note="")
             _, before = await _drain(app, pool, progress, bar, 0, [], options.timeout_s)
-            injector = Injector(place, pool, options.lease_s * 1.5 + 0.5, lambda: _pids(app),
+            injector = Injector(place, pool, stall_s(options.lease_s), lambda: _pids(app),
                                 lambda: _busy(app))
             plan = schedule(options.seed, options.workers, periods, options.timeout_s)
             cancels: list[int] = []

@@ -106,6 +106,7 @@ DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
 # 3: threads listed (tlist*, truns:<n>, a thread's ident); migrating to it indexes the
 # threads and runs layout 2 wrote, a chunk a script (see `_backfill_thread_lists`).
 SCHEMA_VERSION = 3
+VERSIONED_RUNS = 2  # the layout that records the version of the app that submitted a run
 LISTED_THREADS = 3  # the layout that lists threads
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage

@@ -10,9 +10,12 @@ from ...errors import StoreError
 from .._params import WorkerHeartbeatParams, WorkerInfo, WorkerRegisterParams, WorkerWatchParams
 from ._base import RedisBase
 
-__all__ = ["RedisWorkers"]
+__all__ = ["REFRESHES_PER_TTL", "RedisWorkers"]
 
 log = logging.getLogger("runwright.store.redis")
+# A liveness key is set again this many times per TTL: a loaded event loop has slack
+# before its worker is taken for dead.
+REFRESHES_PER_TTL = 4
 
 
 class RedisWorkers(RedisBase):
@@ -40,7 +43,7 @@ class RedisWorkers(RedisBase):
         """Keep the liveness keys of this process's workers: they lapse when the process
         dies or stalls, which is how others learn that its runs need a new owner."""
         while not self._closing:
-            await asyncio.sleep(self.liveness_s / 4)
+            await asyncio.sleep(self.liveness_s / REFRESHES_PER_TTL)
             for worker_id in list(self._alive_ids):
                 try:
                     if not await self._script("worker_heartbeat", worker_id, "keep", self._ttl_ms()):
