@@ -194,12 +194,14 @@ async def test_submit_to_a_thread_with_a_busy_policy_as_options_or_json(app: rw.
         f"'interrupt' or 'rollback' to queue behind it or stop it"]
     behind = submitted(store_url, "double", '{"n": 2}', "--thread", "chat", "--on-busy", "enqueue")
     # The same through --json, and an option beside it wins over the document's key (which,
-    # the thread being busy, would be a ThreadBusy).
+    # the thread being busy, would be a ThreadBusy); --args beside it, over its args.
     document = json.dumps({"task": "double", "args": {"n": 3}, "thread": "chat", "on_busy": "reject"})
-    from_json = runwright("submit", CLI_APP, "--json", document, "--on-busy", "interrupt", url=store_url)
+    from_json = runwright("submit", CLI_APP, "--json", document, "--on-busy", "interrupt", "--args",
+                          '{"n": 30}', url=store_url)
     assert from_json.returncode == 0, from_json.stderr
     runs = {run.id: run for run in await app.list_runs(thread="chat")}
     assert set(runs) == {first, behind, int(from_json.stdout.split()[1])}
+    assert runs[int(from_json.stdout.split()[1])].arguments() == {"n": 30}
     # One check for both ways in: what the library refuses, named the same.
     for options in (["--on-busy", "enqueue"], ["--thread", "chat", "--on-busy", "later"]):
         refused = runwright("submit", CLI_APP, "double", "--args", '{"n": 4}', *options, url=store_url)

@@ -35,8 +35,9 @@ def submit(
     app_spec: str | None = typer.Argument(None, metavar="MODULE:APP",
                                           help="The app; without it, only built-in job types."),
     task: str | None = typer.Argument(None, metavar="TASK", help="Task name (or give it in --json)."),
-    args: str = typer.Option("{}", "--args", "-a", metavar="JSON",
-                             help="Keyword arguments as a JSON object."),
+    args: str | None = typer.Option(None, "--args", "-a", metavar="JSON",
+                                    help="Keyword arguments as a JSON object (beside --json, in place "
+                                         "of its args). Defaults to {}."),
     spec: str | None = typer.Option(None, "--json", metavar="JSON", help='A whole submission as JSON, e.g. '
                                     '{"task": "webhook", "args": {"url": "..."}, "key": "k1"}, with '
                                     'keys task, args, key, priority, delay_s, run_at, queue, thread, '

@@ -25,15 +25,18 @@ DOCUMENT_KEYS = ("task", "args", "key", "priority", "delay_s", "run_at", "queue"
                  "on_busy", "on_conflict", "budget", "traceparent")
 
 
-def gather_submission(task: str | None, args: str, spec: str | None,
+def gather_submission(task: str | None, args: str | None, spec: str | None,
                       given: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(task, its arguments, the submission's options) from `submit`'s TASK, --args or
-    --json, and the options given on the command line (None: not given), which win."""
+    --json, and the options given on the command line (None: not given), which win: --args
+    beside --json is the arguments, in place of the document's (it used to be dropped)."""
     if spec is not None:
         named, arguments, options = document_submission(read_document(spec))
         task = task or named
     else:
-        arguments, options = json_object(parse_json(args, "--args"), "--args"), {}
+        arguments, options = {}, {}
+    if args is not None:
+        arguments = json_object(parse_json(args, "--args"), "--args")
     options.update({name: value for name, value in given.items() if value is not None})
     if options.get("run_at") is not None:
         options["run_at"] = parse_run_at(options["run_at"])
