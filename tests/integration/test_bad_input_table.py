@@ -198,7 +198,7 @@ HTTP: list[tuple[str, str, str, Any, int, str]] = [
      422, "on_busy='enqueue' says what to do when a thread has an open run"),
     ("an on_conflict no submission takes", "POST", "/runs",
      json.dumps({"task": "record", "args": {"n": 1}, "on_conflict": "ignore"}),
-     422, "body.on_conflict: String should match pattern"),
+     422, "body.on_conflict: Input should be 'reject' or 'return'"),
     ("a negative limit", "GET", "/runs?limit=-1", None, 422, "query.limit: Input should be greater than"),
     ("a negative dead-letter limit", "GET", "/dead?limit=-1", None, 422,
      "query.limit: Input should be greater than"),

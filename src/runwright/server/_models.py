@@ -56,7 +56,7 @@ class SubmitOptions(BaseModel):
     thread: str | None = Field(None, max_length=256, description="The conversation this run joins.")
     on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback)$",
                          description="When the thread has an open run.")
-    on_conflict: str = Field("reject", pattern="^(reject|return)$",
+    on_conflict: Literal["reject", "return"] = Field("reject",
                              description="When the key names a run submitted otherwise (another task, "
                                          "arguments, queue, priority, thread or budget): reject (409) "
                                          "or return that run (200).")
