@@ -30,6 +30,8 @@ DEEP = 100_000
 TOO_DEEP = f"is nested deeper than the limit of {MAX_DEPTH} levels"
 LIMIT_REFUSED = "limit must be an integer in 1..2147483647, got -1"
 QUEUE_REFUSED = "queue must be a non-empty string of at most 200 characters, got 5"
+NOT_AN_INT = ("task 'record': argument 'n': Input should be a valid integer, unable to parse string as "
+              "an integer (got 'abc')")
 
 
 def nested(depth: int) -> Any:
@@ -56,12 +58,16 @@ async def _nothing_written(app: rw.App) -> None:
 # -- the library -----------------------------------------------------------------------
 
 LIBRARY: list[tuple[str, Callable[[rw.App], Awaitable[Any]], type[Exception], str]] = [
-    ("arguments 100,000 deep", lambda app: app.submit("record", n=nested(DEEP)),
-     rw.SerializationError, f"arguments of task 'record' {TOO_DEEP}"),
-    ("arguments one level too deep", lambda app: app.submit("record", n=nested(MAX_DEPTH)),
-     rw.SerializationError, f"arguments of task 'record' {TOO_DEEP}"),
-    ("a deep item of many", lambda app: app.submit_many("record", [{"n": 1}, {"n": nested(DEEP)}]),
-     rw.SerializationError, f"item 1: arguments of task 'record' {TOO_DEEP}"),
+    ("arguments 100,000 deep", lambda app: app.submit("keep", value=nested(DEEP)),
+     rw.SerializationError, f"arguments of task 'keep' {TOO_DEEP}"),
+    ("arguments one level too deep", lambda app: app.submit("keep", value=nested(MAX_DEPTH)),
+     rw.SerializationError, f"arguments of task 'keep' {TOO_DEEP}"),
+    ("a deep item of many", lambda app: app.submit_many("keep", [{"value": 1}, {"value": nested(DEEP)}]),
+     rw.SerializationError, f"item 1: arguments of task 'keep' {TOO_DEEP}"),
+    ("a deep argument of an int", lambda app: app.submit("record", n=nested(DEEP)),
+     rw.BadArguments, "task 'record': argument 'n': Input should be a valid integer (got [[[[...]]]])"),
+    ("an argument not of its hint", lambda app: app.submit("record", n="abc"),
+     rw.BadArguments, NOT_AN_INT),
     ("a queue that is not a string", lambda app: app.submit("record", n=1, queue=5),
      rw.InvalidInput, QUEUE_REFUSED),
     ("an empty queue", lambda app: app.submit("record", n=1, queue=""),
@@ -114,6 +120,8 @@ CLI: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
      2, f"error: SerializationError: --args {TOO_DEEP}"),
     ("--json 100,000 deep", lambda tmp: ["submit", "--json", _deep_json_file(tmp)],
      2, f"error: SerializationError: --json {TOO_DEEP}"),
+    ("--args not of the task's hints", lambda _: ["submit", APP_SPEC, "record", "--args", '{"n": "abc"}'],
+     2, f"error: BadArguments: {NOT_AN_INT}"),
     ("a queue that is not a string in --json",
      lambda _: ["submit", APP_SPEC, "--json", json.dumps({"task": "record", "args": {"n": 1}, "queue": 5})],
      2, f"error: InvalidInput: {QUEUE_REFUSED}"),
@@ -186,8 +194,10 @@ HTTP: list[tuple[str, str, str, Any, int, str]] = [
      '{"task": "record", "args": {"n": ' + nested_text(DEEP) + "}}",
      422, f"the request body {TOO_DEEP}"),
     ("arguments one level too deep", "POST", "/runs",
-     '{"task": "record", "args": {"n": ' + nested_text(MAX_DEPTH) + "}}",
-     422, f"arguments of task 'record' {TOO_DEEP}"),
+     '{"task": "keep", "args": {"value": ' + nested_text(MAX_DEPTH) + "}}",
+     422, f"arguments of task 'keep' {TOO_DEEP}"),
+    ("arguments not of the task's hints", "POST", "/runs",
+     json.dumps({"task": "record", "args": {"n": "abc"}}), 422, NOT_AN_INT),
     ("a queue that is not a string", "POST", "/runs",
      json.dumps({"task": "record", "args": {"n": 1}, "queue": 5}),
      422, "body.queue: Input should be a valid string"),

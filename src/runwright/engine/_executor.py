@@ -71,10 +71,10 @@ async def run_attempt(runtime: Runtime, run: Run, worker_id: int, stop_of: Calla
         journal = await through_blinks(runtime.store.step_list_resumable, run.id) if run.fence > 1 else []
         ctx = Context(runtime, run, worker_id, journal, signals)
         if spec.timeout_s is None:  # no timeout context: it costs a task lookup per run
-            value = await spec.invoke(ctx, json.loads(run.args))
+            value = await spec.invoke(ctx, spec.received(run.args))
         else:
             async with asyncio.timeout(spec.timeout_s):
-                value = await spec.invoke(ctx, json.loads(run.args))
+                value = await spec.invoke(ctx, spec.received(run.args))
         result = encode(value, f"result of task {run.task!r}", runtime.limits.max_payload_bytes)
     except Park as park:
         return _parked(run, park, worker_id)

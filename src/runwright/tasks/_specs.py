@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..core._arguments import TypedArguments
+from ..errors import BadArguments, FinalError
 from ._blocking import in_thread
 from ._retry import RetryPolicy
 from ._serde import bind_arguments, task_signature
@@ -41,11 +44,17 @@ class TaskSpec:
     majors: tuple[int, ...] | None = None
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
     is_async: bool = field(init=False, repr=False, compare=False)
+    # The parameters' type hints, which a submission's arguments are checked and coerced
+    # against (its validator is built once, at the first check).
+    arguments: TypedArguments = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Both computed once: on the hot path they cost more than the rest of a no-op run.
-        object.__setattr__(self, "signature", task_signature(self.name, self.fn, self.wants_context))
+        # All computed once: on the hot path they cost more than the rest of a no-op run.
+        signature = task_signature(self.name, self.fn, self.wants_context)
+        object.__setattr__(self, "signature", signature)
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.fn))
+        object.__setattr__(self, "arguments", TypedArguments(f"task {self.name!r}", self.fn,
+                                                             signature.parameters.values()))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -53,6 +62,19 @@ class TaskSpec:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """Arguments by keyword, checked against the signature (BadArguments if they don't fit)."""
         return bind_arguments(self.name, self.signature, args, kwargs)
+
+    def received(self, args: str) -> dict[str, Any]:
+        """The arguments a run stored (JSON text) as the function receives them: rebuilt by
+        the same check that stored them (a model from its dict, a datetime from its text).
+        Arguments that no longer fit (the task's hints changed since) end the run at once:
+        a FinalError, since no retry can make them fit."""
+        stored: dict[str, Any] = json.loads(args)
+        if not self.arguments.typed:
+            return stored
+        try:
+            return self.arguments.validate(stored)
+        except BadArguments as exc:
+            raise FinalError(f"{exc} (the run's stored arguments do not fit the task)") from exc
 
     async def invoke(self, ctx: Any, kwargs: dict[str, Any]) -> Any:
         """Run the function once: coroutine functions on the loop, plain ones in a thread."""

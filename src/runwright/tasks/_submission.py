@@ -1,8 +1,9 @@
 """Building a submission: a TaskSpec and options -> the store's RunInsertParams.
 
 One place checks what a submission may carry (priority, key, thread, busy policy, the
-task's own `check`, the payload limit) and turns it into what the store inserts, for
-`App.submit`, `App.submit_many`, a schedule's definition and `ctx.submit` alike.
+arguments against the task's type hints, the task's own `check`, the payload limit) and
+turns it into what the store inserts, for `App.submit`, `App.submit_many`, a schedule's
+definition and `ctx.submit` alike.
 
 `OPTIONS` names the submission options, the keyword-only names of `submit` that every
 face (library, CLI, HTTP) takes beside a task's arguments. No task parameter may take
@@ -118,9 +119,14 @@ class Inserts:
         )
 
     def of(self, arguments: dict[str, Any]) -> RunInsertParams:
-        """The insert of one run with these arguments (bound by keyword)."""
-        if self._spec.check is not None:
-            self._spec.check(arguments)
+        """The insert of one run with these arguments (bound by keyword): checked against
+        the task's type hints and stored in their JSON form (see TypedArguments), then
+        by the task's own `check`."""
+        spec = self._spec
+        if spec.arguments.typed:
+            arguments = spec.arguments.to_json(arguments)
+        if spec.check is not None:
+            spec.check(arguments)
         shared = self._shared
         return shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
                              encode(arguments, self._what, self._max_bytes))
