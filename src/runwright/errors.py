@@ -7,7 +7,7 @@
     │   └── SchemaError             the schema is missing or newer than this code knows
     ├── InvalidInput                a bad input, refused before anything is written (a ValueError)
     │   ├── UnknownTask             a task name that is not registered
-    │   ├── BadArguments            arguments that do not fit a task's or a tool's signature
+    │   ├── BadArguments            arguments that do not fit a task's or a tool's signature or type hints
     │   ├── SerializationError      a value that does not serialize to JSON
     │   ├── PayloadTooLarge         an encoded payload over the size limit
     │   ├── InvalidTime             a malformed run_at, delay or duration
@@ -117,7 +117,8 @@ class UnknownTask(InvalidInput, LookupError):
 
 
 class BadArguments(InvalidInput, TypeError):
-    """Arguments that do not fit a task's (or a tool's) signature."""
+    """Arguments that do not fit a task's (or a tool's) signature or type hints; the message
+    names each argument, where within it, and what was expected."""
 
 
 class SerializationError(InvalidInput, TypeError):

@@ -94,7 +94,9 @@ async def test_bad_calls_become_error_results_the_model_sees(app):
         async with running_worker(app):
             answer = json.loads(await (await app.submit("helper", input="x")).result(timeout_s=30))
     assert seen == []
-    assert "invalid arguments for tool 'add'" in answer["bad"] and "b: Field required" in answer["bad"]
+    assert json.loads(answer["bad"]) == {"error": (
+        "tool 'add': argument 'a': Input should be a valid integer, unable to parse string as an integer "
+        "(got 'two'); argument 'b': Field required")}
     assert "unknown tool 'nope'" in answer["unknown"]
 
 

@@ -5,6 +5,7 @@ calls, steps and events back; a durable wait between turns takes no wall time.""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from pathlib import Path
@@ -175,3 +176,33 @@ async def test_the_readmes_examples_of_runwright_testing_run_and_pass():
         tests = [value for name, value in namespace.items() if name.startswith("test_")]
         assert len(tests) == 1
         await tests[0]()
+
+
+async def test_a_tool_call_whose_arguments_do_not_fit_is_answered_as_an_error_and_the_run_goes_on():
+    """The model's arguments are checked against the tool's hints as a task's are at
+    submission (pydantic, lax): what fits is coerced ("3" -> 3), what does not comes back
+    to the model as the call's error result, naming each argument, and the tool never runs."""
+    app = rw.App("memory://")
+    made: list[tuple[str, int]] = []
+
+    @app.tool
+    def forecast(city: str, days: int = 1) -> str:
+        """The forecast for `days` days."""
+        made.append((city, days))
+        return f"{days} days of sun in {city}"
+
+    model = ScriptedModel(call("forecast", city="Oslo", days="three", hours=2),
+                          call("forecast", city="Oslo", days="3"), "Sun for three days in Oslo.")
+    app.agent("forecaster", model=model, tools=[forecast])
+    async with Env(app) as env:
+        handle = await app.submit("forecaster", "Weather in Oslo?")
+        assert await env.result(handle) == "Sun for three days in Oslo."
+        tool_calls = await env.tool_calls(handle)
+        run = (await app.get(handle.id)).run
+    refusal = ("tool 'forecast': argument 'days': Input should be a valid integer, unable to parse string "
+               "as an integer (got 'three'); argument 'hours': Extra inputs are not permitted")
+    assert made == [("Oslo", 3)]  # the bad call was never made; the good one got an int
+    assert model.requests[1].tool_results == [("forecast", json.dumps({"error": refusal}))]  # what it saw
+    assert model.requests[2].tool_results[-1] == ("forecast", "3 days of sun in Oslo")
+    assert [c.result for c in tool_calls] == [json.dumps({"error": refusal}), "3 days of sun in Oslo"]
+    assert run.state is rw.RunState.SUCCEEDED and run.attempt == 1

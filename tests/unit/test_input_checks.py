@@ -127,9 +127,16 @@ def test_tool_arguments_that_do_not_fit_are_bad_arguments_and_still_a_value_erro
 
     tool = tool_spec(add, None, "at_least_once")
     assert tool.validate('{"a": 1, "b": 2}') == {"a": 1, "b": 2}
-    with pytest.raises(rw.BadArguments, match="invalid arguments for tool 'add'") as refused:
-        tool.validate('{"a": "one"}')
+    assert tool.validate({"a": "1", "b": 2.0}) == {"a": 1, "b": 2}  # lax, as a task's arguments
+    with pytest.raises(rw.BadArguments) as refused:
+        tool.validate('{"a": "one", "c": 3}')
+    assert str(refused.value) == (  # every problem, on one line, each argument named
+        "tool 'add': argument 'a': Input should be a valid integer, unable to parse string as an "
+        "integer (got 'one'); argument 'b': Field required; argument 'c': Extra inputs are not permitted")
     assert isinstance(refused.value, ValueError)  # what the agent loop catches
+    for raw, said in [("[1, 2]", "must be a JSON object, got list"), ("{", "not JSON")]:
+        with pytest.raises(rw.BadArguments, match=said):
+            tool.validate(raw)
 
 
 # -- what each input may be (runwright.core._inputs): one answer for library, CLI and HTTP -----

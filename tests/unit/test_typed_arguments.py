@@ -15,6 +15,7 @@ import pydantic
 import pytest
 
 import runwright as rw
+from runwright.agents._tools import tool_spec
 
 
 class Color(enum.Enum):
@@ -218,6 +219,25 @@ def test_stored_arguments_that_no_longer_fit_end_the_run_without_retry():
     assert double.received('{"n": "4"}') == {"n": 4}  # stored by an older version, as given
     with pytest.raises(rw.FinalError, match="task 'double': argument 'n': .* do not fit the task"):
         double.received('{"n": "four"}')
+
+
+def test_a_tool_call_is_checked_whole_its_defaults_filled_in():
+    def search(query: str, limit: int = 5, since: dt.date | None = None) -> list:
+        """Search."""
+        return []
+
+    tool = tool_spec(search, None, "at_least_once")
+    assert tool.validate('{"query": "x", "limit": "3", "since": "2026-01-02"}') == {
+        "query": "x", "limit": 3, "since": dt.date(2026, 1, 2)}
+    assert tool.validate({"query": "x"}) == {"query": "x", "limit": 5, "since": None}
+    schema = tool.schema()["function"]["parameters"]
+    assert schema["required"] == ["query"] and schema["additionalProperties"] is False
+    with pytest.raises(rw.BadArguments) as refused:
+        tool.validate('{"limit": "many", "order": "asc"}')
+    assert str(refused.value) == (
+        "tool 'search': argument 'query': Field required; argument 'limit': Input should be a valid "
+        "integer, unable to parse string as an integer (got 'many'); argument 'order': Extra inputs are "
+        "not permitted")
 
 
 class DefinedAfter(pydantic.BaseModel):

@@ -1,6 +1,6 @@
 """Tools an agent may call: a JSON schema built from type hints and the docstring, argument
-validation (a bad call becomes an error result the model sees, not a crash), and each
-tool's delivery guarantee.
+validation (the check a task's arguments get at submission, `core._arguments`: a bad call
+becomes an error result the model sees, not a crash), and each tool's delivery guarantee.
 
     at_least_once  (default) a call interrupted by a crash runs again
     at_most_once   a fenced "started" mark is journaled before the call: after a crash a
@@ -16,15 +16,14 @@ calls its arguments make risky (`approval=` a predicate over the validated argum
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, cast
+from typing import Any, Callable, Literal, cast
 
+from ..core._arguments import TypedArguments
 from ..errors import BadArguments, ConfigError
 from ..tasks._blocking import in_thread
-
-if TYPE_CHECKING:  # pydantic is imported when a tool is defined: a worker without tools skips it
-    import pydantic
 
 __all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
 
@@ -42,7 +41,7 @@ class ToolSpec:
     fn: Callable[..., Any]
     description: str
     delivery: Delivery
-    arguments: type[pydantic.BaseModel]
+    arguments: TypedArguments  # the parameters' hints: the schema the model sees, and its calls' check
     approval: bool | Callable[[dict[str, Any]], bool] = False
 
     def needs_approval(self, arguments: dict[str, Any]) -> bool:
@@ -54,27 +53,25 @@ class ToolSpec:
 
     def schema(self) -> dict[str, Any]:
         """The tool as the OpenAI chat-completions API describes tools."""
-        parameters = self.arguments.model_json_schema()
+        parameters = self.arguments.json_schema()
         parameters.pop("title", None)
         return {"type": "function",
                 "function": {"name": self.name, "description": self.description,
                              "parameters": parameters}}
 
     def validate(self, raw: str | dict[str, Any]) -> dict[str, Any]:
-        """The model's arguments, checked; raises BadArguments (a ValueError) with what the
-        model got wrong."""
-        import pydantic
-
-        try:
-            if isinstance(raw, str):
-                model = self.arguments.model_validate_json(raw or "{}")
-            else:
-                model = self.arguments.model_validate(raw)
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
-                                 for e in exc.errors())
-            raise BadArguments(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        return {name: getattr(model, name) for name in type(model).model_fields}
+        """The model's arguments (JSON text, or its object), checked and coerced to the
+        tool's type hints, its defaults filled in; raises BadArguments (a ValueError) with
+        what the model got wrong, naming each argument (see TypedArguments)."""
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw or "{}")
+            except (ValueError, RecursionError) as exc:
+                raise BadArguments(f"tool {self.name!r}: the arguments are not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise BadArguments(f"tool {self.name!r}: the arguments must be a JSON object, got "
+                               f"{type(raw).__name__}")
+        return self.arguments.validate(raw)
 
     async def invoke(self, arguments: dict[str, Any], idempotency_key: str | None) -> Any:
         """Coroutine functions run on the loop; plain ones in a thread, so that a blocking
@@ -98,35 +95,20 @@ def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str,
     if delivery == "idempotent" and IDEMPOTENCY_KEY not in signature.parameters:
         raise ConfigError(f"tool {name!r} is idempotent: give it an `{IDEMPOTENCY_KEY}: str` "
                           f"parameter, through which it receives its stable key")
-    import pydantic
-
-    hints = _hints(fn)
-    fields: dict[str, Any] = {}
-    for param in signature.parameters.values():
-        if param.name == IDEMPOTENCY_KEY:
-            continue
+    parameters = [param for param in signature.parameters.values() if param.name != IDEMPOTENCY_KEY]
+    for param in parameters:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise ConfigError(f"tool {name!r}: parameter {param.name!r} must be a plain "
                               f"keyword parameter (models call tools by name)")
-        annotation = hints.get(param.name, Any)
-        default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, pydantic.Field(default, description=arg_docs.get(param.name)))
-    arguments = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(
-        extra="forbid"), **fields)
+    # The same check as a task's arguments get, of the whole call: every parameter is
+    # required unless it has a default, and no other name is taken.
+    arguments = TypedArguments(f"tool {name!r}", fn, parameters, complete=True, descriptions=arg_docs)
+    arguments.prepare()  # pydantic is imported when a tool is defined: a worker without tools skips it
     # `delivery` was checked against DELIVERIES above.
     if not isinstance(approval, bool) and not callable(approval):
         raise ConfigError(f"tool {name!r}: approval is True, False or a predicate over the "
                           f"arguments, got {approval!r}")
     return ToolSpec(name, fn, summary or name, cast(Delivery, delivery), arguments, approval)
-
-
-def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    try:
-        import typing
-
-        return typing.get_type_hints(fn)
-    except Exception as exc:  # an unresolvable forward reference: say which
-        raise ConfigError(f"tool {fn.__name__!r}: cannot read its type hints: {exc}") from exc
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
