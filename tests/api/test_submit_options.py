@@ -12,6 +12,7 @@ import pytest
 import runwright as rw
 from runwright.store._params import RunCountParams
 
+from ..integration.conftest import running_worker
 from .test_api import OPERATOR_TOKEN, as_, server, worker_app  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.process
@@ -128,3 +129,27 @@ async def test_runs_with_no_tenant_are_the_operators_and_a_tenant_is_told_why(
         assert {(r["id"], r["tenant"]) for r in every} == {(from_python.id, None), (mine["id"], "alice")}
         seen = await http.get(f"/runs/{from_python.id}", headers=as_(OPERATOR_TOKEN))
         assert seen.status_code == 200 and seen.json()["tenant"] is None
+
+
+async def test_a_tasks_arguments_are_checked_against_its_hints(server: str,  # noqa: F811
+                                                               worker_app: rw.App) -> None:  # noqa: F811
+    """`record(ctx, n: int)`: "7" is coerced (and stored as 7, which the worker runs), "abc" is
+    a 422 problem naming the argument, as is a schedule's; nothing refused is stored."""
+    async with httpx.AsyncClient(base_url=server, headers=as_(OPERATOR_TOKEN)) as http:
+        created = await http.post("/runs", json={"task": "record", "args": {"n": "7"}})
+        assert created.status_code == 201, created.text
+        assert created.json()["args"] == {"n": 7}
+        for path, body in [("/runs", {"task": "record", "args": {"n": "abc"}}),
+                           ("/schedules", {"name": "nightly", "cron": "0 3 * * *", "task": "record",
+                                           "args": {"n": "abc"}})]:
+            refused = await http.post(path, json=body)
+            assert refused.status_code == 422, refused.text
+            assert refused.headers["content-type"] == "application/problem+json"
+            assert refused.json() == {
+                "type": "about:blank", "title": "Invalid input", "status": 422,
+                "detail": "task 'record': argument 'n': Input should be a valid integer, unable to parse "
+                          "string as an integer (got 'abc')"}
+        async with running_worker(worker_app):
+            assert await (await worker_app.get(created.json()["id"])).result(timeout_s=30) == 7
+        assert (await http.get("/schedules")).json() == []
+    assert await worker_app.store.run_count_by_state(RunCountParams()) == {"succeeded": 1}

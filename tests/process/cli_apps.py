@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+import pydantic
+
 import runwright as rw
 
 # RUNWRIGHT_URL is set by `runwright ... --url` before this module is imported.
@@ -27,3 +31,16 @@ async def ask(ctx: rw.Context, text: str) -> bool:
     """A question to a person: the run parks until it is answered."""
     answer: bool = await ctx.ask(text, schema=bool)
     return answer
+
+
+class Order(pydantic.BaseModel):
+    sku: str
+    qty: int = 1
+    due: dt.datetime
+
+
+@app.task(retries=0)
+async def price(ctx: rw.Context, order: Order, rate: float = 1.0) -> dict:
+    """Says what it received: an Order (not a dict), whose `due` is a datetime (not text)."""
+    return {"received": [type(order).__name__, type(order.due).__name__], "total": order.qty * rate,
+            "weekday": order.due.strftime("%A")}

@@ -216,6 +216,30 @@ async def test_submit_to_a_thread_with_a_busy_policy_as_options_or_json(app: rw.
     assert len(await app.list_runs()) == 3
 
 
+async def test_submit_checks_the_arguments_against_the_tasks_hints(app: rw.App, store_url: str) -> None:
+    """Refused in one line naming the argument (exit 2, nothing written); what fits is
+    coerced, and a worker process rebuilds a model argument from the stored JSON."""
+    refused = runwright("submit", CLI_APP, "price", "--args",
+                        '{"order": {"sku": "a", "qty": "two", "due": "2026-12-01T09:00:00Z"}}', url=store_url)
+    assert refused.returncode == BAD_INPUT
+    assert refused.stderr.splitlines() == [
+        "error: BadArguments: task 'price': argument 'order.qty': Input should be a valid integer, unable to "
+        "parse string as an integer (got 'two')"]
+    await _nothing_written(app)
+    order = '{"order": {"sku": "a", "qty": "3", "due": "2026-12-01T09:00:00Z"}, "rate": "0.5"}'
+    with worker_process(store_url):
+        done = runwright("submit", CLI_APP, "price", "--args", order, "--wait", url=store_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.split("\n", 1)[1]) == {"received": ["Order", "datetime"], "total": 1.5,
+                                                         "weekday": "Tuesday"}
+    (run,) = await app.store.run_list(RunListParams())
+    assert run.arguments() == {"order": {"sku": "a", "qty": 3, "due": "2026-12-01T09:00:00Z"}, "rate": 0.5}
+
+
+async def _nothing_written(app: rw.App) -> None:
+    assert await app.store.run_count_by_state(RunCountParams()) == {}
+
+
 async def test_submit_wait_says_when_no_live_worker_serves_the_task_and_times_out(
         app: rw.App, store_url: str) -> None:
     with worker_process(store_url, "--queues", "other"):
