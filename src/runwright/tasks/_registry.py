@@ -59,8 +59,10 @@ class Registry:
              timeout_s: float | None = None,
              check: Callable[[dict[str, Any]], None] | None = None,
              versions: object = None) -> Any:
-        """Register a task: `@registry.task` or `@registry.task(retries=5, ...)`.
-        `check(arguments)` may refuse a submission with InvalidInput before it is stored.
+        """Register a task: `@registry.task` or `@registry.task(retries=5, ...)`. Its
+        arguments are checked against its type hints at each submission (see
+        `core._arguments`); `check(arguments)` may then refuse a submission with
+        InvalidInput before it is stored (it sees the arguments as stored: JSON values).
         `versions`: the majors of submitting apps whose runs this code can run (one major,
         a collection, a range "1-2" or a list "1,2"; it must include the app's own). A
         worker claims a run only when the run's major is one of them. Defaults to the
