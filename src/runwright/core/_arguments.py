@@ -60,7 +60,7 @@ class TypedArguments:
     and `json_schema()` is what the model is shown (with `descriptions`, by parameter)."""
 
     __slots__ = ("owner", "typed", "_fn", "_params", "_named", "_hints", "_complete", "_descriptions",
-                 "_validator", "_extras", "_plain")
+                 "_validator", "_extras", "_plain", "_refused")
 
     def __init__(self, owner: str, fn: Callable[..., Any], parameters: Iterable[inspect.Parameter], *,
                  complete: bool = False, descriptions: Mapping[str, str] | None = None) -> None:
@@ -74,6 +74,8 @@ class TypedArguments:
         self._validator: pydantic.TypeAdapter[Any] | None = None
         self._extras: pydantic.TypeAdapter[Any] | None = None  # a typed **kwargs' values
         self._plain = False  # whether every checked value is JSON as it is (set by _build)
+        # pydantic's ValidationError, once built (pydantic is imported at the first check).
+        self._refused: type[pydantic.ValidationError] | None = None
         self.typed = complete or any(hint not in _UNCHECKED for hint in self._hints.values())
 
     # -- the check ------------------------------------------------------------------------
@@ -85,7 +87,7 @@ class TypedArguments:
         if not self.typed:
             return dict(arguments)
         checked = self._check(arguments)
-        return checked if self._complete else {**arguments, **checked}
+        return checked if self._complete else _merged(arguments, checked)
 
     def to_json(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The checked arguments as JSON values (what a run stores): `validate`, then each
@@ -107,18 +109,17 @@ class TypedArguments:
                 raise SerializationError(f"{self.owner}: the arguments do not serialize to JSON: "
                                          f"{exc}") from None
             checked = shaped
-        return {**arguments, **checked}
+        return _merged(arguments, checked)
 
     def _check(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The checked arguments, and only those (coerced to their hints)."""
-        import pydantic
-
         validator = self._validator or self._build()
+        assert self._refused is not None  # set by _build
         try:
             checked: dict[str, Any] = validator.validate_python(arguments)
             if self._extras is not None:
                 checked.update(self._extras.validate_python(self._extra_items(arguments)))
-        except pydantic.ValidationError as exc:
+        except self._refused as exc:
             raise BadArguments(self._refusal(exc)) from None
         return checked
 
@@ -171,6 +172,7 @@ class TypedArguments:
             extra="forbid" if self._complete else "ignore",
             allow_inf_nan=False)  # JSON has no NaN or infinity: refused by name, not at encoding
         self._plain = plain
+        self._refused = pydantic.ValidationError
         self._validator = self._adapter(None, shape)
         return self._validator
 
@@ -206,6 +208,11 @@ class TypedArguments:
         if len(problems) > _SHOWN_ERRORS:
             said.append(f"and {len(problems) - _SHOWN_ERRORS} more")
         return f"{self.owner}: {'; '.join(said)}"
+
+
+def _merged(given: Mapping[str, Any], checked: dict[str, Any]) -> dict[str, Any]:
+    """The arguments given, with the checked ones in place of theirs (all of them, often)."""
+    return checked if len(checked) == len(given) else {**given, **checked}
 
 
 def _problem(problem: Mapping[str, Any]) -> str:
