@@ -208,6 +208,17 @@ def test_a_hint_pydantic_cannot_check_is_a_config_error_naming_the_argument():
                                              "checked by pydantic"):
         spec.arguments.to_json({"ok": 1, "thing": 2})
 
+    def within(ctx: rw.Context, ok: int, items) -> None:
+        return None
+
+    within.__annotations__ = {"ok": int, "items": list["NoSuchLine"]}  # noqa: F821 (a name in a hint)
+    spec = app.task(within)
+    with pytest.raises(rw.ConfigError, match="task 'within': the type hint of argument 'items' cannot be "
+                                             "checked by pydantic"):
+        spec.arguments.to_json({"ok": 1, "items": []})
+    assert app.task(name="later_within")(_later_within).arguments.to_json({"items": [{"name": "a"}]}) == {
+        "items": [{"name": "a"}]}  # a name within a hint, defined below in the module: resolved there
+
 
 def test_stored_arguments_that_no_longer_fit_end_the_run_without_retry():
     app = _app()
@@ -238,6 +249,13 @@ def test_a_tool_call_is_checked_whole_its_defaults_filled_in():
         "tool 'search': argument 'query': Field required; argument 'limit': Input should be a valid "
         "integer, unable to parse string as an integer (got 'many'); argument 'order': Extra inputs are "
         "not permitted")
+
+
+def _later_within(ctx: rw.Context, items) -> None:
+    return None
+
+
+_later_within.__annotations__["items"] = list["DefinedAfter"]  # a name within a hint, as text
 
 
 class DefinedAfter(pydantic.BaseModel):

@@ -151,7 +151,12 @@ class TypedArguments:
             hint = self._hint(name)
             if param.kind is param.VAR_KEYWORD:
                 if hint not in _UNCHECKED:
-                    self._extras = self._adapter(name, dict[str, hint])  # type: ignore[valid-type]
+                    extras = dict[str, hint]  # type: ignore[valid-type]
+                    try:
+                        self._extras = _made(extras)
+                    except Exception as exc:
+                        raise ConfigError(f"{self.owner}: the type hint of **{name} cannot be checked by "
+                                          f"pydantic: {str(exc).splitlines()[0]}") from None
                     plain = plain and _is_plain(hint)
                 continue
             if not self._complete and hint in _UNCHECKED:
@@ -165,16 +170,32 @@ class TypedArguments:
             if not self._complete or param.default is not param.empty:
                 hint = typing_extensions.NotRequired[hint]
             fields[name] = hint
+        self._plain = plain
+        self._refused = pydantic.ValidationError
+        try:
+            self._validator = _made(self._shape(fields))
+        except Exception as exc:  # a hint pydantic has no schema for, or names what is not there
+            culprit = next((name for name, hint in fields.items()
+                            if not _buildable(self._shape({name: hint}))), None)
+            where = f"argument {culprit!r}" if culprit else "the arguments"
+            raise ConfigError(f"{self.owner}: the type hint of {where} cannot be checked by pydantic "
+                              f"(arguments are JSON, so hint a JSON-shaped type, or Any): "
+                              f"{str(exc).splitlines()[0]}") from None
+        return self._validator
+
+    def _shape(self, fields: dict[str, Any]) -> Any:
+        """A TypedDict of `fields`, of the function's module (where pydantic resolves a
+        name a hint holds as text, `list["Line"]`), configured as this check is."""
+        import pydantic
+        import typing_extensions  # pydantic needs its TypedDict before Python 3.12
+
         typed_dict: Any = typing_extensions.TypedDict  # made at run time: no literal name
         shape = typed_dict(f"{getattr(self._fn, '__name__', 'function')}_arguments", fields)
         shape.__module__ = getattr(self._fn, "__module__", None) or __name__
         shape.__pydantic_config__ = pydantic.ConfigDict(
             extra="forbid" if self._complete else "ignore",
             allow_inf_nan=False)  # JSON has no NaN or infinity: refused by name, not at encoding
-        self._plain = plain
-        self._refused = pydantic.ValidationError
-        self._validator = self._adapter(None, shape)
-        return self._validator
+        return shape
 
     def _hint(self, name: str) -> Any:
         hint = self._hints[name]
@@ -185,19 +206,6 @@ class TypedArguments:
                                   f"cannot be resolved: {hint.error}; define what it names at the top "
                                   f"level of the module {getattr(self._fn, '__module__', '?')!r}")
         return hint
-
-    def _adapter(self, name: str | None, shape: Any) -> pydantic.TypeAdapter[Any]:
-        import pydantic
-
-        try:
-            return pydantic.TypeAdapter(shape)
-        except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
-            if name is None:  # which parameter: the first that cannot be built alone
-                name = next((n for n in self._params if not _buildable(self._hints[n])), None)
-            where = f"argument {name!r}" if name else "the arguments"
-            raise ConfigError(f"{self.owner}: the type hint of {where} cannot be checked by pydantic "
-                              f"(arguments are JSON, so hint a JSON-shaped type, or Any): "
-                              f"{str(exc).splitlines()[0]}") from None
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -273,11 +281,21 @@ def _is_plain(hint: Any) -> bool:
     return False
 
 
-def _buildable(hint: Any) -> bool:
+def _made(shape: Any) -> pydantic.TypeAdapter[Any]:
+    """pydantic's validator of `shape`, whole: one whose hints name what is missing is
+    refused now (pydantic would defer it to its first use)."""
     import pydantic
 
+    adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(shape)
+    rebuild = getattr(adapter, "rebuild", None)  # pydantic >= 2.10 defers an incomplete one
+    if rebuild is not None:
+        rebuild(raise_errors=True)
+    return adapter
+
+
+def _buildable(shape: Any) -> bool:
     try:
-        pydantic.TypeAdapter(hint)
+        _made(shape)
     except Exception:
         return False
     return True
