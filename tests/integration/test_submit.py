@@ -11,6 +11,8 @@ import runwright as rw
 from runwright.store._params import RunCountParams
 from runwright.tasks._submission import MAX_PRIORITY, OPTIONS
 
+from ..conftest import PG_BASE
+
 
 def _tasks(app: rw.App):
     @app.task(queue="mail", priority=rw.HIGH, retries=4, timeout_s=30)
@@ -266,3 +268,12 @@ async def test_an_unreachable_store_is_a_clear_error():
         await app.open()
     with pytest.raises(rw.StoreUnreachable, match="does not exist"):
         await rw.App("sqlite:////no/such/dir/x.db").open()
+
+
+async def test_a_postgresql_server_without_the_database_says_to_create_it():
+    """Reached, but the database is not there: the schema's kind of error (exit 4, "no
+    database"), not an unreachable store (3), with what to do."""
+    base = PG_BASE.rsplit("/", 1)[0]
+    missing = r'database "rw_test_no_such_db" does not exist .*CREATE DATABASE'
+    with pytest.raises(rw.SchemaError, match=missing):
+        await rw.App(f"{base}/rw_test_no_such_db").open()

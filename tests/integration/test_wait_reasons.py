@@ -107,3 +107,18 @@ async def test_a_due_run_with_live_workers_busy_waits_for_a_slot(app):
         await waiting.result(timeout_s=30)
     assert busy.why == "it is due and waits for a free slot of the workers serving queue 'default'"
     assert running.why.startswith("it is running (attempt 1 of ")
+
+
+async def test_a_run_whose_major_no_live_worker_runs_says_so(store_url):
+    old, new = rw.App(store_url, version="1.0.0"), rw.App(store_url, version="2.0.0")
+    for app in (old, new):
+        @app.task(name="summarize")
+        async def summarize(ctx: rw.Context) -> str:
+            return "summary"
+
+    async with old, new:
+        async with running_worker(new):  # serves the task's queue, for major 2 only
+            error = await _why(await old.submit("summarize"))
+    assert error.why == ("no live worker can run it: the workers serving task 'summarize' on queue 'default' "
+                         "do not run major 1 (the app version 1.0.0 submitted it); it is closed failed "
+                         "(Unrunnable) once due for their --unrunnable-after-s")

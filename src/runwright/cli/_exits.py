@@ -51,7 +51,8 @@ TABLE = [
                 "that names a run submitted otherwise"),
     (STORE_UNREACHABLE, "the store cannot be reached"),
     (NO_SCHEMA, "no database, a schema not migrated (run `runwright migrate`), or a newer one"),
-    (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired)"),
+    (NOT_FOUND, "no such run, question or thread (a run retention reclaimed: RunExpired); an unknown "
+               "schedule name is bad input (2)"),
     (TIMED_OUT, "submit --wait --timeout-s: the run did not end in time (it goes on)"),
     (ADDRESS_IN_USE, "serve: cannot listen there (the port is in use, or not allowed)"),
     (NO_FLEET, "verify --fleet: no running worker of the fleet took verify's session"),

@@ -444,9 +444,13 @@ class RunScope:
         """Due runs (of this scope's tenant) that no live worker can run: no worker
         registers the task for the run's major, or serves its queue."""
         await self._ready()
-        kinds = await self._runtime.store.run_count_unrunnable(RunUnrunnableParams(
-            tenant=self.tenant_name))
-        return sum(kind[3] for kind in kinds)
+        return sum(kind[3] for kind in await self.unrunnable_kinds())
+
+    async def unrunnable_kinds(self) -> list[tuple[str, str, int | None, int]]:
+        """Due runs (of this scope's tenant) that no live worker can run, by (queue, task,
+        major), with their counts."""
+        await self._ready()
+        return await self._runtime.store.run_count_unrunnable(RunUnrunnableParams(tenant=self.tenant_name))
 
     async def list_workers(self) -> list[WorkerInfo]:
         """The registered workers: shared by every tenant, so any scope may count them."""

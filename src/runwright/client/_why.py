@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Protocol
 
 from ..core._journal import Event
+from ..core._versions import major_of
 from ..runs import Run, RunState
 from ..store._params import WorkerInfo
 
@@ -34,6 +35,8 @@ class WhyAccess(Protocol):
     async def events_page(self, run_id: int, after: int = 0, limit: int = ...) -> list[Event]: ...
 
     async def list_runs(self, *, states: list[RunState], thread: str | None, limit: int) -> list[Run]: ...
+
+    async def unrunnable_kinds(self) -> list[tuple[str, str, int | None, int]]: ...
 
 
 def utc(epoch: float) -> str:
@@ -81,6 +84,14 @@ async def why_not_ended(scope: WhyAccess, run: Run) -> str:
     if not live_workers_serving(await scope.list_workers(), run.task, run.queue, now):
         return (f"no live worker runs task {run.task!r} on queue {run.queue!r}: start one "
                 f"(runwright worker MODULE:APP --queues {run.queue})")
+    # Served, but maybe not for the major of the app version that submitted it (the
+    # store's own judgement, as the rescuer's that closes such a run).
+    major = None if run.version is None else major_of(run.version)
+    if any(queue == run.queue and task == run.task and (kind_major is None or kind_major == major)
+           for queue, task, kind_major, _count in await scope.unrunnable_kinds()):
+        return (f"no live worker can run it: the workers serving task {run.task!r} on queue "
+                f"{run.queue!r} do not run major {major} (the app version {run.version} submitted "
+                f"it); it is closed failed (Unrunnable) once due for their --unrunnable-after-s")
     return f"it is due and waits for a free slot of the workers serving queue {run.queue!r}"
 
 

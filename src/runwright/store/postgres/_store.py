@@ -27,7 +27,7 @@ import asyncpg
 
 from ...core._clock import Clock, StoreClock
 from ...core._waiting import halt
-from ...errors import StoreError, StoreUnreachable
+from ...errors import SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
 from .._bus import Bus
 from .._hub import CHANNELS, Hub
@@ -171,6 +171,10 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
                 raise made
             if not self.pooled:  # no session is made until a claim asks for one
                 self._claiming = await self._create_pool(0, 2, {**self._settings, **GENERIC_PLAN}, {})
+        except asyncpg.InvalidCatalogNameError as exc:  # reached, but it has no such database
+            await self.close()
+            raise SchemaError(f"postgresql: {exc} at {_safe(self.dsn)}: create it first "
+                              f"(CREATE DATABASE), then runwright migrate") from exc
         except (TimeoutError, *TRANSIENT, asyncpg.PostgresError) as exc:
             await self.close()
             raise StoreUnreachable(f"postgresql: cannot connect to {_safe(self.dsn)}: {exc}") from exc
