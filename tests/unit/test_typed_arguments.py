@@ -260,3 +260,17 @@ _later_within.__annotations__["items"] = list["DefinedAfter"]  # a name within a
 
 class DefinedAfter(pydantic.BaseModel):
     name: str
+
+
+def test_a_server_with_a_task_whose_hint_cannot_be_checked_refuses_to_start():
+    """At the start, naming the task and the argument: never a 500 at its first submission."""
+    from runwright.server import Auth, create_server
+
+    app = _app()
+
+    @app.task
+    async def never(ctx: rw.Context, item: NoSuchType) -> None:  # noqa: F821
+        return None
+
+    with pytest.raises(rw.ConfigError, match="task 'never': the type hint of argument 'item'"):
+        create_server(app, Auth(enabled=False))

@@ -52,6 +52,9 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     """An ASGI application serving `app`'s runs. Auth is mandatory unless explicitly off.
     `ping_s`: the SSE keep-alive interval. Defaults to 15 s. `depth_sample_s`: how often
     queue depth is sampled for the dashboard. Defaults to 10 s."""
+    # A task whose type hints cannot be checked stops the server's start, in one line, and
+    # never answers its submissions with a 500.
+    app.registry.prepare_arguments()
     depths = DepthHistory(depth_sample_s)
     api = FastAPI(title="runwright", version="0.1.0", lifespan=_lifespan(app, auth, depths),
                   docs_url=None, redoc_url=None,

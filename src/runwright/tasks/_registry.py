@@ -112,6 +112,14 @@ class Registry:
         self.schedules[schedule.name] = schedule
         return schedule
 
+    def prepare_arguments(self) -> None:
+        """Build every typed task's argument check now: a hint that cannot be checked is
+        a ConfigError naming the task and the argument here (a server's start), not at
+        the task's first submission."""
+        for spec in self.tasks.values():
+            if spec.arguments.typed:
+                spec.arguments.prepare()
+
     def task_spec(self, task: TaskSpec | str) -> TaskSpec:
         """The registered task of that name (UnknownTask, naming the known ones, if none)."""
         name = task.name if isinstance(task, TaskSpec) else task
