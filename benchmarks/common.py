@@ -106,10 +106,13 @@ class Workers:
         for _ in range(count):
             self._started += 1
             with open(self.log_dir / f"worker-{self._started}.log", "wb") as log:
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "runwright", "worker", self.app_spec,
-                     "--concurrency", str(self.concurrency), "--url", self.url, *self.extra_args],
-                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+                self.procs.append(subprocess.Popen(self.command(), cwd=ROOT, stdout=log,
+                                                   stderr=subprocess.STDOUT))
+
+    def command(self) -> list[str]:
+        """The command line of the next process `start` starts (a subclass may wrap it)."""
+        return [sys.executable, "-m", "runwright", "worker", self.app_spec,
+                "--concurrency", str(self.concurrency), "--url", self.url, *self.extra_args]
 
     def by_pid(self, pid: int) -> subprocess.Popen[bytes]:
         for proc in self.procs:
