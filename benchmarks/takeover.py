@@ -337,6 +337,8 @@ async def bench_layouts(args: argparse.Namespace) -> None:
     try:
         all_figures = [await bench_layout(LAYOUTS[name], args, tmp / name) for name in args.layouts]
     finally:
+        if args.keep_logs:  # the workers' logs, a folder a layout, for a slow or failed kill
+            shutil.copytree(tmp, args.keep_logs, dirs_exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
     print()
     print(summary(all_figures, args))
@@ -353,6 +355,7 @@ def layouts_of(text: str) -> list[str]:
 
 if __name__ == "__main__":
     args = common.parse_benchmark_args(__doc__, COUNTS, backends=False, extra=[
-        ("--layouts", "here", f"comma-separated, each measured in turn: {', '.join(LAYOUTS)}")])
+        ("--layouts", "here", f"comma-separated, each measured in turn: {', '.join(LAYOUTS)}"),
+        ("--keep-logs", "", "copy the workers' logs into this folder at the end")])
     args.layouts = layouts_of(args.layouts)
     common.run_main(bench_layouts(args))
