@@ -189,15 +189,38 @@ def kill(layout: Layout, workers: Workers, victim: WorkerInfo) -> None:
         workers.kill_worker(apart.host_pid(victim.host, victim.pid))
 
 
-async def restarted_at(bench: rw.App, run: rw.Run) -> float:
-    """The database's time of the run's next `started` event (another worker took it)."""
-    deadline = time.monotonic() + 30
+# Who holds or waits for a worker's mark, and what that session is doing.
+MARK_SESSIONS = """
+SELECT l.pid, l.granted, a.application_name, a.state, a.wait_event_type, a.wait_event,
+       round(extract(epoch FROM clock_timestamp() - a.backend_start)::numeric, 3) AS age_s,
+       round(extract(epoch FROM clock_timestamp() - a.state_change)::numeric, 3) AS in_state_s,
+       left(a.query, 100) AS query
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.classid = $1::oid AND l.objid::bigint = $2 AND l.objsubid = 2
+"""
+SLOW_S = 2.0  # a takeover slower than this is looked into: who keeps the victim's mark
+
+
+async def restarted_at(bench: rw.App, run: rw.Run, victim: WorkerInfo, admin: asyncpg.Connection,
+                       figures: Figures) -> float:
+    """The database's time of the run's next `started` event (another worker took it).
+    Past SLOW_S, the sessions that hold or wait for the victim's mark become a note."""
+    began = time.monotonic()
+    looked = False
     while True:
         now = await bench.store.run_get(run.id)
         if now is not None and now.fence > run.fence and now.state is rw.RunState.RUNNING:
             events = await bench.store.event_list(EventListParams(run.id))
             return [e.at for e in events if e.kind == "started"][-1]
-        if time.monotonic() > deadline:
+        if not looked and time.monotonic() - began > SLOW_S:
+            looked = True
+            sessions = await admin.fetch(MARK_SESSIONS, bench.store.lock_namespace,  # type: ignore[attr-defined]
+                                         victim.id)
+            figures.notes.append(f"run {run.id} not taken over {SLOW_S:g} s after worker {victim.id} "
+                                 f"(pid {victim.pid}) was killed; its mark's sessions: "
+                                 f"{[dict(row) for row in sessions]}")
+            say(figures.where, figures.notes[-1])
+        if time.monotonic() - began > 30:
             raise BenchError(f"run {run.id} was not taken over in 30 s: {now}")
         await asyncio.sleep(POLL_S)
 
@@ -211,7 +234,7 @@ async def measure_kills(bench: rw.App, layout: Layout, workers: Workers, admin: 
         run, victim, hosts = await running_on_some_worker(bench)
         killed_at = float(await admin.fetchval("SELECT extract(epoch FROM clock_timestamp())"))
         kill(layout, workers, victim)
-        taken_s = await restarted_at(bench, run) - killed_at
+        taken_s = await restarted_at(bench, run, victim, admin, figures) - killed_at
         figures.takeovers_s.append(taken_s)
         figures.kills.append(Kill(run.id, victim, hosts, taken_s))
         await bench.cancel(run.id)
@@ -238,22 +261,25 @@ async def measure_blips(bench: rw.App, layout: Layout, workers: Workers, admin: 
     await asyncio.sleep(2.0)
     run, victim, _ = await running_on_some_worker(bench)
     namespace = bench.store.lock_namespace  # type: ignore[attr-defined]
-    holder = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
-              " AND objid::bigint = $2 AND objsubid = 2 AND granted")
+    # Its sessions are named after its pid in its own namespace. The session of its own
+    # that holds its mark: a rescuer's waiter holds it too, for an instant, once it drops.
+    name = f"runwright:{schema}:{victim.pid}"
+    holder = ("SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+              " WHERE l.locktype = 'advisory' AND l.classid = $1::oid AND l.objid::bigint = $2"
+              " AND l.objsubid = 2 AND l.granted AND a.application_name = $3")
     for _ in range(blips):
         await asyncio.sleep(random.uniform(*BLIP_GAP_S))
-        before = await admin.fetchval(holder, namespace, victim.id)  # the session holding its mark
-        # Its pid in its own namespace: what it names its sessions after.
+        before = await admin.fetchval(holder, namespace, victim.id, name)
         cut = await admin.fetchval(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
-            f"runwright:{schema}:{victim.pid}")
+            name)
         began = time.monotonic()
-        if not cut:
-            raise BenchError(f"no session of worker {victim.pid} to cut")
-        # Back once another session holds it: a look that found it held by the cut session
-        # (not ended yet) timed it missing for 0 ms. From the cut's request, so an upper
-        # bound (it includes the cut session's own end).
-        while await admin.fetchval(holder, namespace, victim.id) in (None, before):
+        if not cut or before is None:
+            raise BenchError(f"no session of worker {victim.pid} to cut, or none holding its mark")
+        # Back once another session of its own holds it: a look that found it held by the
+        # cut session (not ended yet) timed it missing for 0 ms. From the cut's request, so
+        # an upper bound (it includes the cut session's own end).
+        while await admin.fetchval(holder, namespace, victim.id, name) in (None, before):
             if time.monotonic() - began > 30:
                 raise BenchError("the worker did not take its mark again in 30 s")
             await asyncio.sleep(0.002)
