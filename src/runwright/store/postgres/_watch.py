@@ -12,7 +12,11 @@ joined after the waiter chose).
 The waiter takes the lock and lets it go in the same statement: a worker taking its mark
 again after a blip finds it busy for no longer than that statement, and tries again (its
 retake tries every 50 ms). Its wait is bounded by `lock_timeout` (RETARGET_S), after which
-it chooses again, so a worker that joined meanwhile is watched too.
+it chooses again, so a worker that joined meanwhile is watched too. A lock granted just as
+that timeout fires is the waiter's all the same: PostgreSQL raises the timeout and keeps
+the grant (LockErrorCleanup), and a session lock outlives the error. Kept, it made the
+dead worker look alive for as long as the waiter's session lived (its runs waited for
+their lease, its row stayed), so the waiter lets it go and counts it a wake.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import asyncpg
 
 from ...core._waiting import halt, wait_set
 
-__all__ = ["RETARGET_S", "Watch"]
+__all__ = ["RELEASE_IF_HELD", "RETARGET_S", "Watch"]
 
 log = logging.getLogger("runwright.store.postgres")
 
@@ -43,6 +47,13 @@ LIMIT 1
 """
 # Granted only once the holder's session has ended; released at once.
 WAIT_RELEASE = "SELECT pg_advisory_lock($1, $2), pg_advisory_unlock($1, $2)"
+# After a lock_timeout: the lock if this session holds it after all (granted as the timeout
+# fired), let go. A row (true): it was held, its holder's session has ended.
+RELEASE_IF_HELD = """
+SELECT pg_advisory_unlock($1, $2) FROM pg_locks
+WHERE locktype = 'advisory' AND classid = $1::oid AND objid::bigint = $2 AND objsubid = 2
+  AND granted AND pid = pg_backend_pid()
+"""
 
 
 class Watch:
@@ -105,6 +116,8 @@ class Watch:
             try:
                 await conn.execute(WAIT_RELEASE, self._namespace, int(target))
             except asyncpg.LockNotAvailableError:
-                continue  # still held after RETARGET_S: choose again
+                if not await conn.fetchval(RELEASE_IF_HELD, self._namespace, int(target)):
+                    continue  # still held after RETARGET_S: choose again
+                # Granted as the timeout fired: its holder's session ended, as on a release.
             self.wakes += 1
             self._released.set()
