@@ -1,4 +1,9 @@
-"""A PostgreSQL rescuer is woken the moment a mark it watches drops (store/postgres/watch.py).
+"""A PostgreSQL rescuer is woken the moment a mark it watches drops (store/postgres/watch.py):
+its ring's next worker's, and, when that one is of another machine, the next worker's of
+its own machine. A worker of its own machine it judges by its pid, at once; one of another
+machine only after the grace. So a worker with a sibling is watched by a sibling, and a
+real death is taken over at once wherever the ring put its watcher; a worker alone on its
+machine opens no second waiter.
 
 Its waiter waits for the watched worker's lock with a lock_timeout, and PostgreSQL may
 grant the lock just as that timeout fires: it raises the timeout and keeps the grant
@@ -10,17 +15,94 @@ counts it a wake."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+from collections import Counter
 from typing import Any
 
 import asyncpg
 import pytest
 
+from runwright.store._liveness import this_machine
+from runwright.store._params import RunRescueParams, WorkerRegisterParams, WorkerWatchParams
 from runwright.store.postgres._store import PostgresStore
-from runwright.store.postgres._watch import RELEASE_IF_HELD, Watch
+from runwright.store.postgres._watch import NEXT_MARKS, RELEASE_IF_HELD, RETARGET_S, Watch
 
 from ..conftest import PG_BASE
+from ..pid_namespace import absent_pid
 
+WOKEN_WITHIN_S = 5.0  # far past a wake (ms), far short of the watch's 60 s timeout
 NAMESPACE = 4242  # a key of this test's own (a real store's namespace is a crc32)
+
+
+async def _register(store: PostgresStore, host: str, pid: int) -> int:
+    return await store.worker_register(WorkerRegisterParams(
+        host=host, pid=pid, queues=["default"], tasks=["t"], version="v"))
+
+
+async def _waited_on(admin: asyncpg.Connection, store: PostgresStore) -> list[int]:
+    """The workers whose mark some session waits for (a waiter of a watch)."""
+    return sorted(await admin.fetchval(
+        "SELECT coalesce(array_agg(objid::bigint), '{}') FROM pg_locks WHERE locktype = 'advisory'"
+        " AND classid = $1::oid AND objsubid = 2 AND NOT granted", store.lock_namespace))
+
+
+async def _until_waited_on(admin: asyncpg.Connection, store: PostgresStore, wanted: list[int]) -> None:
+    deadline = time.monotonic() + 10 * RETARGET_S
+    while (seen := await _waited_on(admin, store)) != wanted:
+        assert time.monotonic() < deadline, f"waiters on {seen}, not on {wanted}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("backend", ["postgres"])  # the shared store fixture, on PostgreSQL alone
+async def test_a_sibling_the_ring_gave_to_another_machine_wakes_its_sibling_which_judges_it_at_once(
+        store: PostgresStore, store_url: str) -> None:
+    assert isinstance(store, PostgresStore)
+    here = this_machine()
+    # By id, a ring: watcher -> elsewhere -> sibling -> watcher. The sibling's ring watcher
+    # is of another machine; the watcher is of the sibling's.
+    watcher = await _register(store, here, os.getpid())
+    elsewhere = await _register(store, "another-machine", 1)
+    other_process = PostgresStore(store_url, PG_BASE, store.schema)  # the sibling's process
+    await other_process.open(create=False)
+    sibling = await _register(other_process, here, absent_pid())
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        watching = asyncio.create_task(store.worker_watch(WorkerWatchParams(watcher, 60)))
+        await _until_waited_on(admin, store, sorted([elsewhere, sibling]))
+        await other_process.close()  # its sessions end, its row stays: as when it is SIGKILLed
+        assert await asyncio.wait_for(watching, WOKEN_WITHIN_S) is True
+        # Judged at its first look, so by its pid: one whose grace is due needs a second look.
+        await store.run_rescue_many(RunRescueParams())
+        assert sibling not in {w.id for w in await store.worker_list()}
+    finally:
+        await admin.close()
+        await other_process.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_no_second_waiter_where_the_ring_watches_the_sibling_or_there_is_none(
+        store: PostgresStore) -> None:
+    assert isinstance(store, PostgresStore)
+    # The ring's next of `first` is its sibling; `alone` has none (its ring's next: `first`).
+    first = await _register(store, "machine-a", 1)
+    second = await _register(store, "machine-a", 2)
+    alone = await _register(store, "machine-b", 3)
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        waited_on: list[int] = []
+        for watcher, ring_next in ((first, second), (alone, first)):
+            watching = asyncio.create_task(store.worker_watch(WorkerWatchParams(watcher, 2.5 * RETARGET_S)))
+            waited_on = sorted([*waited_on, ring_next])  # the watch before goes on
+            await _until_waited_on(admin, store, waited_on)
+            # Past a retarget, never a second waiter (a look between two waits sees fewer).
+            deadline = time.monotonic() + 1.5 * RETARGET_S
+            while time.monotonic() < deadline:
+                assert Counter(await _waited_on(admin, store)) <= Counter(waited_on)
+                await asyncio.sleep(0.02)
+            assert await watching is False
+    finally:
+        await admin.close()
 
 
 class RacedWaiter:
@@ -55,7 +137,7 @@ async def test_a_lock_granted_as_the_waiters_timeout_fires_is_let_go_and_wakes_t
     async def connect() -> Any:
         return session
 
-    watch = Watch(connect, NAMESPACE, ())
+    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
     watch.start(1)
     try:
         assert await watch.wait(5) is True

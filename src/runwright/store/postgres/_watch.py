@@ -9,6 +9,15 @@ worker is watched by one other at the cost of one session a worker. The
 rescuer's poll stays for what a ring misses (two neighbours dying at once, a worker that
 joined after the waiter chose).
 
+The ring's watcher of a worker is often of another machine (`runwright worker -p 2` on two
+machines registers in any order), and one of another machine cannot judge a dead worker by
+its pid: it gives it the grace (see .._liveness). So a worker whose machine (its host, as
+`this_machine` wrote it) runs others also watches the next of them after itself (by id,
+wrapping round), unless its ring waiter already does: every worker with a sibling is then
+watched by a sibling, which judges it by its pid and takes a real death over at once. That
+second waiter has a session of its own only while there is such a sibling to watch; a
+worker alone on its machine never opens one.
+
 The waiter takes the lock and lets it go in the same statement: a worker taking its mark
 again after a blip finds it busy for no longer than that statement, and tries again (its
 retake tries every 50 ms). Its wait is bounded by `lock_timeout` (RETARGET_S), after which
@@ -29,22 +38,33 @@ import asyncpg
 
 from ...core._waiting import halt, wait_set
 
-__all__ = ["RELEASE_IF_HELD", "RETARGET_S", "Watch"]
+__all__ = ["NEXT_MARKS", "RELEASE_IF_HELD", "RETARGET_S", "Watch"]
 
 log = logging.getLogger("runwright.store.postgres")
 
 RETARGET_S = 1.0  # how long one wait lasts before the waiter chooses its worker again
 BACKOFF_MAX_S = 1.0
-# The next live mark after `$2` in id order, else the first (a ring). The key's first half
-# is this schema's namespace; pg_locks spans every database, hence the filter.
-NEXT_MARK = """
-SELECT objid::bigint FROM pg_locks
-WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted
-  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND objid::bigint > 0 AND objid::bigint <> $2
-ORDER BY objid::bigint < $2, objid::bigint
-LIMIT 1
+# Two targets for the waiters of worker `$2`: the ring's, the next live mark after `$2` in
+# id order, else the first; and the sibling's, the next live mark after `$2` (the same way
+# round) of a worker that wrote `$2`'s host, unless that is the ring's already (NULL then).
+# The key's first half is this schema's namespace; pg_locks spans every database, hence
+# the filter. The store names the workers table in its schema (`PostgresStore._sql`).
+NEXT_MARKS = """
+WITH live AS (
+  SELECT objid::bigint AS id FROM pg_locks
+  WHERE locktype = 'advisory' AND classid = $1::oid AND objsubid = 2 AND granted
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND objid::bigint > 0 AND objid::bigint <> $2
+), ring AS (
+  SELECT id FROM live ORDER BY id < $2, id LIMIT 1
+), sibling AS (
+  SELECT live.id FROM live JOIN workers w ON w.id = live.id
+  WHERE w.host = (SELECT host FROM workers WHERE id = $2)
+  ORDER BY live.id < $2, live.id LIMIT 1
+)
+SELECT (SELECT id FROM ring), NULLIF((SELECT id FROM sibling), (SELECT id FROM ring))
 """
+RING, SIBLING = 0, 1  # which of NEXT_MARKS's targets a waiter waits on
 # Granted only once the holder's session has ended; released at once.
 WAIT_RELEASE = "SELECT pg_advisory_lock($1, $2), pg_advisory_unlock($1, $2)"
 # After a lock_timeout: the lock if this session holds it after all (granted as the timeout
@@ -60,24 +80,35 @@ class Watch:
     """One process's waiter: `wait()` returns when a watched mark was released."""
 
     def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], namespace: int,
-                 transient: tuple[type[BaseException], ...]) -> None:
+                 transient: tuple[type[BaseException], ...], next_marks: str) -> None:
         self._connect = connect
         self._namespace = namespace
+        self._next_marks = next_marks  # NEXT_MARKS, its tables named in the store's schema
         self._unreachable: tuple[type[BaseException], ...] = (TimeoutError, *transient)
         self._released = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._sibling: asyncio.Task[None] | None = None  # while a sibling is to be watched
         self.wakes = 0  # marks seen released, for an operator's (and a test's) eyes
 
     def start(self, watcher: int) -> None:
         """Watch, from now on, the next live worker after `watcher` (the worker whose
-        rescuer waits here)."""
+        rescuer waits here), and the next of its own machine."""
         if self._task is not None and not self._task.done():
             return
         if self._task is not None and not self._task.cancelled() and self._task.exception():
             # Not the database (that is waited out inside): said loudly, then watched again.
             log.error("mark watch of worker %s failed; watching again", watcher,
                       exc_info=self._task.exception())
-        self._task = asyncio.get_running_loop().create_task(self._run(watcher), name="mark-watch")
+        self._task = asyncio.get_running_loop().create_task(self._run(watcher, RING), name="mark-watch")
+
+    def _start_sibling(self, watcher: int) -> None:
+        if self._task is None or (self._sibling is not None and not self._sibling.done()):
+            return  # closed (a ring task that outlived its cancel), or watching already
+        if self._sibling is not None and not self._sibling.cancelled() and self._sibling.exception():
+            log.error("sibling mark watch of worker %s failed; watching again", watcher,
+                      exc_info=self._sibling.exception())
+        self._sibling = asyncio.get_running_loop().create_task(self._run(watcher, SIBLING),
+                                                               name="mark-watch-sibling")
 
     async def wait(self, timeout_s: float) -> bool:
         """Until a watched mark is released (True) or `timeout_s` passes (False)."""
@@ -86,11 +117,12 @@ class Watch:
         return woken
 
     async def close(self) -> None:
-        if self._task is not None:
-            await halt(self._task)
-            self._task = None
+        tasks = [task for task in (self._task, self._sibling) if task is not None]
+        self._task = self._sibling = None
+        if tasks:
+            await halt(*tasks)
 
-    async def _run(self, watcher: int) -> None:
+    async def _run(self, watcher: int, which: int) -> None:
         backoff_s = 0.05
         while True:
             conn: asyncpg.Connection | None = None
@@ -98,7 +130,8 @@ class Watch:
                 conn = await self._connect()
                 await conn.execute(f"SET lock_timeout = '{int(RETARGET_S * 1000)}ms'")
                 backoff_s = 0.05
-                await self._watch(conn, watcher)
+                if not await self._watch(conn, watcher, which):
+                    return  # no sibling to watch (any more): its session goes with it
             except (*self._unreachable, asyncpg.PostgresError) as exc:  # the database or our session is away
                 log.info("mark watch: session lost (%s); taking one again", exc)
             finally:
@@ -107,11 +140,18 @@ class Watch:
             await asyncio.sleep(backoff_s)
             backoff_s = min(BACKOFF_MAX_S, backoff_s * 2)
 
-    async def _watch(self, conn: asyncpg.Connection, watcher: int) -> None:
+    async def _watch(self, conn: asyncpg.Connection, watcher: int, which: int) -> bool:
+        """Wait on `which` target, chosen again after each release and every RETARGET_S;
+        False when the sibling's waiter has none (the ring's waits for one)."""
         while True:
-            target = await conn.fetchval(NEXT_MARK, self._namespace, watcher)
-            if target is None:  # no other live worker: nothing to watch yet
-                await asyncio.sleep(RETARGET_S)
+            targets = await conn.fetchrow(self._next_marks, self._namespace, watcher)
+            target = targets[which]
+            if which == RING and targets[SIBLING] is not None:
+                self._start_sibling(watcher)
+            if target is None:
+                if which == SIBLING:
+                    return False
+                await asyncio.sleep(RETARGET_S)  # no other live worker: nothing to watch yet
                 continue
             try:
                 await conn.execute(WAIT_RELEASE, self._namespace, int(target))

@@ -9,7 +9,7 @@ from ..sql._columns import worker_row
 from ..sql._workers import SqlWorkers
 from ._base import SCHEMA_KEY, TRANSIENT, PostgresBase
 from ._marks import close_quietly
-from ._watch import Watch
+from ._watch import NEXT_MARKS, Watch
 
 __all__ = ["PostgresWorkers"]
 
@@ -59,12 +59,14 @@ class PostgresWorkers(SqlWorkers, PostgresBase):
         return bool(status == "UPDATE 1")
 
     async def worker_watch(self, params: WorkerWatchParams) -> bool:
-        """Woken the moment the session of the worker this one watches ends (see
-        _watch.py), or when a missing mark's grace ends, else after `timeout_s`."""
+        """Woken the moment the session of a worker this one watches ends (the next in
+        the ring, the next of its own machine: see _watch.py), or when a missing mark's
+        grace ends, else after `timeout_s`."""
         watch = self._watches.get(params.worker_id)
         if watch is None:
             await self._drop_watches()
-            watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT)
+            watch = self._watches[params.worker_id] = Watch(self._connect, self.lock_namespace, TRANSIENT,
+                                                            self._sql(NEXT_MARKS))
         watch.start(params.worker_id)
         grace_left_s = self._unmarked.next_look_in(self.clock.now())
         if grace_left_s is not None and grace_left_s < params.timeout_s:
