@@ -165,3 +165,61 @@ async def test_release_if_held_lets_go_of_this_sessions_lock_only(store: Postgre
     finally:
         await waiter.close()
         await holder.close()
+
+
+class Waiter:
+    """A waiter's session that chooses `targets` (the ring's, the sibling's) and waits on
+    whichever it is given until the test ends; `waited` says on which."""
+
+    def __init__(self, targets: tuple[int | None, int | None]) -> None:
+        self.targets = targets
+        self.waited: list[int] = []
+        self.ended = False
+
+    async def execute(self, query: str, *args: Any) -> None:
+        if not query.startswith("SET"):
+            self.waited.append(args[1])
+            await asyncio.Event().wait()  # held all along
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        return self.targets
+
+    def terminate(self) -> None:
+        self.ended = True
+
+
+async def _until(check: Any) -> None:
+    for _ in range(200):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never")
+
+
+async def test_the_siblings_waiter_waits_unless_the_rings_waits_for_that_mark_already() -> None:
+    # The ring's waiter waits for 3; meanwhile the next of the ring became 2, the sibling.
+    # Until the ring's waiter moves, only the sibling's waits for 2.
+    ring, sibling = Waiter((3, 2)), Waiter((2, 2))
+    sessions = iter([ring, sibling])
+
+    async def connect() -> Any:
+        return next(sessions)
+
+    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
+    watch.start(1)
+    try:
+        await _until(lambda: ring.waited == [3] and sibling.waited == [2])
+    finally:
+        await watch.close()
+    # Where the ring's waiter waits for the sibling, the sibling's has none: its session goes.
+    ring, sibling = Waiter((2, 2)), Waiter((2, 2))
+    sessions = iter([ring, sibling])
+    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
+    watch.start(1)
+    try:
+        await _until(lambda: ring.waited == [2])
+        watch._start_sibling(1)  # as if started while the ring's waited for another
+        await _until(lambda: sibling.ended)
+        assert sibling.waited == []
+    finally:
+        await watch.close()

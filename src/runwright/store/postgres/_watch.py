@@ -46,7 +46,7 @@ RETARGET_S = 1.0  # how long one wait lasts before the waiter chooses its worker
 BACKOFF_MAX_S = 1.0
 # Two targets for the waiters of worker `$2`: the ring's, the next live mark after `$2` in
 # id order, else the first; and the sibling's, the next live mark after `$2` (the same way
-# round) of a worker that wrote `$2`'s host, unless that is the ring's already (NULL then).
+# round) of a worker that wrote `$2`'s host (waited for only where the ring's waiter does not).
 # The key's first half is this schema's namespace; pg_locks spans every database, hence
 # the filter. The store names the workers table in its schema (`PostgresStore._sql`).
 NEXT_MARKS = """
@@ -62,7 +62,7 @@ WITH live AS (
   WHERE w.host = (SELECT host FROM workers WHERE id = $2)
   ORDER BY live.id < $2, live.id LIMIT 1
 )
-SELECT (SELECT id FROM ring), NULLIF((SELECT id FROM sibling), (SELECT id FROM ring))
+SELECT (SELECT id FROM ring), (SELECT id FROM sibling)
 """
 RING, SIBLING = 0, 1  # which of NEXT_MARKS's targets a waiter waits on
 # Granted only once the holder's session has ended; released at once.
@@ -88,6 +88,7 @@ class Watch:
         self._released = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sibling: asyncio.Task[None] | None = None  # while a sibling is to be watched
+        self._ring_on: int | None = None  # the mark the ring's waiter waits for now
         self.wakes = 0  # marks seen released, for an operator's (and a test's) eyes
 
     def start(self, watcher: int) -> None:
@@ -135,6 +136,8 @@ class Watch:
             except (*self._unreachable, asyncpg.PostgresError) as exc:  # the database or our session is away
                 log.info("mark watch: session lost (%s); taking one again", exc)
             finally:
+                if which == RING:
+                    self._ring_on = None
                 if conn is not None:
                     conn.terminate()
             await asyncio.sleep(backoff_s)
@@ -144,10 +147,13 @@ class Watch:
         """Wait on `which` target, chosen again after each release and every RETARGET_S;
         False when the sibling's waiter has none (the ring's waits for one)."""
         while True:
-            targets = await conn.fetchrow(self._next_marks, self._namespace, watcher)
-            target = targets[which]
-            if which == RING and targets[SIBLING] is not None:
-                self._start_sibling(watcher)
+            ring, sibling = await conn.fetchrow(self._next_marks, self._namespace, watcher)
+            if which == RING:
+                target = self._ring_on = ring
+                if sibling is not None and sibling != ring:
+                    self._start_sibling(watcher)
+            else:  # the ring's waiter waits for it already, or is about to: none of our own
+                target = None if sibling == self._ring_on else sibling
             if target is None:
                 if which == SIBLING:
                     return False
