@@ -223,3 +223,46 @@ async def test_the_siblings_waiter_waits_unless_the_rings_waits_for_that_mark_al
         assert sibling.waited == []
     finally:
         await watch.close()
+
+
+class Moving:
+    """A waiter's session whose watched mark is gone when it chooses again: worker 2's, then
+    worker 3's (its lock_timeout fired with nothing granted: 2 dropped between two waits)."""
+
+    def __init__(self) -> None:
+        self.targets = iter([(2, None), (3, None)])
+        self.waited: list[int] = []
+
+    async def execute(self, query: str, *args: Any) -> None:
+        if query.startswith("SET"):
+            return
+        self.waited.append(args[1])
+        if len(self.waited) == 1:
+            await asyncio.sleep(0.01)
+            raise asyncpg.LockNotAvailableError("canceling statement due to lock timeout")
+        await asyncio.Event().wait()
+
+    async def fetchval(self, query: str, *args: Any) -> Any:
+        return None  # RELEASE_IF_HELD: nothing held
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        return next(self.targets)
+
+    def terminate(self) -> None:
+        pass
+
+
+async def test_a_mark_gone_between_two_waits_wakes_the_rescuer() -> None:
+    session = Moving()
+
+    async def connect() -> Any:
+        return session
+
+    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
+    watch.start(1)
+    try:
+        assert await watch.wait(5) is True
+        assert session.waited[0] == 2 and watch.wakes == 0  # a look, not a release seen
+        await _until(lambda: session.waited == [2, 3])
+    finally:
+        await watch.close()

@@ -21,11 +21,14 @@ worker alone on its machine never opens one.
 The waiter takes the lock and lets it go in the same statement: a worker taking its mark
 again after a blip finds it busy for no longer than that statement, and tries again (its
 retake tries every 50 ms). Its wait is bounded by `lock_timeout` (RETARGET_S), after which
-it chooses again, so a worker that joined meanwhile is watched too. A lock granted just as
-that timeout fires is the waiter's all the same: PostgreSQL raises the timeout and keeps
-the grant (LockErrorCleanup), and a session lock outlives the error. Kept, it made the
-dead worker look alive for as long as the waiter's session lived (its runs waited for
-their lease, its row stayed), so the waiter lets it go and counts it a wake.
+it chooses again, so a worker that joined meanwhile is watched too; a waiter whose mark is
+no longer the one to wait for when it chooses again wakes its rescuer once more (the mark
+may have dropped between two waits, or been held for an instant by another waiter as the
+rescuer looked after the release). A lock granted just as that timeout fires is the
+waiter's all the same: PostgreSQL raises the timeout and keeps the grant
+(LockErrorCleanup), and a session lock outlives the error. Kept, it made the dead worker
+look alive for as long as the waiter's session lived (its runs waited for their lease, its
+row stayed), so the waiter lets it go and counts it a wake.
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ class Watch:
     async def _watch(self, conn: asyncpg.Connection, watcher: int, which: int) -> bool:
         """Wait on `which` target, chosen again after each release and every RETARGET_S;
         False when the sibling's waiter has none (the ring's waits for one)."""
+        watched: int | None = None  # the mark this waiter waited for last
         while True:
             ring, sibling = await conn.fetchrow(self._next_marks, self._namespace, watcher)
             if which == RING:
@@ -154,6 +158,12 @@ class Watch:
                     self._start_sibling(watcher)
             else:  # the ring's waiter waits for it already, or is about to: none of our own
                 target = None if sibling == self._ring_on else sibling
+            if watched is not None and target != watched:
+                # The mark waited for last is not the one to wait for now: it may have
+                # dropped between two waits, or been released as the rescuer looked while
+                # another waiter held it for an instant (the look saw it held): look again.
+                self._released.set()
+            watched = target
             if target is None:
                 if which == SIBLING:
                     return False
