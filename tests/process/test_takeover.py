@@ -78,6 +78,9 @@ async def held_by_a_worker_process(app: rw.App, fleet: WorkerFleet, tag: str) ->
     handle = await app.submit(apps.hold, tag=tag)
     run = await wait_until(lambda: running_on(app, handle), "the run runs on the worker process")
     assert await owner_pid(app, run) == victim.pid
+    # Claimed is not begun: a worker killed before its function's first start leaves that
+    # start to the survivor, which then holds instead of ending at once (apps.first_start).
+    await wait_until(lambda: (fleet.ledger / f"started-{run.id}").exists(), "its first start has begun")
     return run, victim.pid
 
 
