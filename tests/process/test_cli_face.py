@@ -477,3 +477,17 @@ def test_import_and_help_load_no_model_sdk_and_no_web_stack(program: list[str]) 
     assert "runwright" in loaded
     assert sorted(name for name in loaded if name.split(".")[0] in HEAVY) == []
     assert not any(name.startswith("runwright.server") for name in loaded)
+
+
+def test_serve_refuses_to_start_with_a_task_whose_hints_cannot_be_checked(tmp_path: Path) -> None:
+    """One line and exit 2 at the start, never a 500 at the task's first submission."""
+    (tmp_path / "badhints.py").write_text(
+        "from __future__ import annotations\nimport runwright as rw\napp = rw.App('sqlite:///./x.db')\n\n"
+        "@app.task\nasync def never(ctx: rw.Context, item: NoSuchType) -> None:\n    return None\n")
+    refused = runwright("serve", "badhints:app", "--port", "0", cwd=tmp_path, env={"RUNWRIGHT_AUTH": "off"},
+                        timeout_s=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines() == [
+        "error: ConfigError: task 'never': the type hint of argument 'item' ('NoSuchType') cannot be "
+        "resolved: name 'NoSuchType' is not defined; define what it names at the top level of the module "
+        "'badhints'"]

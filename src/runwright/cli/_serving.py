@@ -25,7 +25,9 @@ __all__ = ["serve_app"]
 
 def serve_app(app: App, auth: Auth, host: str, port: int) -> None:
     """Serve `app` over HTTP on host:port until SIGINT/SIGTERM."""
-    config = uvicorn.Config(create_server(app, auth), host=host, port=port, log_level="warning",
+    with clear_errors():  # a task whose hints cannot be checked: one line, exit 2
+        api = create_server(app, auth)
+    config = uvicorn.Config(api, host=host, port=port, log_level="warning",
                             timeout_graceful_shutdown=int(DRAIN_S))
 
     async def go() -> None:
