@@ -94,12 +94,7 @@ class ApartWorkers(Workers):
                     os.kill(command, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        self.procs.remove(proc)
+        self.reap(proc, grace_s)
 
 
 def host_pid(machine: str, pid: int) -> int:

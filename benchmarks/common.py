@@ -130,11 +130,15 @@ class Workers:
         """SIGTERM (the worker drains and deregisters), SIGKILL if it does not exit."""
         if proc.poll() is None:
             proc.terminate()
-            try:
-                proc.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        self.reap(proc, grace_s)
+
+    def reap(self, proc: subprocess.Popen[bytes], grace_s: float) -> None:
+        """Wait `grace_s` for a stopping `proc` to exit, SIGKILL it if it does not; forget it."""
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         self.procs.remove(proc)
 
     def stop_all(self) -> None:
@@ -314,16 +318,19 @@ class Count:
 
 def parse_benchmark_args(doc: str, counts: Sequence[Count],
                          extra: Sequence[tuple[str, str, str]] = (),
-                         backends: bool = True) -> argparse.Namespace:
+                         backends: bool = True,
+                         default_backends: Sequence[str] = BACKENDS) -> argparse.Namespace:
     """The command line of a benchmark: --backends (unless `backends` is False: a
     benchmark of PostgreSQL alone), its own `counts`, its `extra` text options (flag,
     default, help), --pg-url. Its description is the first paragraph of the benchmark's
-    docstring (the rest is for readers of the code)."""
+    docstring (the rest is for readers of the code). `default_backends`: those --backends
+    names when not given."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     if backends:
-        parser.add_argument("--backends", default=",".join(BACKENDS),
-                            help="comma-separated: sqlite, postgres, redis (default all three)")
+        named = ",".join(default_backends)
+        parser.add_argument("--backends", default=named,
+                            help=f"comma-separated: sqlite, postgres, redis (default {named})")
     for count in counts:
         parser.add_argument(count.flag, type=int, default=count.default, help=count.help)
     for flag, default, text in extra:

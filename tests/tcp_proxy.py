@@ -1,5 +1,7 @@
 """A TCP forwarder on loopback that a test can close and open again: a store made
-unreachable for real (connections reset, the port refusing), then back on the same port."""
+unreachable for real (connections reset, the port refusing), then back on the same port;
+and one that holds what the client sends for `outbound_delay_s` (a request slowed on its
+way out, as a loaded machine slows it)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ class TcpProxy:
         self.port = free_port()  # kept across close and open (see tests/ports.py)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self.outbound_delay_s = 0.0  # read at each chunk: a test changes it on a live connection
 
     async def open(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port, reuse_address=True)
@@ -43,11 +46,14 @@ class TcpProxy:
             up_writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        await asyncio.gather(self._pipe(reader, up_writer, outbound=True), self._pipe(up_reader, writer))
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    outbound: bool = False) -> None:
         try:
             while data := await reader.read(65536):
+                if outbound and self.outbound_delay_s:
+                    await asyncio.sleep(self.outbound_delay_s)
                 writer.write(data)
                 await writer.drain()
         except (ConnectionError, OSError):

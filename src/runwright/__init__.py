@@ -4,10 +4,16 @@ from .agents import ModelError, ModelUnavailable, Price, ToolSpec
 from .app import App, Call, TenantView
 from .client._following import TokenText
 from .client._handles import RunHandle
+from .client._signals import PatchReport, RunView
 from .client._threads import ThreadCursor, ThreadHandle, ThreadInfo
+from .client._why import Waiting
+from .core._events import EventPublished
 from .core._journal import Event, StepRecord, ThreadEvent
+from .core._payloads import Codecs
 from .core._questions import Question
+from .core._signals import Signal
 from .engine._context import ChildRun, Context
+from .engine._transactions import transactional
 from .engine._worker import Worker, WorkerConfig, WorkerCrashed
 from .errors import (
     AlreadyAnswered,
@@ -15,6 +21,7 @@ from .errors import (
     BudgetExceeded,
     ChildFailed,
     ConfigError,
+    DeploymentMoved,
     FinalError,
     InvalidInput,
     InvalidTime,
@@ -24,18 +31,22 @@ from .errors import (
     NonDeterminismError,
     OutcomeUnknown,
     PayloadTooLarge,
+    PayloadUnreadable,
     QuestionNotFound,
     RunCancelled,
     RunEnded,
     RunExpired,
     RunFailed,
     RunNotFound,
+    RunNotPaused,
     RunNotRetryable,
     RunWaitTimeout,
     RunwrightError,
     ScheduleNotFound,
     SchemaError,
     SerializationError,
+    SignalsFull,
+    SingletonTaken,
     StepFailed,
     StoreError,
     StoreUnreachable,
@@ -43,10 +54,27 @@ from .errors import (
     ThreadBusy,
     ThreadDeleted,
     ThreadNotFound,
+    TransactionsUnsupported,
     UnknownTask,
+    UpdateTimeout,
 )
-from .runs import CRITICAL, HIGH, LOW, NORMAL, RETRYABLE_STATES, TERMINAL_STATES, TRANSITIONS, Run, RunState
+from .runs import (
+    CRITICAL,
+    HIGH,
+    LOW,
+    NORMAL,
+    RETRYABLE_STATES,
+    TERMINAL_STATES,
+    TRANSITIONS,
+    Run,
+    RunState,
+    WaitReason,
+)
 from .tasks._budget import Budget
+from .tasks._concurrency import Limit
+from .tasks._fair import Fair
+from .tasks._flow import Batch, Debounce, Singleton, Throttle
+from .tasks._rates import Rate
 from .tasks._retry import Backoff, RetryPolicy
 from .tasks._specs import TaskSpec
 
@@ -64,28 +92,38 @@ __all__ = [
     "App",
     "Backoff",
     "BadArguments",
+    "Batch",
     "Budget",
     "BudgetExceeded",
     "Call",
     "ChildFailed",
     "ChildRun",
+    "Codecs",
     "ConfigError",
     "Context",
+    "Debounce",
+    "DeploymentMoved",
     "Event",
+    "EventPublished",
+    "Fair",
     "FinalError",
     "InvalidInput",
     "InvalidTime",
     "InvalidTransition",
     "KeyConflict",
     "LeaseLost",
+    "Limit",
     "ModelError",
     "ModelUnavailable",
     "NonDeterminismError",
     "OutcomeUnknown",
+    "PatchReport",
     "PayloadTooLarge",
+    "PayloadUnreadable",
     "Price",
     "Question",
     "QuestionNotFound",
+    "Rate",
     "RetryPolicy",
     "Run",
     "RunCancelled",
@@ -94,13 +132,19 @@ __all__ = [
     "RunFailed",
     "RunHandle",
     "RunNotFound",
+    "RunNotPaused",
     "RunNotRetryable",
     "RunState",
+    "RunView",
     "RunWaitTimeout",
     "RunwrightError",
     "ScheduleNotFound",
     "SchemaError",
     "SerializationError",
+    "Signal",
+    "SignalsFull",
+    "Singleton",
+    "SingletonTaken",
     "StepFailed",
     "StepRecord",
     "StoreError",
@@ -115,10 +159,16 @@ __all__ = [
     "ThreadHandle",
     "ThreadInfo",
     "ThreadNotFound",
+    "Throttle",
     "TokenText",
     "ToolSpec",
+    "TransactionsUnsupported",
     "UnknownTask",
+    "UpdateTimeout",
+    "WaitReason",
+    "Waiting",
     "Worker",
     "WorkerConfig",
     "WorkerCrashed",
+    "transactional",
 ]

@@ -23,6 +23,7 @@ from .client._scope import Call, RunScope, TenantView
 from .client._threads import Threads
 from .core import _inputs as inputs
 from .core._clock import Clock, StoreClock
+from .core._payloads import Codecs, install_keys
 from .core._schedules import Schedule
 from .core._versions import DEFAULT_VERSION, check_version, major_of
 from .engine._runtime import Runtime
@@ -30,6 +31,10 @@ from .errors import ConfigError
 from .fleet import Fleet, FleetSettings
 from .jobs import register_builtin_jobs
 from .store import Store, store_from_url
+from .store._fair_rules import weights_set
+from .store._params import LimitSetParams, LimitUse
+from .tasks._concurrency import check_limit_max, check_limit_target
+from .tasks._fair import check_weight, weight_target
 from .tasks._limits import Limits
 from .tasks._registry import Registry
 from .tasks._serde import DEFAULT_MAX_PAYLOAD_BYTES
@@ -38,7 +43,7 @@ from .verify._hooks import register as register_verify
 
 if TYPE_CHECKING:
     from .agents._models import Model
-    from .agents._tools import ToolSpec
+    from .agents._tools import Toolset, ToolSpec
     from .engine._worker import Worker
     from .fleet import Member
 
@@ -56,14 +61,24 @@ class App(RunScope):
     --fleet` runs on the app's workers, are registered unless `builtin_jobs=False`.
     `clock` defaults to the store's. `version` is the app's semantic version (defaults to
     "0.0.0"); its major names the fleet its processes join: two majors are two fleets.
+    `codecs` (`rw.Codecs`) compresses and encrypts payloads (arguments, results, step
+    results, event data) as they are stored; defaults to RUNWRIGHT_PAYLOAD_* (see
+    `Codecs.from_env`), else none: payloads stay plain JSON.
     """
 
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, builtin_jobs: bool = True,
-                 clock: Clock | None = None, version: str = DEFAULT_VERSION) -> None:
+                 clock: Clock | None = None, version: str = DEFAULT_VERSION,
+                 codecs: Codecs | None = None) -> None:
         self.version = check_version(version)
+        if codecs is not None and not isinstance(codecs, Codecs):
+            raise ConfigError(f"codecs is a runwright.Codecs, got {type(codecs).__name__}")
+        self.codecs = codecs if codecs is not None else Codecs.from_env()
+        # Every process opens what any other sealed: the keys go to the process's keyring.
+        install_keys(self.codecs)
         self.store: Store = store_from_url(url)
         self.url = self.store.url
+        self.url_from_env = url is None  # RUNWRIGHT_URL (a command's --url), else the default
         self.auto_migrate = auto_migrate
         self.registry = Registry(self.version)
         # `@app.task` / `@app.task(retries=5, ...)` and `@app.tool`: the registry's own,
@@ -71,7 +86,7 @@ class App(RunScope):
         self.task = self.registry.task
         self.tool = self.registry.tool
         self.runtime = Runtime(self.registry, self.store, clock or self.store.clock,
-                               Limits(max_payload_bytes))
+                               Limits(max_payload_bytes, codecs=_sealing(self.codecs)))
         follower = Follower(self.store)
         super().__init__(self.runtime, follower, Threads(self.store, follower), self.open, tenant=None)
         self._schedules = Schedules(self.registry, self.store, self.runtime.clock, self.runtime.limits)
@@ -86,6 +101,7 @@ class App(RunScope):
         # Verify's fleet ops in every App, its workload with the built-in jobs: through the
         # hooks a user has, so the engine and the fleet know nothing of it.
         register_verify(self.registry, self.fleet, workload=builtin_jobs)
+        self.registry.built_in = frozenset(self.registry.tasks)
 
     def __repr__(self) -> str:
         return f"<App {self.url} tasks={sorted(self.tasks)}>"
@@ -109,13 +125,14 @@ class App(RunScope):
     def max_payload_bytes(self) -> int:
         return self.runtime.limits.max_payload_bytes
 
-    def agent(self, name: str, *, model: str | Model, tools: Sequence[ToolSpec | str] = (),
+    def agent(self, name: str, *, model: str | Model, tools: Sequence[ToolSpec | str | Toolset] = (),
               instructions: str = "", max_turns: int = 10, stream: bool = False,
               prices: Mapping[str, Any] | None = None, snapshot_every: int = 20,
               **task_options: Any) -> TaskSpec:
         """Register an agent: a task `name(input: str)` that loops model call -> tool calls
         -> model call, each journaled, until the model answers without tool calls or a
         bound is hit. Submit it like any task; `budget=` bounds cost, time and turns.
+        `tools` may hold an MCP server's (`runwright.integrations.mcp.MCPServer`).
         Every `snapshot_every` turns it saves its conversation, so a resume replays only
         the turns since. `model`: "provider:model", or any `agents.models.Model` (in tests,
         `runwright.testing.ScriptedModel`)."""
@@ -199,6 +216,45 @@ class App(RunScope):
 
     # -- lifecycle ------------------------------------------------------------------
 
+    # -- concurrency limits (the operator's: only the App changes them) ---------------
+
+    async def set_limit(self, target: str, max: int | None) -> None:
+        """Override the max of a concurrency limit (`rw.Limit`) or a rate (`rw.Rate`, the
+        most started in its window) live: `target` is its name (every key of it) or
+        "<name>:<key>" (one key, which wins over its name's).
+        None removes the override, and the max the runs carry applies again. Kept by the
+        store and read at each claim: it holds from the next claim, fleet-wide; runs
+        running already go on."""
+        check_limit_target(target)
+        if max is not None:
+            check_limit_max(max)
+        await self.open()
+        await self.store.limit_set(LimitSetParams(target, max))
+
+    async def set_weight(self, target: str, weight: int | None) -> None:
+        """Set the weight of a fair key (`rw.Fair`) live: `target` is a Fair's name (every
+        key of it) or "<name>:<key>" (one key, which wins over its name's); `weight` an
+        int in 1..10000 (default 1), None removes it. A key with weight 3 is served three
+        claims for one of a key with weight 1 while both have runs due. Kept by the store
+        and read at each claim: it holds from the next claim, fleet-wide."""
+        stored = weight_target(target)
+        if weight is not None:
+            check_weight(weight)
+        await self.open()
+        await self.store.limit_set(LimitSetParams(stored, weight))
+
+    async def weights(self) -> dict[str, int]:
+        """The weights of fair keys the operator set (`set_weight`), by "<name>" or
+        "<name>:<key>"; a key not listed (nor its name) has weight 1."""
+        await self.open()
+        return weights_set(await self.store.limit_overrides())
+
+    async def limits(self) -> list[LimitUse]:
+        """Every key of a concurrency limit or rate with runs running or queued under it:
+        its use (a rate's: the cost started in its window now) and the max a claim applies."""
+        await self.open()
+        return await self.store.limit_list()
+
     async def open(self) -> App:
         """Connect and check the schema (idempotent; every operation calls it)."""
         await self._connect(migrate=self.auto_migrate)
@@ -281,5 +337,18 @@ class App(RunScope):
         return Worker(self.runtime, config, connect=self.open, join_fleet=join)
 
 
+def store_url_of(url: str) -> str:
+    """The URL an App built on `url` reports (`app.url`): the same store, the same text."""
+    return store_from_url(url).url
+
+
 def _failed(opening: asyncio.Task[list[int]]) -> bool:
     return opening.done() and (opening.cancelled() or opening.exception() is not None)
+
+
+def _sealing(codecs: Codecs | None) -> Codecs | None:
+    """The codecs new payloads go through: None when they would change nothing (keys
+    given only to read), so the plain path stays the plain path."""
+    if codecs is not None and not codecs.changes_nothing:
+        return codecs
+    return None

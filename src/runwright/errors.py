@@ -2,6 +2,9 @@
 
     RunwrightError
     ├── ConfigError                 a setting that cannot work (bad URL, shape that cannot converge)
+    │   ├── TransactionsUnsupported a transactional write (step, submit, signal, publish) on Redis
+    │   └── PayloadUnreadable       a stored payload under a key id this process lacks, or its blob missing
+    ├── DeploymentMoved             the store is sealed by `runwright move`, or moved (names the target)
     ├── StoreError                  the store failed
     │   ├── StoreUnreachable        the store cannot be reached (at start: a clear exit)
     │   └── SchemaError             the schema is missing or newer than this code knows
@@ -18,16 +21,20 @@
     ├── ThreadNotFound              a thread that does not exist
     ├── ThreadBusy                  a submission with on_busy="reject" to a thread with an open run
     ├── KeyConflict                 a key that names a run submitted otherwise (its task, arguments...)
+    ├── SingletonTaken              a singleton task's key has a queued or running run (rw.Singleton)
+    ├── SignalsFull                 a signal to a run that has as many pending as it may keep
     ├── ThreadDeleted               a thread that was deleted (reading it, or submitting to it)
     ├── InvalidTransition           a state change the transition table does not allow
     │   ├── RunEnded                e.g. cancel of a run that already ended
     │   ├── RunNotRetryable         a manual retry of a run that is not dead or failed
+    │   ├── RunNotPaused            a resume of a run that is not paused
     │   └── AlreadyAnswered         a second, different answer to a question
     ├── LeaseLost                   a fenced write refused: another owner superseded this one
     ├── TaskTimeout                 raised inside a run that passed its timeout (a TimeoutError)
     ├── ModelUnavailable            agents.models: a provider kept failing through every retry of a call
     ├── WebhookRetryable            jobs.webhook: a failure a later attempt may not meet (5xx, 429)
     ├── RunWaitTimeout              raised by result(timeout_s=): the run did not end in time, and why
+    ├── UpdateTimeout               raised by update(timeout_s=): no reply in time (withdrawn, or applying)
     ├── RunFailed                   raised by result(): the run ended failed or dead
     │   ├── RunCancelled            raised by result(): the run was cancelled
     │   └── ChildFailed             raised in a parent awaiting a child run that did not succeed
@@ -38,12 +45,15 @@
         ├── BudgetExceeded          a run's budget ran out (cost, deadline, turns)
         ├── ModelError              agents.models: the provider refused the request (a 4xx but 429)
         ├── ScriptExhausted         testing: an agent asked a ScriptedModel for more replies than scripted
-        └── WebhookRefused          jobs.webhook: a call that must not be made, or a final answer
+        ├── WebhookRefused          jobs.webhook: a call that must not be made, or a final answer
+        └── AgentRunError           integrations.openai_agents: the SDK ended a run with its own error
+            └── GuardrailTripped    integrations.openai_agents: an input or output guardrail tripped
 
-The errors of `agents.models`, `jobs.webhook` and `testing` live beside the code that raises them;
-they are drawn here so that the tree is whole. Not drawn, on purpose: the control-flow
-signals of `parking` (BaseException, never errors) and `crashpoints.CrashPointReached`,
-which stands for an unexpected failure and so must not look like one of runwright's own.
+The errors of `agents.models`, `jobs.webhook`, `testing` and `integrations.openai_agents` live
+beside the code that raises them; they are drawn here so that the tree is whole. Not drawn,
+on purpose: the control-flow signals of `parking` (BaseException, never errors) and
+`crashpoints.CrashPointReached`, which stands for an unexpected failure and so must not look
+like one of runwright's own.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ __all__ = [
     "BudgetExceeded",
     "ChildFailed",
     "ConfigError",
+    "DeploymentMoved",
     "FinalError",
     "InvalidInput",
     "InvalidTime",
@@ -65,26 +76,32 @@ __all__ = [
     "NonDeterminismError",
     "OutcomeUnknown",
     "PayloadTooLarge",
+    "PayloadUnreadable",
     "QuestionNotFound",
     "RunCancelled",
     "RunEnded",
     "RunExpired",
     "RunFailed",
     "RunNotFound",
+    "RunNotPaused",
     "RunNotRetryable",
     "RunWaitTimeout",
     "RunwrightError",
     "ScheduleNotFound",
     "SchemaError",
     "SerializationError",
+    "SignalsFull",
+    "SingletonTaken",
     "StepFailed",
     "StoreError",
     "StoreUnreachable",
     "TaskTimeout",
+    "TransactionsUnsupported",
     "ThreadBusy",
     "ThreadDeleted",
     "ThreadNotFound",
     "UnknownTask",
+    "UpdateTimeout",
 ]
 
 
@@ -94,6 +111,38 @@ class RunwrightError(Exception):
 
 class ConfigError(RunwrightError):
     """A setting that cannot work; the message names the setting to fix."""
+
+
+class TransactionsUnsupported(ConfigError):
+    """A transactional step, submission, signal or publish asked of a store that keeps no
+    SQL transaction (Redis): the message says what to use instead. Final: no retry can help."""
+
+
+class PayloadUnreadable(ConfigError):
+    """A stored payload (arguments, a result, a step's result, an event's data) this process
+    cannot decode: encrypted under a key id it was not given (`key_id` names it), or not
+    opened by its key of that id. Add the key to the App's `Codecs` or RUNWRIGHT_PAYLOAD_KEYS.
+    Or offloaded to a blob store (`Codecs(blobs=...)`) and its blob is not there (`blob`
+    names it): deleted, or the process was given another store."""
+
+    def __init__(self, message: str, *, key_id: str | None = None, blob: str | None = None) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+        self.blob = blob
+
+
+class DeploymentMoved(RunwrightError):
+    """`runwright move` sealed this store (`state` "moving": retry in `retry_after_s`
+    seconds, on `target` once it is done), or the deployment moved to `target` ("moved":
+    this store is its tombstone and takes no write), or a move into this store is under
+    way ("receiving": `target` names the store it comes from). Not a StoreError: waiting
+    the store out cannot help, the URL must change."""
+
+    def __init__(self, message: str, *, state: str, target: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.state = state
+        self.target = target
+        self.retry_after_s = retry_after_s
 
 
 class StoreError(RunwrightError):
@@ -109,7 +158,18 @@ class SchemaError(StoreError):
 
 
 class InvalidInput(RunwrightError, ValueError):
-    """A bad input, refused before anything was written."""
+    """A bad input, refused before anything was written. `fields`: the inputs it names,
+    where that is known, each as (where, what is wrong): `where` as a submission names it
+    ("args.n", "args.order.qty"); HTTP lists them in a 422's `errors`."""
+
+    def __init__(self, *args: object, fields: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(*args)
+        self.fields = fields or []
+
+
+class SignalsFull(RunwrightError):
+    """A signal to a run that already has as many pending (sent, not yet taken) as it may
+    keep: nothing was kept; send again once the run has read some."""
 
 
 class UnknownTask(InvalidInput, LookupError):
@@ -166,6 +226,17 @@ class RunNotRetryable(InvalidTransition):
         self.state = state
 
 
+class RunNotPaused(InvalidTransition):
+    """A resume of a run that is not paused (nor asked to pause while it runs): queued and
+    not paused, or ended. Nothing was changed."""
+
+    def __init__(self, run_id: int, state: str, ended: bool) -> None:
+        where = f"already ended {state}" if ended else f"is {state} and not paused"
+        super().__init__(f"run {run_id} {where}: only a paused run can be resumed")
+        self.run_id = run_id
+        self.state = state
+
+
 class AlreadyAnswered(InvalidTransition):
     """The question was answered already, with another value (the same answer again is
     accepted: answering is idempotent)."""
@@ -205,6 +276,20 @@ class RunWaitTimeout(RunwrightError, TimeoutError):
         self.run_id = run_id
         self.timeout_s = timeout_s
         self.why = why
+
+
+class UpdateTimeout(RunwrightError, TimeoutError):
+    """`update(timeout_s=)` had no reply in time. Never half applied: `applying` False
+    when no wait had taken it, and it was withdrawn (it will never be applied); True when
+    the run had taken it already: its handler, a journaled step, completes, and its
+    result will be the run's `updated` event for update `seq`."""
+
+    def __init__(self, run_id: int, name: str, seq: int, timeout_s: float, applying: bool) -> None:
+        fate = ("the run is applying it; its result will be its `updated` event" if applying
+                else "withdrawn: it will not be applied")
+        super().__init__(f"run {run_id} did not answer update {name!r} (#{seq}) within {timeout_s:g} s: "
+                         f"{fate}")
+        self.run_id, self.name, self.seq, self.applying = run_id, name, seq, applying
 
 
 class RunCancelled(RunFailed):
@@ -259,6 +344,22 @@ class ThreadBusy(RunwrightError):
         self.run_id = run_id
 
 
+class SingletonTaken(RunwrightError):
+    """A run of a singleton task (`Singleton`, tasks._flow) was submitted while its key
+    has a queued or running run, and the task's `on_conflict` is "refuse" (or "replace",
+    and that run is already running: a running run is never replaced). `key` is the key
+    the submission made, `run_id` the run that holds it; nothing of the submission was
+    written. Submit again once that run ends, or cancel it first."""
+
+    def __init__(self, task: str, key: str, run_id: int, state: str) -> None:
+        super().__init__(f"task {task!r}: singleton key {key!r} is held by run {run_id} ({state}); "
+                         f"nothing was submitted")
+        self.task = task
+        self.key = key
+        self.run_id = run_id
+        self.state = state
+
+
 class KeyConflict(RunwrightError):
     """An idempotency key was given again for another submission: the run it names was
     submitted with another task, other arguments or other options (`differs` names
@@ -267,7 +368,8 @@ class KeyConflict(RunwrightError):
     gets the existing run as it is. `run_id` is that run. A batch (`submit_many`) in
     which items conflict raises this for its first conflicting item: `items` lists the
     index of every one, and `handles` holds the batch's runs, in order (its other items
-    were written, as one write)."""
+    were written, as one write). Raised in a task (by `ctx.submit`) and not caught, it
+    ends the run `failed` at once, as a FinalError does: no retry could change it."""
 
     def __init__(self, key: str, run_id: int, differs: list[str], detail: str, *,
                  items: list[int] | None = None, handles: list[Any] | None = None) -> None:

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .core._payloads import load
 from .errors import InvalidTransition, RunCancelled, RunEnded, RunFailed
 
 __all__ = [
@@ -14,11 +15,14 @@ __all__ = [
     "HIGH",
     "LOW",
     "NORMAL",
+    "PAUSED_RUN_AT",
     "RETRYABLE_STATES",
     "TERMINAL_STATES",
+    "STORED_WAITS",
     "TRANSITIONS",
     "Run",
     "RunState",
+    "WaitReason",
     "check_transition",
     "outcome_of",
     "sources_of",
@@ -37,6 +41,42 @@ class RunState(enum.StrEnum):
     CANCELLED = "cancelled"
     DEAD = "dead"
     INTERRUPTED = "interrupted"
+
+
+class WaitReason(enum.StrEnum):
+    """Why a queued run is not running. The first eight are recorded by the attempt that
+    gave the slot back (a park, a retry's backoff), or by a throttle at submission, and
+    hold while the run is not yet due;
+    the rest are read from the world when asked (client `_why`)."""
+
+    SLEEP = "sleep"  # a durable timer (ctx.sleep)
+    ANSWER = "answer"  # a person's answer to its question (ctx.ask)
+    SIGNAL = "signal"  # a signal it waits for (ctx.wait_signal)
+    CHILDREN = "children"  # its child runs (ctx.gather, a chain's steps)
+    RATE_LIMIT = "rate_limit"  # a model's rate limit, shared by the fleet
+    RETRY = "retry"  # the backoff after a failed attempt
+    PAUSED = "paused"  # paused (app.pause, on_exhausted="pause"): held until resumed
+    THROTTLE = "throttle"  # a throttle of its key (rw.Throttle, on_excess="delay") made it due later
+    SCHEDULED = "scheduled"  # submitted to start later (delay_s, run_at)
+    WORKER = "worker"  # no live worker serves its task on its queue
+    VERSION = "version"  # the workers that serve it do not run its app's major
+    THREAD = "thread"  # another run of its thread goes first
+    LIMIT = "limit"  # a concurrency limit of its key is full (rw.Limit)
+    RATE = "rate"  # a rate of its key has no room for it in its window now (rw.Rate)
+    SLOT = "slot"  # due and served: it waits for a free slot
+
+
+# What a store keeps on a queued run (`Run.waiting`), written by the fenced end of the
+# attempt that requeued it.
+STORED_WAITS = frozenset({WaitReason.SLEEP, WaitReason.ANSWER, WaitReason.SIGNAL, WaitReason.CHILDREN,
+                          WaitReason.RATE_LIMIT, WaitReason.RETRY, WaitReason.PAUSED,
+                          WaitReason.THROTTLE})
+
+# The due time of a paused run (queued, waiting "paused"): so far ahead (9999-12-31) that
+# no claim, due count, next-due wait or unrunnable sweep ever sees it, with no change to
+# any of them. Nothing that wakes a run (a child's end, an answer, a signal) wakes a
+# paused one; only a resume makes it due again.
+PAUSED_RUN_AT = 253402300799.0
 
 
 # The one table of allowed transitions. Every store builds its guarded UPDATEs from it
@@ -123,18 +163,44 @@ class Run:
     # The version of the app that submitted it; None: submitted before runs recorded one
     # (any worker that registers its task may run it).
     version: str | None = None
+    # What the attempt that requeued it waits on (a WaitReason of STORED_WAITS), while it
+    # is queued and not yet due; stale once it is due or claimed (read it through
+    # client `_why`, which knows).
+    waiting: str | None = None
+    # Asked to pause (app.pause of a running run): it stops at its next step boundary,
+    # and an end of its attempt that would requeue it pauses it instead.
+    pause_requested: bool = False
+    # The run this one was forked from (`RunHandle.fork`): its journal began as that
+    # run's first steps. None for a run submitted as itself.
+    forked_from: int | None = None
+    # Its concurrency limits, JSON [[name, key, max], ...] computed at submission
+    # (`tasks._concurrency`); None for a run of a task that declares none.
+    limits: str | None = None
     existed: bool = field(default=False, compare=False)  # set by an idempotent submit
+    # What the submission that returned it did, for a task with flow control (tasks._flow):
+    # "new", "replaced" (`replaced` is the queued run it cancelled), "delayed" (a throttle
+    # moved its due time), "debounced" (this queued run took the submission's arguments),
+    # "batched" (this queued run took the submission as one more item) or "dropped" (a
+    # throttle wrote nothing: this is the key's standing run). None for a run read
+    # otherwise, or of a task without flow control.
+    outcome: str | None = field(default=None, compare=False)
+    replaced: int | None = field(default=None, compare=False)
 
     @property
     def done(self) -> bool:
         return self.state in TERMINAL_STATES
 
+    @property
+    def paused(self) -> bool:
+        """Queued and held until a resume (not claimed, not woken)."""
+        return self.state is RunState.QUEUED and self.waiting == WaitReason.PAUSED
+
     def arguments(self) -> dict[str, Any]:
-        arguments: dict[str, Any] = json.loads(self.args)  # always a JSON object
+        arguments: dict[str, Any] = load(self.args)  # always a JSON object (an envelope opened)
         return arguments
 
     def value(self) -> Any:
-        return None if self.result is None else json.loads(self.result)
+        return None if self.result is None else load(self.result)
 
     def error_info(self) -> dict[str, Any] | None:
         return None if self.error is None else json.loads(self.error)

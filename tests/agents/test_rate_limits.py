@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 import runwright as rw
@@ -34,6 +37,39 @@ async def test_an_agents_model_calls_keep_the_models_rate_limit(app):
     # may be late by the SDK's first connection.)
     _, second, third = server.received_at
     assert third - second >= 0.9
+
+
+async def test_a_run_parked_by_its_models_rate_limit_is_listed_as_waiting_for_it(app):
+    """The park is the agent loop's own (no injected reason): the second model call's turn
+    is a minute away, so the run gives its slot back, and every list says why it waits."""
+    def tool_then_answer(body, index) -> Reply:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return Reply(tool_calls=[{"id": "c0", "name": "echo", "arguments": {"text": "hi"}}])
+        return Reply(content="done")
+
+    @app.tool
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    with ScriptedOpenAI(tool_then_answer) as server:
+        model = model_at(server, "scarce")
+        app.rate_limit(model.spec, requests_per_min=1)  # the second call: a minute after the first
+        app.agent("scarce", model=model, tools=["echo"])
+        async with running_worker(app):
+            handle = await app.submit("scarce", input="x")
+            async with asyncio.timeout(30):
+                async for event in handle.events():
+                    if event.kind == "parked":
+                        break
+                while (await handle.refresh()).state is not rw.RunState.QUEUED:
+                    await asyncio.sleep(0.02)
+            why = (await app.waiting([handle.run]))[handle.id]
+            listed = {run.id for run in await app.list_runs(waiting="rate_limit")}
+            await handle.cancel()
+    assert why.reason is rw.WaitReason.RATE_LIMIT and why.until is not None
+    assert why.until > time.time() + 30, why  # its turn, about a minute after the first call
+    assert handle.id in listed
 
 
 @pytest.mark.parametrize("options", [{}, {"requests_per_min": 0}, {"tokens_per_min": -5},

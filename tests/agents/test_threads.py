@@ -92,7 +92,7 @@ async def test_interrupt_keeps_started_calls_closes_the_rest_and_the_new_run_goe
             await asyncio.wait_for(entered.wait(), 30)
             new = await app.submit("researcher", input="stop, new question", thread="t", on_busy=mode)
             # The started call is still in flight; release it once its worker knows.
-            await _until(lambda: worker.signals_of(old.id).interrupt == mode)
+            await _until(lambda: worker.control_of(old.id).interrupt == mode)
             release.set()
             with pytest.raises(rw.RunFailed, match="ended interrupted"):
                 await old.result(timeout_s=30)

@@ -32,10 +32,12 @@ async def test_a_session_cookie_signs_in_once_and_guards_writes(server: str) -> 
         problem(await http.post("/session", json={"token": "alice-token", "extra": 1}), 422)
         problem(await http.get("/session"), 401)
         signed = await http.post("/session", json={"token": "alice-token"})
-        assert signed.status_code == 200 and signed.json() == {"tenant": "alice", "operator": False}
+        assert signed.status_code == 200
+        alice = {"tenant": "alice", "operator": False, "auth": True, "operator_decode": False}
+        assert signed.json() == alice
         cookie = signed.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and "path=/" in cookie
-        assert (await http.get("/session")).json() == {"tenant": "alice", "operator": False}
+        assert (await http.get("/session")).json() == alice
         assert (await http.get("/runs")).status_code == 200
         # A write the cookie alone authenticates could be another site's forged form.
         body = {"task": "record", "args": {"n": 1}}
@@ -48,13 +50,15 @@ async def test_a_session_cookie_signs_in_once_and_guards_writes(server: str) -> 
         assert out.status_code == 204 and "max-age=0" in out.headers["set-cookie"].lower()
         problem(await http.get("/runs"), 401)
         operator = await http.post("/session", json={"token": OPERATOR_TOKEN})
-        assert operator.json() == {"tenant": None, "operator": True}
+        assert operator.json() == {"tenant": None, "operator": True, "auth": True, "operator_decode": False}
 
 
 async def test_the_dashboards_assets_are_served_without_a_token(server: str) -> None:  # noqa: F811
     async with httpx.AsyncClient(base_url=server) as http:
         page = await http.get("/")
         assert page.status_code == 200 and 'src="/static/vendor/uPlot.iife.min.js"' in page.text
+        # An empty icon of its own: a browser asks for no /favicon.ico (a 404 in its console).
+        assert '<link rel="icon" href="data:,">' in page.text
         for path in ("/static/core.js", "/static/dashboard.css", "/static/vendor/uPlot.iife.min.js",
                      "/static/vendor/uPlot.min.css", "/static/vendor/uPlot.LICENSE"):
             assert (await http.get(path)).status_code == 200, path
@@ -159,7 +163,9 @@ async def test_runs_are_found_by_key_and_by_tenant_for_the_operator(
         assert [r["id"] for r in one["items"]] == [bob.id]
         own = (await http.get("/runs", params={"tenant": "alice"}, headers=as_("alice-token"))).json()
         assert len(own["items"]) == 2
-        problem(await http.get("/runs", params={"tenant": "bob"}, headers=as_("alice-token")), 403)
+        refused = problem(await http.get("/runs", params={"tenant": "bob"}, headers=as_("alice-token")), 403)
+        assert refused["detail"] == ("the runs of tenant 'bob' are not yours: the tenant filter is "
+                                     "the operator's")
         problem(await http.get("/runs", params={"tenant": ""}, headers=as_(OPERATOR_TOKEN)), 422)
         # The operator reads a tenant's thread by naming the tenant; a tenant only its own.
         runs = await http.get("/threads/chat/runs", params={"tenant": "alice"}, headers=as_(OPERATOR_TOKEN))
@@ -170,3 +176,30 @@ async def test_runs_are_found_by_key_and_by_tenant_for_the_operator(
         problem(await http.get("/threads/chat/events", headers=as_(OPERATOR_TOKEN)), 404)  # no tenant's
         problem(await http.get("/threads/chat/messages", params={"tenant": "alice"},
                                headers=as_("bob-token")), 403)
+
+
+async def test_runs_are_found_by_the_text_of_their_error_among_the_callers_own(
+        server: str, worker_app: rw.App) -> None:  # noqa: F811
+    async with running_worker(worker_app):
+        ours = await worker_app.submit(apps.doomed, tenant="alice")
+        theirs = await worker_app.submit(apps.doomed, tenant="bob")
+        fine = await worker_app.submit(apps.record, n=1, tenant="alice")
+        for handle in (ours, theirs):
+            with pytest.raises(rw.RunFailed):
+                await handle.result(timeout_s=60)
+        await fine.result(timeout_s=60)
+    async with httpx.AsyncClient(base_url=server) as http:
+        async def found(token: str, **params: str) -> list[int]:
+            answer = await http.get("/runs", params=params, headers=as_(token))
+            assert answer.status_code == 200, answer.text
+            return [r["id"] for r in answer.json()["items"]]
+
+        assert await found("alice-token", error="RuntimeError: DOOMED") == [ours.id]  # never bob's
+        assert await found("alice-token", error="doomed", state="dead") == [ours.id]
+        assert await found("alice-token", error="doomed", state="queued") == []
+        assert await found(OPERATOR_TOKEN, error="doomed") == [theirs.id, ours.id]
+        assert await found(OPERATOR_TOKEN, error="doomed", tenant="bob") == [theirs.id]
+        assert await found("alice-token", error="100%_") == []  # wildcards are themselves
+        problem(await http.get("/runs", params={"error": "x" * 201}, headers=as_("alice-token")), 422)
+        problem(await http.get("/runs", params={"error": "a\x00b"}, headers=as_("alice-token")), 422)
+        problem(await http.get("/runs", params={"error": ""}, headers=as_("alice-token")), 422)

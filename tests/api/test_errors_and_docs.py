@@ -56,12 +56,58 @@ async def test_every_error_is_a_problem(server: str, worker_app: rw.App) -> None
             assert answer.status_code == status, where
             assert answer.headers["content-type"] == "application/problem+json", where
             body = answer.json()
-            assert set(body) == {"type", "title", "status", "detail"} and body["status"] == status, where
+            members = {"type", "title", "status", "detail"} | ({"errors"} if status == 422 else set())
+            assert set(body) == members and body["status"] == status, where
             assert words in body["detail"], where
+            if status == 422:  # one title, whichever layer refused (an unknown field, an argument)
+                assert body["title"] == "Invalid input", where
             if status == 405:
                 assert answer.headers["allow"], where
             if status == 401:
                 assert answer.headers["www-authenticate"] == "Bearer", where
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])  # the checks are the same on every store
+async def test_a_422_names_each_field_in_errors_as_its_openapi_schema_says(server: str) -> None:  # noqa: F811
+    """A 422's `errors` lists each field it names, {"field", "message"}, whichever layer
+    refused it (the request's validation, or the App's check of a submission's task and
+    arguments); one that names no field has none. The OpenAPI document says so."""
+    unknown = "unknown task 'nope'; registered tasks: "
+    table = [
+        ("POST", "/runs", {"json": {"task": "record", "args": {"n": "abc"}}},
+         [("body.args.n", "Input should be a valid integer, unable to parse string as an integer "
+                          "(got 'abc')")]),
+        ("POST", "/runs", {"json": {"task": "record", "args": {"m": 1}}},
+         [("body.args.m", "not an argument of the task"), ("body.args.n", "a required argument, missing")]),
+        ("POST", "/runs", {"json": {"task": "record", "args": {"n": 1, "key": "k"}}},
+         [("body.args.key", "'key' is a submission option, never a task's argument; give it beside args")]),
+        ("POST", "/runs", {"json": {"task": "nope"}}, [("body.task", unknown)]),
+        ("POST", "/runs", {"json": {"task": "record", "args": {"n": 1}, "priority": -1}},
+         [("body.priority", "Input should be greater than or equal to 0")]),
+        ("GET", "/runs", {"params": {"limit": 0, "state": "sleeping"}},
+         [("query.state.0", "Input should be "),
+          ("query.limit", "Input should be greater than or equal to 1")]),
+        ("GET", "/runs/abc", {}, [("path.run_id", "Input should be a valid integer")]),
+        ("GET", "/threads", {"params": {"after": "not-a-cursor"}}, []),  # names no field
+    ]
+    async with httpx.AsyncClient(base_url=server) as http:
+        for method, path, options, expected in table:
+            answer = await http.request(method, path, headers=TENANT, **options)
+            where = (method, path, answer.text[:500])
+            assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json"
+            errors = answer.json()["errors"]
+            assert [e["field"] for e in errors] == [field for field, _ in expected], where
+            for error, (_, message) in zip(errors, expected):
+                assert set(error) == {"field", "message"} and error["message"].startswith(message), where
+        schema = (await http.get("/openapi.json")).json()
+    answers = schema["paths"]["/runs"]["post"]["responses"]["422"]["content"]
+    published = {"schema": {"$ref": "#/components/schemas/ValidationProblem"}}
+    assert answers == {"application/problem+json": published}
+    problem = schema["components"]["schemas"]["ValidationProblem"]
+    assert problem["required"] == ["type", "title", "status", "detail", "errors"]
+    assert problem["properties"]["errors"]["items"] == {"$ref": "#/components/schemas/FieldError"}
+    assert schema["components"]["schemas"]["FieldError"]["required"] == ["field", "message"]
+    assert "HTTPValidationError" not in schema["components"]["schemas"]  # FastAPI's, never sent
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])  # the handler is the same on every store

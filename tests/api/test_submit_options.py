@@ -57,6 +57,9 @@ async def test_every_submission_option_over_http(server: str, worker_app: rw.App
         assert queued_behind["state"] == "queued" and queued_behind["thread"] == "t"
         stored = await worker_app.store.run_get(queued_behind["id"])
         assert stored.tenant == "alice" and stored.thread == "t"
+        # The open run is no agent (nor started): a steer waits its turn, as an enqueue.
+        steered = await submit(thread="t", on_busy="steer")
+        assert steered["state"] == "queued" and steered["thread"] == "t"
 
 
 async def test_unknown_and_misspelt_fields_are_refused_naming_them(server: str,  # noqa: F811
@@ -145,10 +148,11 @@ async def test_a_tasks_arguments_are_checked_against_its_hints(server: str,  # n
             refused = await http.post(path, json=body)
             assert refused.status_code == 422, refused.text
             assert refused.headers["content-type"] == "application/problem+json"
+            said = "Input should be a valid integer, unable to parse string as an integer (got 'abc')"
             assert refused.json() == {
                 "type": "about:blank", "title": "Invalid input", "status": 422,
-                "detail": "task 'record': argument 'n': Input should be a valid integer, unable to parse "
-                          "string as an integer (got 'abc')"}
+                "detail": f"task 'record': argument 'n': {said}",
+                "errors": [{"field": "body.args.n", "message": said}]}
         async with running_worker(worker_app):
             assert await (await worker_app.get(created.json()["id"])).result(timeout_s=30) == 7
         assert (await http.get("/schedules")).json() == []

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.process
 MARKER = "alice-private-m4rk3r"  # in alice's arguments, results, events and thread messages
 NEVER = 10**15  # a run id that exists in no tenant
 ANSWER = {"question": 1, "value": True}  # what bob answers to alice's run
+SIGNAL = {"name": "payment", "payload": {"paid": 1}}  # what bob sends alice's run
+FORK = {"from_step": 0, "key": "k"}  # alice's key too: bob's fork of hers is refused all the same
+EVENT = {"name": "payment.done", "data": {"paid": 1}, "id": "ev-1"}  # alice published ev-1 otherwise
 
 # Each operation of the OpenAPI document, and what bob gets when he aims it at alice's.
 # A new operation fails test_every_operation_is_probed until it is classified here.
@@ -36,6 +39,9 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/dead"): 200,
     ("POST", "/runs/{run_id}/cancel"): 404,
     ("POST", "/runs/{run_id}/retry"): 404,
+    ("POST", "/runs/{run_id}/pause"): 404,
+    ("POST", "/runs/{run_id}/resume"): 404,
+    ("POST", "/runs/{run_id}/fork"): 404,  # another tenant's run is no run to fork
     ("GET", "/runs/{run_id}/events"): 404,
     ("GET", "/runs/{run_id}/events/stream"): 404,
     ("POST", "/threads"): 201,  # a fresh id, nothing else
@@ -56,6 +62,15 @@ EXPECTED: dict[tuple[str, str], int] = {
     ("GET", "/questions"): 200,  # bob's own pending questions: none
     ("GET", "/runs/{run_id}/questions"): 404,
     ("POST", "/runs/{run_id}/answers"): 404,
+    ("GET", "/runs/{run_id}/signals"): 404,
+    ("POST", "/runs/{run_id}/signals"): 404,
+    ("POST", "/signal-with-start"): 201,  # alice's key makes bob a run of his own
+    ("POST", "/events"): 201,  # alice's event id is bob's own: it wakes and starts nothing of hers
+    ("GET", "/runs/{run_id}/state"): 404,
+    ("POST", "/runs/{run_id}/updates"): 404,
+    ("GET", "/patches/{patch_id}"): 200,  # bob's own live runs: none
+    ("POST", "/bulk"): 200,  # bob's own runs: none match
+    ("POST", "/runs/{run_id}/queries/{name}"): 404,
     ("GET", "/fleet"): 403,  # the fleet bus is the operator's
     ("POST", "/fleet/broadcast"): 403,
     ("GET", "/metrics/series"): 200,  # bob's own charts: nothing ended, nothing queued
@@ -87,6 +102,7 @@ async def seed_alice(worker_app: rw.App) -> dict[str, Any]:  # noqa: F811 (the f
     spec = worker_app.schedule_spec("hourly", cron="0 * * * *", task=apps.record, args={"n": 1}, tz="UTC",
                                     misfire="skip", catch_up_limit=10, queue=None, priority=None)
     await worker_app.save_schedule(spec)
+    await alice.publish_event("payment.done", {"secret": MARKER}, id="ev-1")
     return {"done": done.id, "later": later.id}
 
 
@@ -94,16 +110,32 @@ def requests_for(method: str, path: str, ids: dict[str, Any]) -> list[dict[str, 
     """The probes of one operation: alice's ids in the path, and in the query where one fits."""
     probes = []
     for run_id in (ids["done"], ids["later"]):
-        url = path.format(run_id=run_id, thread="t", name="hourly")
+        url = path.format(run_id=run_id, thread="t", name="stage" if "/queries/" in path else "hourly",
+                          patch_id="lookup-v2")
         probe: dict[str, Any] = {"method": method, "url": url, "headers": as_("bob-token")}
         if path == "/runs":
-            probe["params"] = {"thread": "t", "before": ids["later"] + 1, "task": "remember", "key": "k"}
+            probe["params"] = {"thread": "t", "before": ids["later"] + 1, "task": "remember", "key": "k",
+                               "forked_from": ids["done"]}
         if path == "/runs" and method == "POST":
             probe = {"method": method, "url": url, "headers": as_("bob-token"),
                      "json": {"task": "record", "args": {"n": 1}, "key": "k", "thread": "t",
                               "delay_s": 3600}}
         if (method, path) == ("POST", "/runs/{run_id}/answers"):
             probe["json"] = ANSWER
+        if (method, path) == ("POST", "/runs/{run_id}/signals"):
+            probe["json"] = SIGNAL
+        if (method, path) == ("POST", "/runs/{run_id}/fork"):
+            probe["json"] = FORK
+        if (method, path) == ("POST", "/bulk"):
+            probe["json"] = {"action": "retry", "states": ["succeeded", "queued"]}
+        if (method, path) == ("POST", "/runs/{run_id}/updates"):
+            probe["json"] = {"name": "discount", "payload": 5, "timeout_s": 1}
+        if (method, path) == ("POST", "/runs/{run_id}/queries/{name}"):
+            probe["json"] = {"args": {}}
+        if (method, path) == ("POST", "/events"):
+            probe["json"] = EVENT
+        if (method, path) == ("POST", "/signal-with-start"):
+            probe["json"] = {"task": "record", "args": {"n": 1}, "key": "later", "signal": SIGNAL}
         if (method, path) == ("POST", "/dead/retry"):
             probe["json"] = {"ids": [ids["done"], ids["later"]]}
         if (method, path) == ("POST", "/session"):
@@ -127,7 +159,10 @@ async def test_every_operation_is_probed_and_none_lets_bob_into_alices(
         assert operations == set(EXPECTED)  # a new operation must be classified above
         # POST /runs last: it gives bob a thread "t" of his own, which the probes before it
         # must find empty.
-        for method, path in sorted(operations, key=lambda op: op == ("POST", "/runs")):
+        # signal-with-start then POST /runs last: each makes bob a run of his own, which the
+        # probes of his (empty) counts and charts before them must not see.
+        last = [("POST", "/signal-with-start"), ("POST", "/runs")]
+        for method, path in sorted(operations, key=lambda op: last.index(op) + 1 if op in last else 0):
             for probe in requests_for(method, path, ids):
                 answer = await http.request(**probe)
                 assert answer.status_code == EXPECTED[method, path], (probe, answer.text)
@@ -145,6 +180,10 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
         assert body["items"] == []
     elif (method, path) == ("GET", "/questions"):
         assert body == []
+    elif path == "/bulk":
+        assert (body["matched"], body["done"], body["refused"]) == (0, [], {})
+    elif path == "/patches/{patch_id}":
+        assert (body["patched"], body["unpatched"]) == ([], [])
     elif answer.status_code == 404 and "{thread}" in path:  # as a name no thread bears
         assert body["detail"] == "thread 't' does not exist"
     elif path == "/metrics/series":
@@ -152,15 +191,22 @@ async def check_own_view(http: httpx.AsyncClient, method: str, path: str, answer
     elif (method, path) == ("POST", "/dead/retry"):
         assert body["retried"] == [] and len(body["refused"]) == 2
     elif path == "/session" and method != "DELETE":
-        assert body == {"tenant": "bob", "operator": False}
+        assert body == {"tenant": "bob", "operator": False, "auth": True, "operator_decode": False}
     elif path == "/summary":
         assert all(body[state] == 0 for state in ("queued", "running", "succeeded", "dead"))
         assert body["queues"] == [] and body["queue_depths"] == {}
     elif (method, path) == ("POST", "/runs"):
         assert body["args"] == {"n": 1} and body["thread"] == "t"
+    elif (method, path) == ("POST", "/events"):
+        assert (body["woken"], body["started"], body["existed"]) == ([], [], False)
+    elif (method, path) == ("POST", "/signal-with-start"):
+        assert body["run"]["args"] == {"n": 1} and body["signal"]["sent_by"] == "bob"
     elif answer.status_code == 404 and "{run_id}" in path:
-        never = await http.request(method, path.format(run_id=NEVER), headers=as_("bob-token"),
-                                   json=ANSWER if path.endswith("/answers") else None)
+        bodies = {"/answers": ANSWER, "/signals": SIGNAL, "/fork": FORK, "/queries/{name}": {"args": {}},
+                  "/updates": {"name": "discount", "payload": 5, "timeout_s": 1}}
+        json_body = next((b for end, b in bodies.items() if path.endswith(end) and method == "POST"), None)
+        never = await http.request(method, path.format(run_id=NEVER, name="stage"), headers=as_("bob-token"),
+                                   json=json_body)
         assert never.status_code == 404 and never.json()["title"] == body["title"]
 
 
@@ -175,7 +221,8 @@ async def check_alice_untouched(http: httpx.AsyncClient, ids: dict[str, Any]) ->
     (hourly,) = (await http.get("/schedules", headers=as_(OPERATOR_TOKEN))).json()
     assert hourly["paused"] is False and hourly["cron"] == "0 * * * *"
     bobs = (await http.get("/runs", headers=as_("bob-token"))).json()["items"]
-    assert [(r["key"], r["thread"]) for r in bobs] == [("k", "t")]  # his own, apart from alice's
+    # his own, apart from alice's: the run POST /runs made, and signal-with-start's
+    assert [(r["key"], r["thread"]) for r in bobs] == [("k", "t"), ("later", None)]
 
 
 async def test_tenants_whose_names_join_alike_stay_apart(store_url: str, tmp_path) -> None:

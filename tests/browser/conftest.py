@@ -34,8 +34,10 @@ from ..process import apps
 from ..process.harness import APP_SPEC, ROOT, client
 
 # Every tenant a test signs in as: "<name>-token" is <name>'s token.
-TENANTS = ["alice", "bob", "overview", "runs-a", "runs-b", "run", "threads-a", "threads-b",
-           "schedules", "dead-a", "dead-b", "question", "workers", "nav", "gone", "attempts"]
+TENANTS = ["alice", "bob", "overview", "runs-a", "runs-b", "run", "pause", "threads-a", "threads-b",
+           "schedules", "dead-a", "dead-b", "question", "workers", "nav", "gone", "attempts",
+           "agent", "timeline", "empty", "search", "phone", "signals", "fork", "bulk-a", "bulk-b",
+           "bulk-c", "bulk-d", "limits"]
 SERVER_START_S = 120.0  # generous: a loaded machine starts Python slowly
 
 

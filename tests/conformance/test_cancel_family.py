@@ -148,3 +148,16 @@ async def test_overlapping_cancels_of_one_family_all_succeed(store, store_url):
             assert (await store.run_get(parent.id)).cancel_requested
     finally:
         await other.close()
+
+
+async def test_a_cancel_gives_its_reason_to_the_event_and_the_error(store):
+    """A steered run's follower is cancelled "delivered into run N" (agents/_steering.py):
+    its event and its error say so; a cancel without a reason says "cancelled on request"."""
+    (steered, plain) = await store.run_insert_many([insert(), insert()])
+    await store.run_cancel(RunCancelParams(steered.id, now=T0, reason="delivered into run 7"))
+    await store.run_cancel(RunCancelParams(plain.id, now=T0))
+    for run_id, reason in ((steered.id, "delivered into run 7"), (plain.id, "cancelled on request")):
+        run = await store.run_get(run_id)
+        assert run.state is RunState.CANCELLED and json.loads(run.error)["message"] == reason
+        events = await store.event_list(EventListParams(run_id))
+        assert (events[-1].kind, events[-1].data) == ("cancelled", {"reason": reason})

@@ -98,8 +98,14 @@ async def _pg_shape(conn: asyncpg.Connection, schema: str) -> dict[str, list]:
     checks = await conn.fetch(
         "SELECT conname, pg_get_constraintdef(c.oid) FROM pg_constraint c"
         " JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1 ORDER BY conname", schema)
+    # A function's whole definition, the schema it names aside (its own, its search_path,
+    # and its types' unless the reading session's search_path finds them: the fresh one's).
+    functions = await conn.fetch(
+        "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p"
+        " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1 ORDER BY p.proname", schema)
     return {
         "columns": [tuple(r) for r in columns],
+        "functions": [(r[0], r[1].replace(f"{schema}.", "").replace(schema, "SCHEMA")) for r in functions],
         "indexes": [(r[0], r[1].replace(f"{schema}.", "")) for r in indexes],
         "constraints": [(r[0], r[1]) for r in checks if not r[0].startswith("schema_versions")],
         "relations": [tuple(r) for r in relations],
@@ -118,7 +124,7 @@ async def test_postgres_migrations_match_the_reference_schema():
         await conn.execute(f'SET search_path TO "{fresh}"')
         await conn.execute(schema_sql("runwright.store.postgres"))
         got, want = await _pg_shape(conn, migrated), await _pg_shape(conn, fresh)
-        assert got == want and got["columns"]
+        assert got == want and got["columns"] and got["functions"]
     finally:
         for schema in (migrated, fresh):
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -345,3 +346,48 @@ async def test_ended_times_are_the_latest_ended_runs_of_the_window(store):
     assert await store.run_ended_times(RunEndedParams(since=T0 - 10, tenant="acme")) == [
         (T0 - 5, None, T0 + 2)]
     assert await store.run_ended_times(RunEndedParams(since=T0 + 4)) == []
+
+
+async def test_list_finds_runs_by_the_text_of_their_error(store):
+    """`error` finds the runs whose error contains a text: its type, message or
+    traceback, ASCII letters in any case; `%`, `_` and `\\` in the text are themselves,
+    not wildcards; a quote or a newline is found as written (the column holds JSON, which
+    escapes them); a run without an error is never found; the other filters and the page
+    still apply."""
+    wid = await store.worker_register(worker())
+    errors = {"timeout": {"type": "TimeoutError", "message": "upstream took 30 s"},
+              "percent": {"type": "ValueError", "message": "100% of quota_used"},
+              "quoted": {"type": "KeyError", "message": 'no "order" in C:\\tmp\nsecond line'},
+              "other": {"type": "RuntimeError", "message": "disk full",
+                        "traceback": "Traceback ...\n  in fetch_upstream\nRuntimeError: disk full"}}
+    made = {}
+    for key, error in errors.items():
+        (run,) = await store.run_insert_many([insert(key=f"err-{key}", task="e")])
+        (claimed,) = await store.run_claim(claim(wid, limit=1, tasks=("e",)))
+        assert claimed.id == run.id
+        assert await store.run_finish_many([RunFinishParams(run.id, claimed.fence, RunState.DEAD,
+                                                            error=json.dumps(error), now=T0)]) == []
+        made[key] = run.id
+    (fine,) = await store.run_insert_many([insert(key="err-none", task="e")])
+
+    async def found(text: str, **filters) -> list[int]:
+        return [r.id for r in await store.run_list(RunListParams(error=text, **filters))]
+
+    assert await found("upstream") == [made["other"], made["timeout"]]  # message, or traceback
+    assert await found("TIMEOUTERROR") == [made["timeout"]]  # any case
+    assert await found("timeouterror") == [made["timeout"]]
+    assert await found("100%") == [made["percent"]]
+    assert await found("0%") == [made["percent"]]
+    assert await found("%") == [made["percent"]]  # a literal percent, not "anything"
+    assert await found("o_a") == []  # `_` is an underscore, not any one character ("quota") ...
+    assert await found("a_used") == [made["percent"]]  # ... ("quota_used")
+    assert await found('"order"') == [made["quoted"]]
+    assert await found("C:\\tmp") == [made["quoted"]]
+    assert await found("tmp\nsecond") == [made["quoted"]]
+    assert await found("\\") == [made["quoted"]]
+    assert await found("nowhere to be found") == []
+    assert fine.id not in await found("e")
+    assert await found("error", limit=2) == [made["other"], made["quoted"]]
+    assert await found("error", before_id=made["quoted"]) == [made["percent"], made["timeout"]]
+    assert await found("upstream", states=[RunState.QUEUED]) == []
+    assert await found("upstream", task="nope") == []

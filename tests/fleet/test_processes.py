@@ -132,13 +132,15 @@ async def test_a_process_whose_bus_dropped_reads_resyncing_until_it_resynced(
 
 async def _cut_bus(backend: str, store_url: str, pid: int) -> None:
     """Drop the subscription of the process `pid` (its LISTEN session, or pub/sub client),
-    leaving its store and heartbeat connections be."""
+    leaving its store's other connections be. On PostgreSQL the fleet LISTENs on the
+    store's own session, which holds the worker's liveness mark too (retaken at once)."""
     if backend == "postgres":
         conn = await asyncpg.connect(store_url.split("?", 1)[0])
         try:
-            cut = await conn.fetch("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                   "WHERE application_name LIKE $1 AND query LIKE 'LISTEN%'",
-                                   f"runwright-fleet:{pid}:%")
+            cut = await conn.fetch(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE $1"
+                " AND (query LIKE 'LISTEN%' OR pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory'"
+                " AND objsubid = 2 AND granted AND objid::bigint > 0))", f"runwright:%:{pid}")
         finally:
             await conn.close()
     else:

@@ -131,6 +131,8 @@ CLI: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
      2, "error: InvalidInput: priority must be an int in 0..32767"),
     ("runs --limit -1", lambda _: ["runs", "--limit", "-1"], 2, f"error: InvalidInput: --{LIMIT_REFUSED}"),
     ("dead --limit -1", lambda _: ["dead", "--limit", "-1"], 2, f"error: InvalidInput: --{LIMIT_REFUSED}"),
+    ("show --decode without the payload keys", lambda _: ["show", "1", "--decode"],
+     2, "error: --decode needs the payload keys (RUNWRIGHT_PAYLOAD_KEYS)"),
 ]
 
 
@@ -172,6 +174,16 @@ STARTS: list[tuple[str, list[str], int, str]] = [
      2, "error: InvalidInput: --after must be an integer in 0..2147483647, got -1"),
     ("an answer by no one", ["answer", "1", "0", '"yes"', "--by", ""],
      2, "error: InvalidInput: --by must be a non-empty string"),
+    ("a move from Redis (not yet)", ["move", "--url", "redis://127.0.0.1:6379/0", "--to", "sqlite:///other.db"],
+     2, "error: ConfigError: redis: `runwright move` moves from SQLite or PostgreSQL to SQLite,"),
+    ("a move of no database", ["move", "--to", "sqlite:///other.db"],
+     4, "error: SchemaError: no such database"),
+    ("a move without --to", ["move"], 2, "error: InvalidInput: --to URL is required"),
+    ("serve --operator-decode without the payload keys",
+     ["serve", APP_SPEC, "--port", "9", "--operator-decode"],
+     2, "error: --operator-decode needs the payload keys"),
+    ("a move checked and dry-run at once", ["move", "--check", "--dry-run", "--to", "sqlite:///other.db"],
+     2, "error: InvalidInput: give one of --check, --dry-run, --abandon"),
 ]
 
 
@@ -212,6 +224,10 @@ HTTP: list[tuple[str, str, str, Any, int, str]] = [
     ("a negative limit", "GET", "/runs?limit=-1", None, 422, "query.limit: Input should be greater than"),
     ("a negative dead-letter limit", "GET", "/dead?limit=-1", None, 422,
      "query.limit: Input should be greater than"),
+    ("a decode that is neither 1 nor 0", "GET", "/runs?decode=maybe", None, 422,
+     "query.decode: is 1 or 0 (true or false), got 'maybe'"),
+    ("decode on a server without --operator-decode", "GET", "/runs?decode=1", None, 403,
+     "this server keeps tenants' encrypted payloads sealed to the operator"),
 ]
 
 
@@ -238,7 +254,8 @@ async def test_http_refuses(server: str, app: rw.App) -> None:  # noqa: F811
 # ASGI transport over create_server, tokens on), on every backend.
 
 OPERATOR = "op-token"
-PATH_VALUES = {"run_id": "{run}", "thread": "t", "name": "nightly"}  # {run}: the seeded run's id
+# {run}: the seeded run's id. "nightly" names a schedule, and is a query's name no task has.
+PATH_VALUES = {"run_id": "{run}", "thread": "t", "name": "nightly", "patch_id": "lookup-v2"}
 # A valid body of each operation that takes one: each hostile value replaces one field.
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/runs"): {"task": "record", "args": {"n": 1}},
@@ -247,6 +264,14 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/fleet/broadcast"): {"op": "ping", "timeout_s": 1},
     ("POST", "/session"): {"token": OPERATOR},
     ("POST", "/dead/retry"): {"ids": [1]},
+    ("POST", "/runs/{run_id}/signals"): {"name": "payment", "payload": 1},
+    ("POST", "/signal-with-start"): {"task": "record", "args": {"n": 1}, "key": "k-start",
+                                     "signal": {"name": "go"}},
+    ("POST", "/runs/{run_id}/queries/{name}"): {"args": {}},
+    ("POST", "/runs/{run_id}/updates"): {"name": "discount", "payload": 5, "timeout_s": 0.1},
+    ("POST", "/bulk"): {"action": "retry", "dry_run": True},
+    ("POST", "/runs/{run_id}/fork"): {"from_step": 0, "args": {"n": 2}, "key": "fork-1"},
+    ("POST", "/events"): {"name": "doc.processed", "data": {"doc_id": 1}},
 }
 # Body fields where a hostile value is answered in a 2xx by design, and why.
 ANSWERED_IN_A_2XX = {
@@ -457,9 +482,16 @@ async def test_every_route_refuses_every_hostile_value_with_a_4xx_problem(store_
 POSITIONAL: dict[tuple[str, ...], list[str]] = {
     ("worker",): [APP_SPEC], ("serve",): [APP_SPEC], ("submit",): [APP_SPEC, "record"],
     ("show",): ["1"], ("events",): ["1"], ("follow",): ["1"], ("cancel",): ["1"], ("retry",): ["1"],
+    ("pause",): ["1"], ("resume",): ["1"],
     ("schedules",): ["pause", "nightly"], ("questions",): ["1"], ("answer",): ["1", "0", '"yes"'],
     ("thread", "show"): ["t"], ("thread", "cancel"): ["t"], ("thread", "follow"): ["t"],
     ("fleet", "broadcast"): ["ping"],
+    ("mcp",): [APP_SPEC], ("signal",): ["1", "payment", "1"], ("signals",): ["1"],
+    ("query",): ["1", "stage", "{}"],
+    ("patches",): ["lookup-v2"], ("replay",): [APP_SPEC], ("export-runs",): ["runs.jsonl"],
+    ("bulk",): ["retry"], ("fork",): ["1"],
+    ("publish",): ["doc.processed", "{}"],
+    ("limits",): ["set", "crm", "3"],
 }
 INTEGER_TEXT = ["-1", "99999999999999999999", "²", "٣", "1e20", "inf", "nan", "", "0x10", " "]
 NUMBER_TEXT = ["-1", "inf", "-inf", "nan", "1e400", "1e20", "١", "²", "", "1_0"]
@@ -560,7 +592,8 @@ LIBRARY_REFUSALS: list[tuple[list[str], int, str]] = [
      2, "error: InvalidInput: on_busy='enqueue' says what to do when a thread has an open run"),
     (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"}}),
       "--thread", "t", "--on-busy", "later"],
-     2, "error: InvalidInput: on_busy must be one of reject, enqueue, interrupt, rollback, got 'later'"),
+     2, "error: InvalidInput: on_busy must be one of reject, enqueue, interrupt, rollback, steer, "
+        "got 'later'"),
     (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"}}),
       "--thread", "a\x01"],
      2, "error: InvalidInput: thread must be a name without control characters"),
@@ -576,6 +609,17 @@ LIBRARY_REFUSALS: list[tuple[list[str], int, str]] = [
     (["submit", "--json", json.dumps({"task": "webhook", "args": {"url": "http://example.com"},
                                       "run_at": -1})],
      2, "error: InvalidTime: run_at must be epoch seconds in 0..1e+11"),
+    # Run 1 is of a thread; run 2 is due later, and has journaled nothing yet.
+    (["fork", "2", "--from-step", "1"], 2,
+     "error: InvalidInput: from_step=1 is past the end of run 2's journal (it holds no step yet: "
+     "fork from 0)"),
+    (["fork", "2", "--from-step", "charge"], 2,
+     "error: InvalidInput: from_step='charge': run 2 journaled no step of that name"),
+    (["fork", "2", "--from-step", "0", "--args", "[1]"], 2,
+     "error: InvalidInput: --args is a JSON object of the arguments to change, got [1]"),
+    (["fork", "2", "--from-step", "0", "--key", "a\x01"], 2, "error: InvalidInput: key must be a name"),
+    (["fork", "1", "--from-step", "0"], 2, "error: InvalidInput: run 1 is a run of thread 't'"),
+    (["fork", "99", "--from-step", "0"], 5, "error: RunNotFound: run 99 not found"),
 ]
 
 
@@ -586,6 +630,7 @@ def test_the_command_line_refuses_what_the_library_refuses(store_url: str, monke
     async def seed() -> tuple[Any, ...]:
         async with client(store_url) as app:
             await app.submit("record", n=1, thread="t", delay_s=3600)
+            await app.submit("record", n=2, delay_s=3600)
             return await store_state(app)
 
     async def state() -> tuple[Any, ...]:

@@ -212,6 +212,31 @@ async def test_a_child_key_that_names_another_run_submitted_otherwise_is_a_confl
     assert len(await app.list_runs(task="echo")) == 1
 
 
+async def test_a_child_key_conflict_left_uncaught_fails_the_parent_at_once_without_retry(app):
+    """No retry can change a KeyConflict (the run its key names stays as it was submitted):
+    the parent ends `failed` at its first attempt with the conflict as its error, not
+    `dead` after every attempt of its retries."""
+    attempts: list[int] = []
+
+    @app.task(retries=0)
+    async def echo(ctx: rw.Context, n: int) -> int:
+        return n
+
+    @app.task(retries=3, backoff=FAST)
+    async def parent(ctx: rw.Context) -> int:
+        attempts.append(ctx.attempt)
+        return await (await ctx.submit(echo, n=2, key="taken"))
+
+    taken = await app.submit(echo, n=1, key="taken")
+    async with running_worker(app):
+        handle = await app.submit(parent)
+        with pytest.raises(rw.RunFailed, match=f"KeyConflict: key 'taken' names run {taken.id}") as info:
+            await handle.result(timeout_s=30)
+    assert info.value.state == "failed"
+    assert attempts == [1]
+    assert (await handle.refresh()).attempt == 1
+
+
 async def test_cancelling_a_parent_cancels_its_open_children(app):
     @app.task
     async def forever(ctx: rw.Context) -> None:

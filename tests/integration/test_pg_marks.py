@@ -56,3 +56,31 @@ async def test_a_mark_cut_under_a_heartbeat_is_taken_again_without_another_heart
                 await asyncio.sleep(0.01)
     finally:
         await admin.close()
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_registration_whose_session_is_cut_is_a_store_blink_and_the_next_one_registers(
+        store: PostgresStore) -> None:
+    """A worker starting while its database session is cut must be told StoreUnreachable,
+    which its start rides out (through_blinks), not asyncpg's own error, which crashed it.
+    The registration is held inside its transaction (behind an exclusive hold of the
+    registrations' lock, as an unrunnable sweep takes it) and its session cut there."""
+    assert isinstance(store, PostgresStore)
+    admin = await asyncpg.connect(PG_BASE)
+    try:
+        await admin.execute("SELECT pg_advisory_lock($1, 0)", store.lock_namespace)
+        registering = asyncio.create_task(store.worker_register(WorkerRegisterParams(
+            host="h", pid=1, queues=["default"], tasks=["t"], version="v")))
+        async with asyncio.timeout(30):
+            while not (pid := await admin.fetchval(
+                    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid"
+                    " AND objid = 0 AND NOT granted", store.lock_namespace)):
+                await asyncio.sleep(0.01)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
+        with pytest.raises(StoreUnreachable, match="cannot register"):
+            await asyncio.wait_for(registering, 30)
+        await admin.execute("SELECT pg_advisory_unlock($1, 0)", store.lock_namespace)
+    finally:
+        await admin.close()
+    assert await store.worker_register(WorkerRegisterParams(
+        host="h", pid=1, queues=["default"], tasks=["t"], version="v")) > 0

@@ -18,7 +18,8 @@ import asyncio
 import os
 import time
 from collections import Counter
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
 
 import asyncpg
 import pytest
@@ -30,6 +31,7 @@ from runwright.store.postgres._watch import NEXT_MARKS, RELEASE_IF_HELD, RETARGE
 
 from ..conftest import PG_BASE
 from ..pid_namespace import absent_pid
+from ..process.harness import wait_until
 
 WOKEN_WITHIN_S = 5.0  # far past a wake (ms), far short of the watch's 60 s timeout
 NAMESPACE = 4242  # a key of this test's own (a real store's namespace is a crc32)
@@ -131,21 +133,30 @@ class RacedWaiter:
         pass
 
 
-async def test_a_lock_granted_as_the_waiters_timeout_fires_is_let_go_and_wakes_the_rescuer() -> None:
-    session = RacedWaiter()
+@asynccontextmanager
+async def watching(*sessions: Any) -> AsyncIterator[Watch]:
+    """A started Watch of worker 1 whose sessions are `sessions`, in turn (the last one for
+    every later connect); closed on leaving."""
+    given = iter(sessions)
 
     async def connect() -> Any:
-        return session
+        return next(given, sessions[-1])
 
     watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
     watch.start(1)
     try:
+        yield watch
+    finally:
+        await watch.close()
+
+
+async def test_a_lock_granted_as_the_waiters_timeout_fires_is_let_go_and_wakes_the_rescuer() -> None:
+    session = RacedWaiter()
+    async with watching(session) as watch:
         assert await watch.wait(5) is True
         assert watch.wakes == 1 and session.released[0] == (NAMESPACE, 2)
         assert await watch.wait(0.2) is False, "a timeout that held nothing is no wake"
         assert len(session.released) > 1
-    finally:
-        await watch.close()
 
 
 @pytest.mark.parametrize("backend", ["postgres"])  # the shared store fixture, on PostgreSQL alone
@@ -188,41 +199,19 @@ class Waiter:
         self.ended = True
 
 
-async def _until(check: Any) -> None:
-    for _ in range(200):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("never")
-
-
 async def test_the_siblings_waiter_waits_unless_the_rings_waits_for_that_mark_already() -> None:
     # The ring's waiter waits for 3; meanwhile the next of the ring became 2, the sibling.
     # Until the ring's waiter moves, only the sibling's waits for 2.
     ring, sibling = Waiter((3, 2)), Waiter((2, 2))
-    sessions = iter([ring, sibling])
-
-    async def connect() -> Any:
-        return next(sessions)
-
-    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
-    watch.start(1)
-    try:
-        await _until(lambda: ring.waited == [3] and sibling.waited == [2])
-    finally:
-        await watch.close()
+    async with watching(ring, sibling):
+        await wait_until(lambda: ring.waited == [3] and sibling.waited == [2], "each waits for its mark")
     # Where the ring's waiter waits for the sibling, the sibling's has none: its session goes.
     ring, sibling = Waiter((2, 2)), Waiter((2, 2))
-    sessions = iter([ring, sibling])
-    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
-    watch.start(1)
-    try:
-        await _until(lambda: ring.waited == [2])
+    async with watching(ring, sibling) as watch:
+        await wait_until(lambda: ring.waited == [2], "the ring's waits for 2")
         watch._start_sibling(1)  # as if started while the ring's waited for another
-        await _until(lambda: sibling.ended)
+        await wait_until(lambda: sibling.ended, "the sibling's session ends")
         assert sibling.waited == []
-    finally:
-        await watch.close()
 
 
 class Moving:
@@ -254,15 +243,7 @@ class Moving:
 
 async def test_a_mark_gone_between_two_waits_wakes_the_rescuer() -> None:
     session = Moving()
-
-    async def connect() -> Any:
-        return session
-
-    watch = Watch(connect, NAMESPACE, (), NEXT_MARKS)
-    watch.start(1)
-    try:
+    async with watching(session) as watch:
         assert await watch.wait(5) is True
         assert session.waited[0] == 2 and watch.wakes == 0  # a look, not a release seen
-        await _until(lambda: session.waited == [2, 3])
-    finally:
-        await watch.close()
+        await wait_until(lambda: session.waited == [2, 3], "it waits for 3 next")

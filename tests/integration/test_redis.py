@@ -21,6 +21,7 @@ import redis.asyncio
 
 import runwright as rw
 from runwright.store import store_from_url
+from runwright.store._liveness import MISSING_GRACE_S
 from runwright.store._params import (
     EventListParams,
     RunEndedParams,
@@ -226,7 +227,9 @@ async def test_a_lapsed_liveness_key_is_a_death_only_when_it_stays_lapsed(store,
     assert await store.run_rescue_many(RunRescueParams(now=T0 + 2, worker_stale_s=1e9)) == []
     await lapsed()  # and lapsed for good
     assert await store.run_rescue_many(RunRescueParams(now=T0 + 3, worker_stale_s=1e9)) == []
-    (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 3.5, worker_stale_s=1e9))
+    # Dead once lapsed a whole grace by this rescuer's looks.
+    (rescued,) = await store.run_rescue_many(RunRescueParams(now=T0 + 3 + MISSING_GRACE_S,
+                                                             worker_stale_s=1e9))
     assert rescued.id == run.id and rescued.state is rw.RunState.QUEUED and rescued.recoveries == 1
 
 
@@ -310,7 +313,7 @@ async def test_threads_written_by_layout_2_are_listed_after_migrating(store) -> 
         await store.redis.hdel(store.key(f"thread:{number}"), "ident")
     await store.redis.set(store.key("schema_version"), 2)
     assert await store.thread_list(ThreadListParams()) == []
-    assert await store.migrate() == [3]
+    assert await store.migrate() == [3, 4, 5, 6]
     listed = await store.thread_list(ThreadListParams())
     assert [(t.tenant, t.thread, t.runs, t.last_run_id) for t in listed] == [
         (None, "b", 1, runs[2].id), ("alice", "a", 2, runs[1].id)]

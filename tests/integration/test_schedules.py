@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import zoneinfo
 
 import pytest
@@ -139,6 +140,40 @@ async def test_pause_resume_delete(app):
     assert await app.store.schedule_list() == []
     with pytest.raises(rw.InvalidInput, match="unknown schedule"):
         await app.pause_schedule("hourly")
+
+
+async def test_a_fire_whose_key_names_a_run_submitted_otherwise_says_so_a_refire_is_silent(app, caplog):
+    """A fire gets the run its key names (a re-fire after a crash must get its own fire's
+    run, not make a second). When that run was submitted otherwise (by hand, here), the fire
+    is not made, never silently: a WARNING names the schedule, the key, the run and what differs.
+    The schedule still moves on, and its next fire is made as usual."""
+    report = register(app)
+    app.schedule("hourly", cron="0 * * * *", task=report, args={"kind": "h"})
+    start = at(2026, 6, 1, 0, 0)
+    await app.sync_schedules(now=start)
+    squatter = await app.submit(report, kind="by hand", key="schedule:hourly:2026-06-01T01:00:00")
+    scheduler = Scheduler(app.store)
+    with caplog.at_level(logging.WARNING, logger="runwright"):
+        assert await scheduler.tick(start + 3600 + 1) == []
+    (said,) = [r for r in caplog.records if "did not fire" in r.getMessage()]
+    key = "schedule:hourly:2026-06-01T01:00:00"
+    assert said.getMessage() == (f"schedule 'hourly' did not fire: its key {key!r} names run "
+                                 f"{squatter.id}, submitted with other arguments")
+    assert said.__dict__["rw"] == {"schedule": "hourly", "key": key, "run_id": squatter.id,
+                                   "differs": "arguments"}
+    assert (await squatter.refresh()).arguments() == {"kind": "by hand"}
+    (stale,) = await app.store.schedule_list()
+    assert stale.next_fire_at == start + 2 * 3600
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="runwright"):
+        (fired,) = await scheduler.tick(start + 2 * 3600 + 1)
+        # A worker that read the schedule before that tick moved it fires the same time again
+        # (as after a crash between the insert and the move): it gets that run, and says nothing.
+        assert await scheduler._fire(stale, start + 2 * 3600 + 2) == []
+    assert fired.key == "schedule:hourly:2026-06-01T02:00:00" and fired.arguments() == {"kind": "h"}
+    assert [r for r in caplog.records if "did not fire" in r.getMessage()] == []
+    assert await fired_keys(app) == ["schedule:hourly:2026-06-01T01:00:00",
+                                     "schedule:hourly:2026-06-01T02:00:00"]
 
 
 async def test_a_worker_fires_declared_schedules_in_real_time(app):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -105,3 +106,37 @@ async def test_a_shared_transaction_cancelled_while_it_begins_leaves_none_open(
     finally:
         other.close()
     await sqlite_store.worker_deregister(10**6)  # "cannot start a transaction within a transaction" before
+
+
+
+async def test_a_transaction_cancelled_while_its_commit_waits_for_the_thread_leaves_none_open(
+        sqlite_store: SqliteStore) -> None:
+    """A caller cancelled while its COMMIT waited in the connection thread's queue had the
+    COMMIT dropped (a queued call that is cancelled never runs), the transaction left open,
+    and every later transaction on the connection refused ("cannot start a transaction within
+    a transaction": a worker's heartbeat died of it, in a fresh-clone run). The COMMIT runs."""
+    await sqlite_store._hot.call(lambda conn: conn.execute("CREATE TABLE scratch (x INTEGER)"))
+    loop = asyncio.get_running_loop()
+    busy, release = asyncio.Event(), threading.Event()
+
+    def occupy(_conn: sqlite3.Connection) -> None:
+        loop.call_soon_threadsafe(busy.set)
+        release.wait(30)
+
+    async def writer() -> None:
+        async with sqlite_store._transaction() as conn:
+            await conn.execute("INSERT INTO scratch VALUES (1)")
+            # The thread is taken before the COMMIT is queued: the COMMIT waits behind it.
+            occupied = asyncio.ensure_future(sqlite_store._shared.call(occupy))
+            await busy.wait()
+        await occupied
+
+    task = asyncio.create_task(writer())
+    await busy.wait()
+    await asyncio.sleep(0.05)  # the writer has queued its COMMIT behind `occupy`
+    task.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with sqlite_store._transaction() as conn:  # begins: no transaction was left open
+        assert await conn.fetchval("SELECT count(*) FROM scratch") == 1

@@ -45,9 +45,10 @@ async def test_a_tenant_cannot_reach_another_tenants_run(app):
     note, _ = _tasks(app)
     acme = await app.tenant("acme").submit(note, "a", delay_s=60)
     bolt = app.tenant("bolt")
+    elsewhere = rf"^run {acme.id} not found among the runs of tenant 'bolt' \("
     for operation in (bolt.get, bolt.read_run, bolt.cancel, bolt.retry, bolt.attempts,
                       bolt.events_page, bolt.wait_done):
-        with pytest.raises(rw.RunNotFound):
+        with pytest.raises(rw.RunNotFound, match=elsewhere):
             await operation(acme.id)
     with pytest.raises(rw.RunNotFound):
         [item async for item in bolt.events(acme.id, follow=False)]
@@ -55,7 +56,7 @@ async def test_a_tenant_cannot_reach_another_tenants_run(app):
     assert await bolt.list_runs() == [] and await bolt.count_by_state() == {}
     assert [run.id for run in await app.tenant("acme").list_runs()] == [acme.id]
     assert (await app.tenant("acme").count_by_state()) == {"queued": 1}
-    with pytest.raises(rw.InvalidInput):
+    with pytest.raises(rw.InvalidInput, match="^this view is of tenant 'bolt'; it cannot submit as 'acme'$"):
         await bolt.submit(note, "b", tenant="acme")
 
 

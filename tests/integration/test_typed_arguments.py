@@ -78,6 +78,7 @@ async def test_what_fits_is_stored_coerced_as_json(app):
     _tasks(app)
     handle = await app.submit("double", n="21")
     assert handle.run.arguments() == {"n": 21}
+    assert handle.arguments() == {"n": 21}  # the handle app.submit returns says it too (README)
     many = await app.submit_many("double", [{"n": "1"}, rw.Call({"n": 2.0}, key="k")])
     assert [h.run.arguments() for h in many] == [{"n": 1}, {"n": 2}]
     paris = dt.timezone(dt.timedelta(hours=2))

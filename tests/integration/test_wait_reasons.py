@@ -122,3 +122,68 @@ async def test_a_run_whose_major_no_live_worker_runs_says_so(store_url):
     assert error.why == ("no live worker can run it: the workers serving task 'summarize' on queue 'default' "
                          "do not run major 1 (the app version 1.0.0 submitted it); it is closed failed "
                          "(Unrunnable) once due for their --unrunnable-after-s")
+
+
+async def test_lists_say_why_each_queued_run_waits_and_filter_by_it(app):
+    """Every reason at once, in one store: what the store keeps (a park, a retry, a later
+    start) and what only the world tells (no worker, a thread's turn, a busy slot), read
+    for a whole list and filtered by, against a live worker."""
+    W = rw.WaitReason
+    release = asyncio.Event()
+
+    @app.task
+    async def nap(ctx: rw.Context) -> None:
+        await ctx.sleep(86400)
+
+    @app.task
+    async def approve(ctx: rw.Context) -> bool:
+        return bool(await ctx.ask("ship it?", schema=bool))
+
+    @app.task(queue="nowhere")
+    async def orphan(ctx: rw.Context) -> None:
+        return None
+
+    @app.task
+    async def parent(ctx: rw.Context) -> None:
+        await (await ctx.submit(orphan))
+
+    @app.task(retries=2, backoff=rw.Backoff(base_s=3600))
+    async def flaky(ctx: rw.Context) -> None:
+        raise ConnectionError("down")
+
+    @app.task
+    async def hold(ctx: rw.Context) -> None:
+        await release.wait()
+
+    async with running_worker(app, concurrency=1):
+        napping, asking, parenting, failing = [await app.submit(t) for t in (nap, approve, parent, flaky)]
+        for handle in (napping, asking, parenting, failing):
+            await _parked(app, handle)
+        (child,) = [run for run in await app.list_runs(task="orphan")]
+        later = await app.submit(hold, delay_s=3600)
+        holding = await app.submit(hold)
+        async with asyncio.timeout(30):
+            while (await holding.refresh()).state is not rw.RunState.RUNNING:
+                await asyncio.sleep(0.02)
+        first = await app.submit(hold, thread="t-list")
+        second = await app.submit(hold, thread="t-list", on_busy="enqueue")
+        expected = {napping.id: W.SLEEP, asking.id: W.ANSWER, parenting.id: W.CHILDREN, failing.id: W.RETRY,
+                    later.id: W.SCHEDULED, child.id: W.WORKER, first.id: W.SLOT, second.id: W.THREAD}
+        queued = await app.list_runs(states=[rw.RunState.QUEUED])
+        judged = await app.waiting(queued + [holding.run])
+        filtered = {reason: {run.id for run in await app.list_runs(waiting=reason)} for reason in W}
+        by_name = {run.id for run in await app.list_runs(waiting="answer")}
+        release.set()
+        for handle in (holding, first, second):
+            await handle.result(timeout_s=30)
+    assert {run_id: why.reason for run_id, why in judged.items()} == expected  # the running one: none
+    for reason in W:
+        assert filtered[reason] == {run_id for run_id, r in expected.items() if r is reason}, reason
+    assert by_name == {asking.id}
+    assert judged[napping.id].until is not None and judged[asking.id].until is None
+    assert judged[second.id].detail == f"it waits its turn on thread 't-list': run {first.id} goes first"
+
+
+async def test_a_filter_that_is_no_reason_is_refused_naming_the_reasons(app):
+    with pytest.raises(rw.InvalidInput, match="waiting must be one of sleep, answer, signal, children"):
+        await app.list_runs(waiting="napping")

@@ -88,9 +88,27 @@ async def transfer(order: str) -> str:
     return f"transferred {order}"
 
 
+async def gate_opened(name: str) -> str:
+    """Wait until the test opens the gate `name` (a file `gate-<name>` in the ledger's
+    directory): the run is mid-turn, its tool call in flight, as long as the test likes."""
+    note("wait_gate", name)
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while not (ledger_dir() / f"gate-{name}").exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return f"gate {name} opened"
+
+
+@app.tool  # at_least_once
+async def wait_gate(name: str) -> str:
+    """Wait until the test opens the gate."""
+    return await gate_opened(name)
+
+
 # retries=0: a failed attempt ends the run, so a test sees it instead of a silent retry.
 # (A takeover after a lost worker is no attempt: it is not limited by this.)
 app.agent("assistant", model=MODEL, tools=[pay, fetch, charge, prepare, transfer], retries=0)
+# An agent whose turn waits on a gate: a message steered to it mid-run (test_steering.py).
+app.agent("steerable", model=MODEL, tools=[wait_gate], retries=0)
 
 # A model with a quota: a request a second, one at once (see test_rate_limits.py).
 LIMITED = "openai:limited"

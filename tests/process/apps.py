@@ -28,7 +28,8 @@ import runwright as rw
 app = rw.App()
 
 LEDGER_ENV = "RUNWRIGHT_TEST_LEDGER"
-HOLD_LIMIT_S = 120.0  # a held run gives up waiting eventually, so nothing hangs forever
+HOLD_LIMIT_S = 300.0  # a held run gives up waiting eventually, so nothing hangs forever (past the
+# slowest test that holds runs on a loaded machine: the state machine's CLI face took 2 min)
 
 
 def ledger_dir() -> Path:
@@ -81,6 +82,33 @@ async def hold(ctx: rw.Context, tag: str) -> dict:
     return {"pid": os.getpid(), "fence": ctx.fence}
 
 
+@app.task(retries=0, concurrency=rw.Limit(key="{args.customer}", max=1, name="one-per-customer"))
+async def hold_limited(ctx: rw.Context, tag: str, customer: str) -> dict:
+    """`hold`, at most one run of a customer at once across the fleet."""
+    return await hold(ctx, tag)
+
+
+# Fair shares (test_concurrency_limit_tenants.py): at most TENANT_MAX runs of a tenant at
+# once; a run lasts a few milliseconds, so a tenant's runs pile up against its limit.
+TENANT_MAX = 4
+
+
+@app.task(retries=0, concurrency=rw.Limit(key="{tenant}", max=TENANT_MAX, name="per-tenant"))
+async def per_tenant(ctx: rw.Context, n: int) -> None:
+    await asyncio.sleep(0.002)
+
+
+# Rates per key (test_rate_limit_race.py): at most RATE_MAX of cost started in any
+# RATE_PER_S seconds per customer; a run's cost is its argument.
+RATE_MAX, RATE_PER_S = 4, 0.5
+
+
+@app.task(retries=0, rate=rw.Rate(key="{args.customer}", max=RATE_MAX, per_s=RATE_PER_S, cost="{args.cost}",
+                                  name="crm-rate"))
+async def rated(ctx: rw.Context, customer: str, cost: int, n: int) -> None:
+    await asyncio.sleep(0.001)
+
+
 @app.task(retries=0)
 def hold_sync(ctx: rw.Context, tag: str) -> str:
     """First start: block a thread until the release file appears. A thread cannot be
@@ -131,11 +159,13 @@ async def ledgered_step(ctx: rw.Context, i: int, min_s: float, max_s: float, gat
 
 
 @app.task(retries=0)
-async def steps_with_ledger(ctx: rw.Context, steps: int, min_s: float = 0.0, max_s: float = 0.0) -> int:
-    """`steps` journaled steps, each taking between min_s and max_s; returns the sum of 0..steps-1."""
+async def steps_with_ledger(ctx: rw.Context, steps: int, min_s: float = 0.0, max_s: float = 0.0,
+                            gate: int = -1) -> int:
+    """`steps` journaled steps, each taking between min_s and max_s; returns the sum of 0..steps-1.
+    Step `gate` waits at its gate (see gate_file) until the test opens it."""
     total = 0
     for i in range(steps):
-        total += await ctx.step(f"step-{i}", ledgered_step, ctx, i, min_s, max_s, False)
+        total += await ctx.step(f"step-{i}", ledgered_step, ctx, i, min_s, max_s, i == gate)
     return total
 
 
@@ -212,6 +242,13 @@ async def stall_then_write(ctx: rw.Context, tag: str, stall_in: str) -> dict:
     return identity(ctx)
 
 
+@app.task(retries=0)
+async def block_loop(ctx: rw.Context, tag: str) -> dict:
+    """First start: block the worker's whole event loop until released (no await in
+    between: no task of the loop runs meanwhile, the heartbeat and renewals neither)."""
+    return stall_on_first_start(ctx, tag)
+
+
 def stamped(ctx: rw.Context, name: str) -> dict:
     note(name, ctx)
     return {"at": time.time(), **identity(ctx)}
@@ -251,6 +288,91 @@ async def ask_deploy(ctx: rw.Context, target: str) -> dict:
     approved = await ctx.ask(f"Deploy {target}?", schema=bool)
     await ctx.step("deploy", _noted, ctx, "deploy")
     return {"target": target, "approved": approved, "pid": os.getpid()}
+
+
+@app.task(retries=0)
+async def await_payment(ctx: rw.Context, order: str) -> dict:
+    """A step, then a wait for the signal "payment" (parks the run), then a step with it."""
+    await ctx.step("prepare", _noted, ctx, "prepare")
+    await ctx.set_state("stage", "awaiting payment")
+    payment = await ctx.wait_signal("payment")
+    await ctx.set_state("stage", "charging")
+    await ctx.step("charge", _noted, ctx, "charge")
+    return {"order": order, "payment": payment, "pid": os.getpid()}
+
+
+@await_payment.query
+def stage(view: rw.RunView, shout: bool = False) -> dict:
+    """Where the order stands, read from the run's published state (no worker involved)."""
+    stage = view.state.get("stage", "not started")
+    return {"order": view.run.arguments()["order"], "stage": stage.upper() if shout else stage}
+
+
+@app.task(retries=0)
+async def gather_signals(ctx: rw.Context, count: int) -> list:
+    """The payloads of the first `count` signals "msg", in the order taken."""
+    got = []
+    async for payload in ctx.signals("msg"):
+        got.append(payload)
+        if len(got) == count:
+            return got
+    return got
+
+
+@app.task(retries=0)
+async def catch_ticks(ctx: rw.Context, count: int) -> dict:
+    """The first `count` signals "tick", each taken by a short wait (20 ms, within the
+    linger: a wait that times out ends its linger and journals its timeout, raced by the
+    sends), in the order taken, and how many waits timed out."""
+    got: list = []
+    timeouts = 0
+    while len(got) < count:
+        try:
+            got.append(await ctx.wait_signal("tick", timeout_s=0.02))
+        except TimeoutError:
+            timeouts += 1
+    return {"got": got, "timeouts": timeouts}
+
+
+@app.task(retries=0)
+async def priced_cart(ctx: rw.Context, rounds: int) -> dict:
+    """Apply `rounds` updates "discount" (each a journaled step noted in the ledger), then end."""
+    total = 100
+    for _ in range(rounds):
+        total = await ctx.handle_update("discount", lambda pct, before=total: _discounted(ctx, before, pct))
+        await ctx.set_state("total", total)
+    return {"total": total}
+
+
+def _discounted(ctx: rw.Context, total: int, pct: int) -> int:
+    note("discount", ctx)
+    return total - total * pct // 100
+
+
+@priced_cart.validate_update("discount")
+def _check_discount(view: rw.RunView, pct: object) -> None:
+    if not isinstance(pct, int) or not 0 < pct <= 50:
+        raise ValueError(f"a discount is a whole percent in 1..50, got {pct!r}")
+
+
+@app.task(retries=0)
+async def await_doc(ctx: rw.Context, doc_id: str, timeout_s: float | None = None) -> dict:
+    """A step, then a wait for event "doc.processed" of this document (parks the run), then
+    a step with it."""
+    await ctx.step("prepare", _noted, ctx, "prepare")
+    try:
+        event = await ctx.wait_event("doc.processed", match={"doc_id": doc_id}, timeout_s=timeout_s)
+    except TimeoutError:
+        event = "timeout"
+    await ctx.step("after", _noted, ctx, "after")
+    return {"doc_id": doc_id, "event": event, "pid": os.getpid()}
+
+
+@app.task(retries=0, on_event="doc.processed")
+async def index_doc(ctx: rw.Context, event: dict) -> dict:
+    """Started by every event "doc.processed", given its data."""
+    await ctx.step("index", _noted, ctx, "index")
+    return {"indexed": event.get("doc_id")}
 
 
 def _noted(ctx: rw.Context, name: str) -> str:

@@ -8,7 +8,9 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -96,6 +98,27 @@ async def test_retry_of_a_dead_run_from_the_command_line(app: rw.App, store_url:
     assert (await handle.refresh()).state is rw.RunState.QUEUED
     again = runwright("retry", str(handle.id), url=store_url)
     assert again.returncode == 2 and "not retried" in again.stderr
+
+
+async def test_pause_and_resume_from_the_command_line(app: rw.App, store_url: str) -> None:
+    handle = await app.submit(apps.record, n=5, delay_s=3600)
+    paused = runwright("pause", str(handle.id), url=store_url)
+    assert paused.returncode == 0 and paused.stdout.strip() == f"run {handle.id}: paused", paused.stderr
+    assert (await handle.refresh()).paused
+    listed = runwright("runs", "--waiting", "paused", url=store_url)
+    assert f"│ {handle.id} " in listed.stdout and "paused" in listed.stdout
+    shown = runwright("show", str(handle.id), url=store_url)
+    assert "it is paused" in shown.stdout
+    resumed = runwright("resume", str(handle.id), url=store_url)
+    assert resumed.returncode == 0 and resumed.stdout.strip() == f"run {handle.id}: resumed"
+    again = runwright("resume", str(handle.id), url=store_url)
+    assert again.returncode == 2 and "RunNotPaused" in again.stderr and len(again.stderr.splitlines()) == 1
+    runwright("pause", str(handle.id), url=store_url)
+    bulk = runwright("bulk", "resume", "--task", "record", url=store_url)
+    assert bulk.returncode == 0, bulk.stderr
+    assert not (await handle.refresh()).paused
+    unknown = runwright("pause", "987654", url=store_url)
+    assert unknown.returncode == 5 and "RunNotFound" in unknown.stderr
 
 
 async def test_a_result_is_awaited_in_a_process_that_did_not_submit_it(app: rw.App, store_url: str,
@@ -225,7 +248,10 @@ def test_the_readme_demo_finishes_every_run_exactly_once(tmp_path) -> None:
     assert rows["runs submitted"] == "120"
     assert rows["finished succeeded (one fenced finish each)"] == "120"
     assert rows["results wrong"] == rows["not finished"] == "0"
-    assert (tmp_path / "runwright-demo.db").exists()
+    # It wrote in a temporary folder of its own, which it named and removed: nothing is left here.
+    assert list(tmp_path.iterdir()) == []
+    (work,) = re.findall(r"\(its files in (\S+), removed at the end\)", demo.stdout)
+    assert not Path(work).exists() and Path(work).parent == Path(tempfile.gettempdir())
     # What it says of the kill is of the killed worker alone: the runs it held, all taken over.
     (kill,) = [line for line in demo.stdout.splitlines() if line.startswith("SIGKILL")]
     found = re.fullmatch(r"SIGKILL worker pid (\d+) with (\d+) runs in flight on it \((\d+) running on all 3 "
@@ -245,10 +271,13 @@ def test_the_readme_demo_finishes_every_run_exactly_once(tmp_path) -> None:
 async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, store_url: str) -> None:
     from runwright.store import store_from_url
 
-    known = store_from_url(store_url).schema_version_known
+    store = store_from_url(store_url)
+    known = store.schema_version_known
+    # Redis has no schema: its numbered versions are of its key layout, and say so.
+    assert store.schema_noun == ("key layout" if store_url.startswith("redis") else "schema")
     first = runwright("migrate", url=store_url)
     assert first.returncode == 0
-    assert f"schema at version {known}; applied {list(range(1, known + 1))}" in first.stdout
+    assert f"{store.schema_noun} at version {known}; applied {list(range(1, known + 1))}" in first.stdout
     again = runwright("migrate", url=store_url)
     assert again.returncode == 0 and "nothing to do" in again.stdout
     async with rw.App(store_url) as app:  # a later runwright stamped a newer schema
@@ -256,6 +285,7 @@ async def test_migrate_then_a_newer_schema_is_refused_at_start(backend: str, sto
     worker = runwright("worker", APP_SPEC, url=store_url, timeout_s=60)
     assert worker.returncode == 4, worker.stderr
     assert "SchemaError" in worker.stderr and "newer than this runwright knows" in worker.stderr
+    assert f"has {store.schema_noun} version 99" in worker.stderr
     assert "Traceback" not in worker.stderr
     with pytest.raises(rw.SchemaError, match="Nothing was written"):
         await rw.App(store_url).open()

@@ -73,7 +73,8 @@ def submitted(url: str, task: str, args: str, *options: str) -> int:
 
 READ_COMMANDS = [["status"], ["runs"], ["dead"], ["show", "1"], ["events", "1"], ["follow", "1"],
                  ["workers"], ["thread", "show", "t1"], ["thread", "list"], ["schedules"], ["runs", "--json"],
-                 ["status", "--json"], ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"]]
+                 ["status", "--json"], ["cancel", "1"], ["retry", "1"], ["schedules", "pause", "nightly"],
+                 ["limits"], ["limits", "set", "crm", "3"]]
 
 
 @pytest.mark.parametrize("args", READ_COMMANDS, ids=" ".join)
@@ -212,8 +213,11 @@ async def test_submit_to_a_thread_with_a_busy_policy_as_options_or_json(app: rw.
         assert refused.returncode == as_json.returncode == 2
         assert refused.stderr == as_json.stderr and len(refused.stderr.splitlines()) == 1, refused.stderr
     assert refused.stderr.startswith("error: InvalidInput: on_busy must be one of reject, enqueue, "
-                                     "interrupt, rollback, got 'later'")
+                                     "interrupt, rollback, steer, got 'later'")
     assert len(await app.list_runs()) == 3
+    # steer: no agent runs on the thread, so the run waits its turn, as an enqueue.
+    steered = submitted(store_url, "double", '{"n": 5}', "--thread", "chat", "--on-busy", "steer")
+    assert (await app.store.run_get(steered)).state is rw.RunState.QUEUED
 
 
 async def test_submit_checks_the_arguments_against_the_tasks_hints(app: rw.App, store_url: str) -> None:
@@ -290,6 +294,36 @@ async def test_show_prints_the_traceback_of_a_failed_run(app: rw.App, store_url:
     assert as_json["run"]["state"] == "dead" and as_json["run"]["error"]["type"] == "ValueError"
     assert "_inner_frame_of_explode" in as_json["run"]["error"]["traceback"]
     assert [a["outcome"] for a in as_json["attempts"]] == ["dead"]
+
+
+async def test_fork_makes_a_run_from_a_step_with_changed_arguments_and_refuses_in_one_line(
+        app: rw.App, store_url: str) -> None:
+    with worker_process(store_url):
+        done = runwright("submit", CLI_APP, "double", "--args", '{"n": 2}', "--wait", url=store_url)
+        assert done.returncode == 0, done.stderr
+        original = int(done.stdout.split()[1])
+        forked = runwright("fork", str(original), "--from-step", "0", "--args", '{"n": 5}', "--key", "f1",
+                           "--app", CLI_APP, url=store_url)
+        assert forked.returncode == 0, forked.stderr
+        said = rf"run (\d+) forked from run {original} \(key f1, state queued\)\n"
+        assert re.fullmatch(said, forked.stdout)
+        fork = await app.get(int(forked.stdout.split()[1]))
+        assert (fork.run.forked_from, fork.arguments()) == (original, {"n": 5})
+        assert await fork.result(timeout_s=60) == 10
+    assert f"forked from {original}" in runwright("show", str(fork.id), url=store_url).stdout
+    again = runwright("fork", str(original), "--from-step", "0", "--args", '{"n": 5}', "--key", "f1",
+                      url=store_url)
+    assert again.returncode == 0 and again.stdout.startswith(f"run {fork.id} exists from run {original}")
+    for argv, code, line in (
+            (["--from-step", "1"], BAD_INPUT, f"error: InvalidInput: from_step=1 is past the end of run "
+                                              f"{original}'s journal (it holds no step yet: fork from 0)"),
+            (["--from-step", "0", "--app", CLI_APP, "--args", '{"n": "two"}'], BAD_INPUT,
+             "error: BadArguments: task 'double': argument 'n'")):
+        refused = runwright("fork", str(original), *argv, url=store_url)
+        assert (refused.returncode, refused.stdout) == (code, "")
+        (only,) = refused.stderr.splitlines()
+        assert only.startswith(line), refused.stderr
+    assert [run.id for run in await app.forks(original)] == [fork.id]
 
 
 async def test_listing_commands_print_json_for_scripts(app: rw.App, store_url: str) -> None:
@@ -371,6 +405,17 @@ async def test_tables_show_instants_in_utc_and_flags_as_words(app: rw.App, store
     # For scripts, --json keeps the records' own values: epoch seconds, true/false/null.
     (listed,) = [r for r in json.loads(runwright("runs", "--json", url=store_url).stdout) if r["id"] == asked]
     assert listed["created_at"] == ask_run.run.created_at and listed["finished_at"] is None
+    # Why a queued run waits: a column of the list, a line of `show`, a filter, and in JSON.
+    (row,) = [line for line in outputs["runs"].stdout.splitlines() if line.startswith(f"│ {asked} ")]
+    assert "│ answer " in row, row
+    assert "waiting: it waits for a person's answer" in outputs[f"show {asked}"].stdout
+    waiting = runwright("runs", "--waiting", "answer", "--json", url=store_url)
+    assert [(r["id"], r["waiting"]["reason"], r["waiting"]["until"]) for r in json.loads(waiting.stdout)] == [
+        (asked, "answer", None)]
+    assert json.loads(runwright("runs", "--waiting", "sleep", "--json", url=store_url).stdout) == []
+    bad = runwright("runs", "--waiting", "napping", url=store_url)
+    assert (bad.returncode, bad.stderr.count("\n")) == (BAD_INPUT, 1), bad.stderr
+    assert "waiting must be one of sleep, answer" in bad.stderr
 
 
 async def test_thread_list_shows_every_tenants_threads_newest_first(app: rw.App, store_url: str) -> None:
@@ -451,6 +496,16 @@ def test_serve_prints_where_it_listens_and_a_port_in_use_is_exit_7(tmp_path: Pat
             server.stdout.close()
 
 
+def test_serve_operator_decode_without_the_payload_keys_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runwright.db'}"
+    refused = runwright("serve", CLI_APP, "--port", "0", "--operator-decode", url=url,
+                        env={"RUNWRIGHT_AUTH": "off"})
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.splitlines() == ["error: --operator-decode needs the payload keys (the app's "
+                                           "Codecs(keys=...) or RUNWRIGHT_PAYLOAD_KEYS): this process has "
+                                           "none to decode with"]
+
+
 def _first_lines(stream: IO[str], count: int, timeout_s: float = 120) -> list[str]:
     """The first `count` lines of `stream`; a server that never prints fails the test
     (at the deadline, which only ends a broken test) instead of hanging it."""
@@ -491,3 +546,23 @@ def test_serve_refuses_to_start_with_a_task_whose_hints_cannot_be_checked(tmp_pa
         "error: ConfigError: task 'never': the type hint of argument 'item' ('NoSuchType') cannot be "
         "resolved: name 'NoSuchType' is not defined; define what it names at the top level of the module "
         "'badhints'"]
+
+
+async def test_limits_weight_sets_and_unsets_a_fair_keys_weight_and_refuses_in_one_line(
+        app: rw.App, store_url: str) -> None:
+    done = runwright("limits", "weight", "tenants:acme", "3", url=store_url)
+    assert (done.returncode, done.stdout.strip()) == (0, "fair key tenants:acme: weight 3"), done.stderr
+    assert (await app.store.limit_overrides()) == {"fair/tenants:acme": 3}
+    listed = runwright("limits", url=store_url, env={"COLUMNS": "200"})
+    assert listed.returncode == 0 and "fair keys' weights" in listed.stdout, listed.stdout
+    assert any(line.split() == ["│", "tenants:acme", "│", "3", "│"] for line in listed.stdout.splitlines()), \
+        listed.stdout
+    assert runwright("limits", "unweight", "tenants:acme", url=store_url).returncode == 0
+    assert (await app.store.limit_overrides()) == {}
+    for args, says in ((["weight", "tenants:acme", "0"], "weight is an int in 1..10000"),
+                       (["weight", "tenants"], "needs the W"),
+                       (["unweight", "tenants", "2"], "takes no number"),
+                       (["weight", "a b", "2"], "its name is")):
+        done = runwright("limits", *args, url=store_url)
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, (args, done.stderr)
+        assert says in done.stderr, (args, done.stderr)

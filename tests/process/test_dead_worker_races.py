@@ -20,6 +20,7 @@ import asyncpg
 import pytest
 
 import runwright as rw
+from runwright.store._liveness import MISSING_GRACE_S
 from runwright.store._params import RunInsertParams, RunRescueParams
 
 from . import apps
@@ -115,7 +116,7 @@ async def test_an_unrunnable_sweep_spares_the_runs_of_a_worker_registered_before
 async def test_a_rescuer_never_deletes_a_worker_that_took_its_mark_again(
         app: rw.App, store_url: str, tmp_path: Path, backend: str) -> None:
     # SQLite has no mark but the heartbeat: a short worker_stale_s stands for the grace.
-    stale_s = "0.3" if backend == "sqlite" else "10"
+    stale_s = str(MISSING_GRACE_S) if backend == "sqlite" else "10"
     go = tmp_path / "go"
     rescuers = [_actor("rescue", store_url, go, stale_s) for _ in range(RESCUERS)]
     flappers = [_actor("flap", store_url, go, str(FLAPPING)) for _ in range(FLAPPERS)]

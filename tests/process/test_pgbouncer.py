@@ -21,12 +21,14 @@ from urllib.parse import quote, urlsplit
 import asyncpg
 import pytest
 
+import runwright as rw
 from runwright.errors import ConfigError
 from runwright.runs import RunState
 from runwright.store import store_from_url
 from runwright.store._params import EventListParams
 
 from ..conftest import PG_BASE
+from ..integration.conftest import running_worker
 from ..ports import free_port
 from . import apps
 from .harness import APP_SPEC, DEADLINE_S, ROOT, WorkerFleet, client, wait_until
@@ -175,3 +177,49 @@ async def _database_now() -> float:
         await conn.close()
 
 
+
+
+async def test_transactional_steps_and_submissions_go_through_a_transaction_pooler(
+        pooler: str, schema: str) -> None:
+    """runwright's tables and the application's in one database, both reached through
+    PgBouncer in transaction mode (README: Exactly-once effects, set-up): a transactional
+    step's write lands once across a replay; a run submitted, and a signal sent, in the
+    application's own transaction through the pooler exist only if it commits, and the
+    worker (which looks at the queue by itself once an hour) is woken at the commit."""
+    app = rw.App(f"{pooler}?schema={schema}&direct={quote(PG_BASE, safe='')}")
+    table = f'"{schema}".payments'
+    calls: list[str] = []
+
+    async def record(tx: asyncpg.Connection, order: str) -> int:
+        calls.append(order)
+        return int(await tx.fetchval(f"INSERT INTO {table} (id, n) VALUES ($1, 1) ON CONFLICT (id) "
+                                     f"DO UPDATE SET n = payments.n + 1 RETURNING n", order))
+
+    @app.task(retries=2, backoff=rw.Backoff(base_s=0.05))
+    async def charge(ctx: rw.Context, order: str) -> object:
+        paid = await ctx.transaction("record", record, order)
+        if ctx.attempt == 1:
+            raise ConnectionError("after the commit, before the run ended")
+        return [paid, await ctx.wait_signal("go")]
+
+    # The application's own connection through the pooler: no statement cache (a prepared
+    # statement does not outlive a transaction there).
+    conn = await asyncpg.connect(pooler, statement_cache_size=0)
+    try:
+        await app.open()
+        await conn.execute(f"CREATE TABLE {table} (id text PRIMARY KEY, n integer NOT NULL)")
+        async with running_worker(app, poll_s=3600):
+            with pytest.raises(ZeroDivisionError):
+                async with conn.transaction():
+                    await app.submit(charge, order="dropped", key="dropped", connection=conn)
+                    raise ZeroDivisionError
+            async with conn.transaction():
+                handle = await app.submit(charge, order="o-1", key="o-1", connection=conn)
+                await app.signal(handle.id, "go", "went", connection=conn)
+            assert await handle.result(timeout_s=DEADLINE_S) == [1, "went"]
+        assert await app.list_runs(key="dropped") == []
+        assert calls == ["o-1"]  # the replay returned the journaled 1 without calling record
+        assert [tuple(row) for row in await conn.fetch(f"SELECT id, n FROM {table}")] == [("o-1", 1)]
+    finally:
+        await conn.close()
+        await app.close()

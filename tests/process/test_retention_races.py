@@ -30,7 +30,7 @@ from .harness import DEADLINE_S, ROOT, WorkerFleet, outputs, wait_until
 pytestmark = pytest.mark.process
 THREADS, TURNS = 30, 8  # the ended runs raced for: each thread's runs beyond its newest are capped
 RETRIERS, CAP_SWEEPERS, AGE_SWEEPERS = 6, 2, 1
-ROUNDS = 8  # at most, until one where both sides won some runs (a round: about a second)
+ROUNDS = 16  # at most, until one where both sides won some runs (a round: about a second)
 
 
 async def _ended_threaded_runs(store, tag: str = "") -> list[int]:

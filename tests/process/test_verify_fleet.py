@@ -36,7 +36,7 @@ pytestmark = pytest.mark.pg_connections(50)
 
 FAST = {"RUNWRIGHT_FLEET_HEARTBEAT_S": "0.25", "RUNWRIGHT_FLEET_STALE_S": "3", "RUNWRIGHT_FLEET_TTL_S": "8"}
 APP_SPEC = "tests.process.verify_fleet_app:app"
-SHORT = ["--runs", "200", "--kill-every", "2s", "--stall-every", "4s", "--blip-every", "3s",
+SHORT = ["--runs", "200", "--kill-every", "2s", "--stall-every", "2s", "--blip-every", "3s",
          "--seed", "7", "--timeout-s", "240"]
 WORKERS = 3
 STALLED_CONCURRENCY = 8  # each worker's -c: what a stopped worker can hold
@@ -312,19 +312,28 @@ async def test_a_verify_the_fleet_declared_dead_aborts_instead_of_reporting(back
                   "--blip-every", "0", "--seed", "11")
 
     async def some_runs() -> bool:
+        if proc.poll() is not None:  # say why at once, not after the wait's deadline
+            out, err = proc.communicate()
+            raise AssertionError(f"verify ended (exit {proc.returncode}) before it was stopped:\n"
+                                 f"{out.decode()[-3000:]}\n{err.decode()[-3000:]}")
         return (await verify_left(store_url))["runs"] > 100 and \
             await ledger_state(store_url) is rw.RunState.RUNNING
 
-    await wait_until(some_runs, "verify's runs are in the store", timeout_s=120, interval_s=0.3)
-    proc.send_signal(signal.SIGSTOP)
     try:
-        async def taken_back() -> bool:
-            return await ledger_state(store_url) is not rw.RunState.RUNNING
+        await wait_until(some_runs, "verify's runs are in the store", timeout_s=120, interval_s=0.3)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            async def taken_back() -> bool:
+                return await ledger_state(store_url) is not rw.RunState.RUNNING
 
-        await wait_until(taken_back, "the fleet takes verify's ledger run back", timeout_s=60,
-                         interval_s=0.3)
-    finally:
-        proc.send_signal(signal.SIGCONT)
+            await wait_until(taken_back, "the fleet takes verify's ledger run back", timeout_s=60,
+                             interval_s=0.3)
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    except BaseException:
+        proc.kill()  # and its pipes closed: left to the collector they warn in a later test
+        proc.communicate()
+        raise
     out, err = finish(proc)
     assert proc.returncode == 1, err[-3000:]
     assert "declared this verify session dead" in err and "Traceback" not in err, err[-3000:]

@@ -102,10 +102,13 @@ class _Marks:
 
     async def drop(self, wid: int) -> None:
         if self.kind == "PostgresStore":
+            # The mark is on the process's own session, which the store's LISTENs and
+            # presence share: a statement of ours takes its turn there, as the store's do.
             conn = self.store._marks.connection(wid)
-            await conn.fetchval("SELECT pg_advisory_unlock($1, $2)", self.store.lock_namespace, wid)
+            async with self.store._own.use(conn):
+                await conn.fetchval("SELECT pg_advisory_unlock($1, $2)", self.store.lock_namespace, wid)
         elif self.kind == "RedisStore":
-            self.store._alive_ids.discard(wid)  # its key lapses: as a worker cut off
+            self.store._keeper.discard(wid)  # its key lapses: as a worker cut off
             await self.store.redis.delete(self.store.key(f"alive:{wid}"))
         # SQLite: its heartbeat stops (the rescuers' worker_stale_s is short)
 
@@ -113,13 +116,16 @@ class _Marks:
         """Take the mark again; True when the registration was still there."""
         if self.kind == "PostgresStore":  # as _marks.py: the lock first, then the row
             conn = self.store._marks.connection(wid)
-            while not await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)",
-                                          self.store.lock_namespace, wid):
+            while True:
+                async with self.store._own.use(conn):
+                    if await conn.fetchval("SELECT pg_try_advisory_lock($1, $2)",
+                                           self.store.lock_namespace, wid):
+                        break
                 await asyncio.sleep(0.01)
             return await self.registered(wid)
         back = await self.store.worker_heartbeat(WorkerHeartbeatParams(wid))
         if back and self.kind == "RedisStore":
-            self.store._alive_ids.add(wid)
+            self.store._keeper.add(wid)
         return bool(back)
 
     async def keep(self, wid: int) -> None:

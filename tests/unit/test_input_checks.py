@@ -3,6 +3,7 @@
 import asyncio
 import datetime as dt
 import math
+import re
 
 import pytest
 
@@ -106,6 +107,22 @@ def test_task_registration_errors():
     with pytest.raises(rw.BadArguments, match="unexpected keyword"):
         one.bind((), {"a": 1, "b": 2})
     assert one.bind((5,), {}) == {"a": 5}
+
+
+@pytest.mark.parametrize("priority", [99999, -1, "high", True, 2.0, None])
+def test_a_task_declared_with_a_priority_out_of_range_is_refused_at_declaration(priority):
+    """A priority no submission would take is refused where the task is declared, naming the
+    task and the range, not at its first submission (which takes the task's default)."""
+    app = rw.App("sqlite:///unused.db", builtin_jobs=False)
+    says = re.escape(f"task 'urgent': priority must be an int in 0..32767 (0 = most urgent), "
+                     f"got {priority!r}")
+    with pytest.raises(rw.ConfigError, match=says):
+
+        @app.task(priority=priority)
+        async def urgent(ctx) -> None: ...
+    assert "urgent" not in app.tasks
+    for edge in (rw.CRITICAL, 32767):
+        assert app.task(name=f"edge{edge}", priority=edge)(lambda ctx: None).priority == edge
 
 
 def test_due_times_are_checked():

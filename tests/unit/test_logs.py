@@ -1,5 +1,7 @@
+import asyncio
 import json
 import logging
+import re
 
 import pytest
 
@@ -44,3 +46,26 @@ def test_crash_points_can_target_one_step_and_fire_a_set_number_of_times():
         crashpoints.crash_point("step.after_side_effect", "charge")  # spent: nothing
     finally:
         crashpoints.disarm()
+
+
+async def test_a_worker_s_start_and_stop_lines_count_the_app_s_tasks_and_give_instants_in_utc(caplog):
+    """`worker started` counts the app's own tasks apart from those every App has (the
+    built-in jobs, verify's workload), so one task reads `tasks=1`; `worker stopped`
+    gives its start as every face writes an instant, not as epoch seconds."""
+    app = rw.App("memory://")
+
+    @app.task
+    async def only(ctx: rw.Context) -> None:
+        return None
+
+    caplog.set_level(logging.INFO, logger="runwright")
+    async with app:
+        worker = app.worker(poll_s=0.05)
+        running = asyncio.create_task(worker.run())
+        await (await app.submit(only)).result(timeout_s=30)
+        worker.stop()
+        await running
+    fields = {record.getMessage(): record.rw for record in caplog.records if hasattr(record, "rw")}
+    assert fields["worker started"]["tasks"] == 1
+    assert fields["worker started"]["built_in_tasks"] == len(app.tasks) - 1 > 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", fields["worker stopped"]["started_at"])

@@ -9,11 +9,12 @@ import pytest
 import runwright as rw
 from runwright import errors, runs, testing
 from runwright.agents import _models as models
+from runwright.integrations import openai_agents
 from runwright.jobs import _webhook as webhook
 
 # Where the errors drawn in errors.py live: the tree is whole, so errors defined beside
 # the code that raises them are drawn too.
-ERROR_MODULES = (errors, models, testing, webhook)
+ERROR_MODULES = (errors, models, testing, webhook, openai_agents)
 _TREE_LINE = re.compile(r"^(?P<indent>[ │├└─]*?)(?:[├└]── )?(?P<name>[A-Z]\w+)\b")
 
 

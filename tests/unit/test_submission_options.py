@@ -19,8 +19,9 @@ from runwright.store._params import RunInsertParams
 from runwright.tasks._registry import Registry
 from runwright.tasks._submission import OPTIONS, Submission
 
-# Given by the caller's token (tenant) or a header, not by the body of POST /runs.
-NOT_IN_THE_BODY = {"tenant", "traceparent"}
+# Given by the caller's token (tenant) or a header, not by the body of POST /runs; and
+# the caller's own database connection, which only a program holds.
+NOT_IN_THE_BODY = {"tenant", "traceparent", "connection"}
 
 
 def test_every_face_takes_the_same_options():

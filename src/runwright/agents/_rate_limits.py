@@ -25,6 +25,7 @@ from ..core._clock import Clock
 from ..core._resilience import through_blinks
 from ..engine._parking import Park
 from ..errors import ConfigError
+from ..runs import WaitReason
 from ..store._interface import Store
 from ..store._params import BucketTakeParams
 
@@ -76,7 +77,8 @@ async def take_quota(store: Store, clock: Clock, model: str, limit: RateLimit, t
         if turn_s > INLINE_WAIT_S:
             for given in held:
                 await through_blinks(store.bucket_take, _giving_back(given))
-            raise Park(clock() + turn_s * (1 + random.uniform(0, PARK_JITTER)), f"rate limit of {model}")
+            raise Park(clock() + turn_s * (1 + random.uniform(0, PARK_JITTER)), f"rate limit of {model}",
+                       WaitReason.RATE_LIMIT)
     if turn_s > 0:
         await asyncio.sleep(turn_s)
 

@@ -11,6 +11,10 @@ becomes an error result the model sees, not a crash), and each tool's delivery g
 
 A tool may need a person's approval before each call (`approval=True`), or before the
 calls its arguments make risky (`approval=` a predicate over the validated arguments).
+
+A tool whose schema is given rather than built from hints (an MCP server's) carries
+SchemaArguments: the model sees that JSON schema, and its calls are checked against it.
+A Toolset hands out such tools at run time (see agents/_loop.py).
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ import inspect
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, cast
+from typing import Any, Callable, Literal, Protocol, cast, runtime_checkable
 
 from ..core._arguments import TypedArguments
 from ..errors import BadArguments, ConfigError
 from ..tasks._blocking import in_thread
 
-__all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "ToolSpec", "tool_spec"]
+__all__ = ["DELIVERIES", "IDEMPOTENCY_KEY", "SchemaArguments", "ToolSpec", "Toolset",
+           "outcome_unknown_result", "tool_spec"]
 
 Delivery = Literal["at_least_once", "at_most_once", "idempotent"]
 DELIVERIES = ("at_least_once", "at_most_once", "idempotent")
@@ -41,7 +46,8 @@ class ToolSpec:
     fn: Callable[..., Any]
     description: str
     delivery: Delivery
-    arguments: TypedArguments  # the parameters' hints: the schema the model sees, and its calls' check
+    # The schema the model sees, and its calls' check: the parameters' hints, or a given schema.
+    arguments: TypedArguments | SchemaArguments
     approval: bool | Callable[[dict[str, Any]], bool] = False
 
     def needs_approval(self, arguments: dict[str, Any]) -> bool:
@@ -82,6 +88,77 @@ class ToolSpec:
             return await self.fn(**arguments)
         value = await in_thread(self.fn, **arguments)
         return await value if inspect.isawaitable(value) else value
+
+
+class SchemaArguments:
+    """A tool's arguments as a given JSON schema describes them (an MCP tool's inputSchema):
+    shown to the model as given, and checked with jsonschema (imported at the first check).
+    Nothing is coerced or filled in: the tool's own side does that."""
+
+    def __init__(self, owner: str, schema: dict[str, Any]) -> None:
+        self.owner = owner
+        self.schema = schema
+        self._validator: Any = None
+
+    def json_schema(self) -> dict[str, Any]:
+        copy: dict[str, Any] = json.loads(json.dumps(self.schema))  # the caller may change it
+        return copy
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        if self._validator is None:
+            from jsonschema.validators import validator_for
+
+            cls = validator_for(self.schema)
+            try:
+                cls.check_schema(self.schema)
+            except Exception as exc:  # a server's bad schema: the model cannot call it
+                raise BadArguments(f"{self.owner}: its input schema is not valid: "
+                                   f"{str(exc).splitlines()[0]}") from None
+            self._validator = cls(self.schema)
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            shown = "; ".join(_schema_error(error) for error in errors[:5])
+            more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+            raise BadArguments(f"{self.owner}: {shown}{more}")
+        return dict(arguments)
+
+
+def _schema_error(error: Any) -> str:
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"argument {where!r}: {error.message}" if where else error.message
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools found at run time rather than declared (an MCP server's), given to an agent
+    among its tools. Each model call offers what `definitions` returns at that moment; the
+    definitions are journaled with the call, so the tools a replayed turn calls are the
+    ones its model saw, rebuilt by `tool`."""
+
+    @property
+    def name(self) -> str:
+        """Unique among an agent's toolsets: a journaled definition names its toolset."""
+        ...
+
+    async def definitions(self) -> list[dict[str, Any]]:
+        """The tools' definitions (JSON: journaled), each with a "name"."""
+        ...
+
+    def tool(self, definition: dict[str, Any]) -> ToolSpec:
+        """The tool a definition describes."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the toolset holds (its connections), when the app closes."""
+        ...
+
+
+def outcome_unknown_result(name: str, why: str = "the worker stopped mid-call") -> str:
+    """What the model gets for an at-most-once call whose outcome is unknown."""
+    return json.dumps({"error": "ToolOutcomeUnknown",
+                       "message": f"the call to {name!r} was started but its outcome is unknown "
+                                  f"({why}); it was not repeated because "
+                                  f"the tool is at-most-once. Check before calling it again."})
 
 
 def tool_spec(fn: Callable[..., Any], name: str | None, delivery: str,

@@ -10,6 +10,10 @@ Every figure it prints is what it measured, and says of what: the runs in flight
 killed worker are read from the store while that worker is stopped (SIGSTOP, then the
 read, then SIGKILL), so none can start or end between the count and the kill; the
 takeovers counted are of those runs; the throughput is stated beside the sleep that bounds it.
+
+It writes in a temporary folder of its own (its ledger, and its SQLite database unless
+given --url), which it names at start and removes at the end: nothing is left in the
+folder it was run from.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import functools
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -78,14 +83,22 @@ def __getattr__(name: str) -> App:
 
 
 def run_demo(runs_count: int, workers: int, url: str | None) -> bool:
-    if url is None:
-        for suffix in ("", "-wal", "-shm"):
-            Path(DEMO_DB + suffix).unlink(missing_ok=True)
-        url = f"sqlite:///./{DEMO_DB}"
-    ledger = tempfile.mkdtemp(prefix="runwright-demo-")
+    work = Path(tempfile.mkdtemp(prefix="runwright-demo-"))
+    try:
+        ledger = work / "ledger"
+        ledger.mkdir()
+        if url is None:
+            url = f"sqlite:///{work / DEMO_DB}"
+        console.print(f"[bold]runwright demo[/] on {url}: {workers} worker processes, {runs_count} runs "
+                      f"(its files in {work}, removed at the end)", highlight=False, soft_wrap=True)
+        return _run(url, runs_count, workers, str(ledger))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(url: str, runs_count: int, workers: int, ledger: str) -> bool:
     env = {**os.environ, "RUNWRIGHT_URL": url, "RUNWRIGHT_DEMO_LEDGER": ledger,
            "RUNWRIGHT_LOG_LEVEL": "WARNING"}
-    console.print(f"[bold]runwright demo[/] on {url}: {workers} worker processes, {runs_count} runs")
     asyncio.run(_migrate(url))  # before the workers, so they do not race to create the file
     procs = [subprocess.Popen([sys.executable, "-m", "runwright", "worker", APP_SPEC,
                                "--concurrency", str(CONCURRENCY), "--lease-s", str(LEASE_S)], env=env)
@@ -101,6 +114,7 @@ def run_demo(runs_count: int, workers: int, url: str | None) -> bool:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
 
 
 async def _migrate(url: str) -> None:
@@ -200,7 +214,7 @@ def _report(runs: list[Run], ledger: str, elapsed: float, kill: Kill, workers: i
         ("not finished", len(runs) - len(succeeded)),
         (f"in flight on the killed worker (pid {kill.pid}) at the kill", len(kill.in_flight)),
         ("of them taken over by another worker, and finished", len(taken_over)),
-        ("runs started more than once (the jobs' own ledger)", len(restarted)),
+        ("runs started again after the kill (taken over; each still finished once)", len(restarted)),
         (f"starts by the killed worker (pid {kill.pid})", starts_by_pid.get(kill.pid, 0)),
         ("throughput, first submission to last end (the kill included)",
          f"{len(runs) / elapsed:.0f} runs/s over {elapsed:.1f} s, each run sleeping {low:g}-{high:g} s"),

@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 
-from ..app import App
+from ..app import App, store_url_of
 from ..errors import ConfigError
 
 __all__ = ["load_app"]
@@ -25,4 +25,17 @@ def load_app(spec: str) -> App:
     app = getattr(module, attribute or "app", None)
     if not isinstance(app, App):
         raise ConfigError(f"{spec!r}: {attribute or 'app'} in {module_name} is not a runwright App")
+    _check_store(spec, app)
     return app
+
+
+def _check_store(spec: str, app: App) -> None:
+    """An App built with a URL of its own ignores --url and RUNWRIGHT_URL: when they name
+    another store, say so instead of working on one the command line did not name."""
+    given = os.environ.get("RUNWRIGHT_URL")
+    if not given or app.url_from_env:
+        return
+    if store_url_of(given) != app.url:
+        raise ConfigError(f"{spec!r} builds its App on its own store ({app.url}), but --url or RUNWRIGHT_URL "
+                          f"names {given}: build it with rw.App() (no URL) to take the command line's "
+                          f"store, or leave --url out")

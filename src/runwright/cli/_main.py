@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import getpass
+import logging
 import os
 import sys
+import time
 from typing import Any, Awaitable, Callable, Coroutine, Sequence, TypeVar
 
 import typer
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from ..app import App
-from ._exits import BAD_INPUT, FAILED, TABLE, clear_errors, err
+from ..core._payloads import Codecs, holds_keys, sealed_view, sealing
+from ..observe._logs import event
+from ._exits import BAD_INPUT, FAILED, TABLE, clear_errors, err, fail
 from ._output import escape
 from ._params import (
     DOCUMENT,
@@ -29,8 +34,8 @@ from ._params import (
     UsageError,
 )
 
-__all__ = ["JSON_OUT", "RUN_ID", "URL", "cli", "command", "main", "opened", "run", "run_async", "use_url",
-           "with_app"]
+__all__ = ["DECODE", "JSON_OUT", "RUN_ID", "URL", "cli", "command", "main", "opened", "payload_view", "run",
+           "run_async", "use_url", "with_app"]
 
 T = TypeVar("T")
 EXIT_CODES = "\b\nExit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in TABLE)
@@ -41,6 +46,9 @@ cli = typer.Typer(help="runwright: durable, distributed execution for agent runs
 URL = typer.Option(None, "--url", envvar="RUNWRIGHT_URL", metavar="URL", click_type=STORE_URL,
                    help="Store URL. Defaults to RUNWRIGHT_URL, else sqlite:///./runwright.db.")
 JSON_OUT = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
+DECODE = typer.Option(False, "--decode",
+                      help="Show encrypted payloads plain (needs the payload keys; each use is logged). "
+                           "Without it they show sealed: {\"~sealed\": {\"key\": ID, \"bytes\": N}}.")
 RUN_ID = typer.Argument(..., metavar="RUN_ID", click_type=ID, help="The run's id.")
 METAVARS = {"int": "INTEGER", "float": "NUMBER", "str": "TEXT"}
 
@@ -88,6 +96,33 @@ def use_url(url: str | None) -> None:
     """--url wins over RUNWRIGHT_URL: set before the app module builds its App."""
     if url:
         os.environ["RUNWRIGHT_URL"] = url
+
+
+def payload_view(decode: bool, what: str) -> None:
+    """What a reading command shows of encrypted payloads: sealed (a placeholder naming the
+    key id and size) unless `--decode`, which needs this process to hold the keys (exit 2,
+    one line, when it holds none) and logs who decoded what, and when (a WARNING line on
+    stderr, or wherever the `runwright` logger goes). The CLI reads the database itself,
+    every tenant's rows: like Temporal's CLI without a codec, it shows them encoded unless
+    asked. Set before the command opens its App: its reads and its printing are all sealed."""
+    if not decode:
+        sealing(True)
+        return
+    with clear_errors():  # a bad RUNWRIGHT_PAYLOAD_KEYS: its one line
+        codecs = Codecs.from_env()
+    if not holds_keys() and not (codecs is not None and codecs.key_bytes):
+        raise fail("--decode needs the payload keys (RUNWRIGHT_PAYLOAD_KEYS): this process has none "
+                   "to open encrypted payloads with", BAD_INPUT)
+    event(logging.WARNING, f"payload decode: {_user()} read {what} plain with the CLI at "
+                           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}", who=_user(), decoded=what)
+
+
+def _user() -> str:
+    """Who ran the command, as the operating system knows them."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no name for this uid (a container's)
+        return f"uid {os.getuid()}"
 
 
 async def opened(_app: App) -> None:
@@ -140,7 +175,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     exit 2, as every bad input; `--help` and a bare group print their help."""
     group = command()
     try:
-        code = group.main(args=argv, prog_name="runwright", standalone_mode=False)
+        # The command's payload view (`payload_view`) ends with it: a process that runs
+        # commands in turn (a test's) gets its own view back.
+        with clear_errors(), sealed_view(False):  # clear_errors: also what is raised printing a payload
+            code = group.main(args=argv, prog_name="runwright", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
     except UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `runwright`, `runwright thread`
             exc.show()  # type: ignore[attr-defined]

@@ -21,17 +21,18 @@ __all__ = ["demo", "migrate", "verify"]
 
 @cli.command()
 def migrate(url: str | None = URL) -> None:
-    """Create or upgrade the schema (numbered migrations; safe to run concurrently)."""
+    """Create or upgrade the schema (Redis: the key layout) by its numbered migrations;
+    safe to run concurrently."""
 
-    async def go() -> tuple[list[int], int]:
+    async def go() -> tuple[list[int], int, str]:
         app = App(url, auto_migrate=False)
         try:
-            return await app.migrate()
+            return (*await app.migrate(), app.store.schema_noun)
         finally:
             await app.close()
 
-    applied, version = run_async(go)
-    out.print(f"schema at version {version}" + (f"; applied {applied}" if applied else "; nothing to do"))
+    applied, version, noun = run_async(go)
+    out.print(f"{noun} at version {version}" + (f"; applied {applied}" if applied else "; nothing to do"))
 
 
 @cli.command()
@@ -42,7 +43,8 @@ def demo(
                                 help="Worker processes: at least 2 (one is killed, the others take "
                                      "its runs over)."),
     url: str | None = typer.Option(None, "--url", metavar="URL", click_type=STORE_URL,
-                                   help="Store URL. Defaults to a fresh ./runwright-demo.db."),
+                                   help="Store URL. Defaults to a fresh SQLite file in a temporary "
+                                        "folder, removed at the end."),
 ) -> None:
     """Show the core guarantee: worker processes, a SIGKILL midway, every run done once."""
     from ._demo import run_demo

@@ -12,6 +12,8 @@ import enum
 import json
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from ..core._payloads import load
+
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
@@ -83,7 +85,7 @@ def as_json(value: Any) -> Any:
 
 def _decoded(text: str) -> Any:
     try:
-        return json.loads(text)
+        return load(text)  # an envelope (payload codecs) opened
     except ValueError:  # a plain message (an attempt's error), not JSON text
         return text
 

@@ -37,7 +37,7 @@ class Integer(ParamType):
         self.low, self.high = low, high
 
     def convert(self, value: Any, param: Any, ctx: Any) -> int:
-        what = _what(param)
+        what = _what(param, ctx)
         try:
             if isinstance(value, int):  # a default
                 return inputs.integer(value, what, self.low, self.high)
@@ -55,7 +55,7 @@ class Number(ParamType):
         self.low, self.high, self.low_open = low, high, low_open
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        what = _what(param)
+        what = _what(param, ctx)
         try:
             if isinstance(value, (int, float)):  # a default
                 return inputs.number(value, what, self.low, self.high, low_open=self.low_open)
@@ -77,7 +77,7 @@ class Text(ParamType):
 
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
         try:
-            return inputs.text(value, _what(param), self.max_chars)
+            return inputs.text(value, _what(param, ctx), self.max_chars)
         except InvalidInput as exc:
             raise refused(exc, ctx) from None
 
@@ -93,7 +93,7 @@ class StoreUrl(Text):
     def convert(self, value: Any, param: Any, ctx: Any) -> str:
         url = super().convert(value, param, ctx)
         if url.split(":", 1)[0].strip().lower() == "memory":
-            raise UsageError(f"{_what(param)}: memory:// lives inside one Python process (tests,"
+            raise UsageError(f"{_what(param, ctx)}: memory:// lives inside one Python process (tests,"
                              f" notebooks); a command needs sqlite:///, postgresql:// or redis://", ctx)
         return url
 
@@ -103,8 +103,16 @@ def refused(exc: InvalidInput, ctx: Any) -> Exception:
     return UsageError(f"{type(exc).__name__}: {exc}", ctx)
 
 
-def _what(param: Any) -> str:
-    """How the command line names the parameter: its longest flag, or its metavar."""
+def _what(param: Any, ctx: Any = None) -> str:
+    """How the command line names the parameter: its longest flag, or its metavar; the
+    environment variable, when the value came from there (`RUNWRIGHT_URL`, not `--url`,
+    for a user who typed no `--url`)."""
+    name = getattr(param, "name", None)
+    if ctx is not None and name and getattr(param, "envvar", None):
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "ENVIRONMENT":
+            envvar = param.envvar if isinstance(param.envvar, str) else param.envvar[0]
+            return str(envvar)
     if getattr(param, "param_type_name", None) == "option" and param.opts:
         return str(max(param.opts, key=len))
     return str(getattr(param, "human_readable_name", "the value"))
@@ -119,3 +127,17 @@ SECONDS = Number(0, MAX_SECONDS, low_open=True)  # a duration that must pass: > 
 SECONDS_OR_ZERO = Number(0, MAX_SECONDS)  # a duration that may be none: >= 0
 TEXT = Text()  # a name, a URL, a time, an app's module path
 DOCUMENT = Text(64 << 20)  # JSON given on the command line (the payload limit applies after)
+
+
+def json_argument(value: str | None, what: str) -> object:
+    """JSON given on the command line (`what` names it in the error), None when not given;
+    InvalidInput in one line when it is not JSON, saying how to quote text."""
+    if value is None:
+        return None
+    import json
+
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{what} is not JSON ({exc.msg} at column {exc.colno}): {value!r}; quote text as "
+                           f"JSON, e.g. '\"yes\"'") from None

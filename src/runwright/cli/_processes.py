@@ -3,15 +3,17 @@ them) and the HTTP server; each loads only what it runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from typing import Any, Mapping
 
 import typer
 
+from ..core._payloads import holds_keys
 from ..core._schedules import clock_from_env
 from ..observe._logs import configure_logging
-from ._exits import clear_errors, err
+from ._exits import BAD_INPUT, clear_errors, err, fail
 from ._main import URL, cli, opened, use_url, with_app
 from ._params import (
     LIMIT,
@@ -156,11 +158,19 @@ def serve(
     host: str = typer.Option("127.0.0.1", metavar="HOST", help="Address to listen on."),
     port: int = typer.Option(8000, metavar="PORT", click_type=Integer(0, 65535),
                              help="Port to listen on (0: one the system picks)."),
+    operator_decode: bool = typer.Option(
+        False, "--operator-decode",
+        help="Let the operator read tenants' encrypted payloads plain when a request asks "
+             "(?decode=1, the dashboard's decode switch), each such read logged; off, they "
+             "show sealed to the operator. Needs the payload keys."),
     url: str | None = URL,
 ) -> None:
     """Serve the HTTP API (REST, SSE, OpenAPI at /openapi.json, docs at /docs) and the
     dashboard (at /); prints where it listens once it does. Bearer tokens come from
-    RUNWRIGHT_TOKENS="token=tenant,..."; RUNWRIGHT_AUTH=off serves without auth (local use)."""
+    RUNWRIGHT_OPERATOR_TOKENS="token,..." and RUNWRIGHT_TOKENS="token=tenant,..."; with
+    neither, a server on a loopback address makes a one-off operator token and prints a
+    sign-in link with it (anywhere else it refuses); RUNWRIGHT_AUTH=off serves without
+    auth (local use)."""
     from ._loader import load_app
 
     configure_logging()
@@ -169,7 +179,12 @@ def serve(
         app = load_app(app_spec)
         from ..server import Auth
 
-        auth = Auth.from_env()
+        auth = Auth.from_env(host=host)
+        if operator_decode:
+            if not holds_keys():  # the app's Codecs or RUNWRIGHT_PAYLOAD_KEYS put them there
+                raise fail("--operator-decode needs the payload keys (the app's Codecs(keys=...) or "
+                           "RUNWRIGHT_PAYLOAD_KEYS): this process has none to decode with", BAD_INPUT)
+            auth = dataclasses.replace(auth, operator_decode=True)
     from ._serving import serve_app
 
     serve_app(app, auth, host, port)

@@ -9,14 +9,16 @@ from typing import Any
 import typer
 
 from ..app import App
+from ..client._listing import checked_waiting
 from ..client._scope import RETRY_REFUSALS
+from ..client._why import Waiting
 from ..errors import InvalidInput, RunFailed, RunWaitTimeout
-from ..runs import RunState
+from ..runs import Run, RunState, WaitReason
 from ..tasks._submission import MAX_PRIORITY, PRIORITY_HELP
 from . import _views as views
 from ._exits import FAILED, TIMED_OUT, clear_errors, code_for, err, fail
-from ._main import JSON_OUT, RUN_ID, URL, cli, run_async, use_url, with_app
-from ._output import escape, out, print_json
+from ._main import DECODE, JSON_OUT, RUN_ID, URL, cli, payload_view, run_async, use_url, with_app
+from ._output import as_json, escape, out, print_json
 from ._output import show as show_out
 from ._params import (
     AFTER,
@@ -60,11 +62,13 @@ def submit(
     thread: str | None = typer.Option(None, "--thread", metavar="THREAD",
                                       help="The conversation the run joins (runs of a thread never "
                                            "overlap)."),
-    on_busy: str | None = typer.Option(None, "--on-busy", metavar="reject|enqueue|interrupt|rollback",
+    on_busy: str | None = typer.Option(None, "--on-busy", metavar="reject|enqueue|interrupt|rollback|steer",
                                        help="With --thread, when the thread has an open run: reject "
                                             "(the default: ThreadBusy, exit 2), enqueue (run after it), "
-                                            "interrupt (stop it at its next step; this run goes next) or "
-                                            "rollback (as interrupt, and drop what it added)."),
+                                            "interrupt (stop it at its next step; this run goes next), "
+                                            "rollback (as interrupt, and drop what it added) or steer "
+                                            "(an agent running on the thread takes the input in at its "
+                                            "next model call; else as enqueue)."),
     traceparent: str | None = typer.Option(None, metavar="TRACEPARENT",
                                            help="W3C traceparent: the run's spans continue this "
                                                 "trace (default: the run starts its own)."),
@@ -98,7 +102,9 @@ def submit(
                                       on_busy=options.get("on_busy", "reject"),
                                       on_conflict=options.get("on_conflict", "reject"),
                                       traceparent=options.get("traceparent"), **kwargs)
-            verb = "exists" if handle.existed else "submitted"
+            verb = "exists" if handle.existed else _FLOW_VERBS.get(handle.outcome, "submitted")
+            if handle.replaced is not None:
+                verb = f"submitted, replacing queued run {handle.replaced} (cancelled)"
             out.print(f"run {handle.id} {verb} (key {handle.run.key}, state {handle.state.value})",
                       highlight=False, markup=False)
             if wait:
@@ -107,6 +113,13 @@ def submit(
             await app.close()
 
     run_async(go)
+
+
+# What a submission of a task with flow control did, as `runwright submit` says it.
+_FLOW_VERBS = {None: "submitted", "new": "submitted", "delayed": "submitted, delayed by its key's throttle",
+               "debounced": "debounced (this queued run took the arguments)",
+               "batched": "batched (this queued run took the submission as one more item)",
+               "dropped": "stands; this submission was dropped by its key's throttle"}
 
 
 async def _wait(app: App, handle: Any, timeout_s: float | None) -> None:
@@ -133,19 +146,30 @@ def runs(
     task: str | None = typer.Option(None, "--task", "-t", metavar="TASK", help="Only this task's runs."),
     queue: str | None = typer.Option(None, "--queue", "-q", metavar="QUEUE", help="Only this queue's runs."),
     thread: str | None = typer.Option(None, "--thread", metavar="THREAD", help="Only this thread's runs."),
+    waiting: str | None = typer.Option(
+        None, "--waiting", "-w", metavar="REASON",
+        help=f"Only queued runs waiting on this: {', '.join(reason.value for reason in WaitReason)}."),
     limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=LIMIT,
                               help="At most this many runs."),
     as_json: bool = JSON_OUT,
+    decode: bool = DECODE,
     url: str | None = URL,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first, and why each queued one waits."""
+    payload_view(decode, "the runs listed")
     with clear_errors():
         states = [_state(s) for s in state or []]
-    found = with_app(url, lambda app: app.list_runs(states=states, task=task, queue=queue, thread=thread,
-                                                    limit=limit))
+        reason = checked_waiting(waiting)
+
+    async def go(app: App) -> tuple[list[Run], dict[int, Waiting]]:
+        found = await app.list_runs(states=states, task=task, queue=queue, thread=thread, limit=limit,
+                                    waiting=reason)
+        return found, await app.waiting(found)
+
+    found, why = with_app(url, go)
     if as_json:
-        return print_json(found)
-    show_out(views.runs_table(found, full=not out.is_terminal))
+        return print_json([_with_waiting(run, why.get(run.id)) for run in found])
+    show_out(views.runs_table(found, full=not out.is_terminal, waiting=why))
 
 
 @cli.command()
@@ -162,8 +186,9 @@ def status(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
 @cli.command()
 def dead(limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=LIMIT,
                                    help="At most this many runs."),
-         as_json: bool = JSON_OUT, url: str | None = URL) -> None:
+         as_json: bool = JSON_OUT, decode: bool = DECODE, url: str | None = URL) -> None:
     """List the dead-letter queue: runs whose attempts ran out (re-queue with `retry`)."""
+    payload_view(decode, "the dead letters listed")
     found = with_app(url, lambda app: app.dead_letters(limit=limit))
     if as_json:
         return print_json(found)
@@ -171,17 +196,20 @@ def dead(limit: int = typer.Option(50, "--limit", "-n", metavar="N", click_type=
 
 
 @cli.command()
-def show(run_id: int = RUN_ID, as_json: bool = JSON_OUT, url: str | None = URL) -> None:
+def show(run_id: int = RUN_ID, as_json: bool = JSON_OUT, decode: bool = DECODE,
+         url: str | None = URL) -> None:
     """Show one run in full: its attempts (when, where, how each ended) and, if it failed,
     the traceback its worker recorded."""
+    payload_view(decode, f"run {run_id}")
 
-    async def go(app: App) -> tuple[Any, Any]:
-        return (await app.get(run_id)).run, await app.attempts(run_id)
+    async def go(app: App) -> tuple[Run, Any, Waiting | None]:
+        run = (await app.get(run_id)).run
+        return run, await app.attempts(run_id), (await app.waiting([run])).get(run.id)
 
-    run, attempts = with_app(url, go)
+    run, attempts, waiting = with_app(url, go)
     if as_json:
-        return print_json({"run": run, "attempts": attempts})
-    show_out(views.run_panel(run))
+        return print_json({"run": _with_waiting(run, waiting), "attempts": attempts})
+    show_out(views.run_panel(run, waiting))
     if attempts:
         show_out(views.attempts_table(attempts, full=not out.is_terminal))
     trace = views.traceback_text(run)
@@ -194,8 +222,9 @@ def events(run_id: int = RUN_ID,
            after: int = typer.Option(0, "--after", metavar="SEQ", click_type=AFTER,
                                      help="Start after this event seq."),
            as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
-           url: str | None = URL) -> None:
+           decode: bool = DECODE, url: str | None = URL) -> None:
     """Print a run's event log as it stands (`follow` waits for more)."""
+    payload_view(decode, f"run {run_id}'s events")
 
     async def go(app: App) -> list[Any]:
         await app.read_run(run_id)  # an unknown run is RunNotFound, not an empty log
@@ -210,8 +239,9 @@ def follow(run_id: int = RUN_ID,
            after: int = typer.Option(0, "--after", metavar="SEQ", click_type=AFTER,
                                      help="Start after this event seq."),
            as_json: bool = typer.Option(False, "--json", help="One JSON object per line, for scripts."),
-           url: str | None = URL) -> None:
+           decode: bool = DECODE, url: str | None = URL) -> None:
     """Print a run's events live; exit when the run ends (1 if it did not succeed)."""
+    payload_view(decode, f"run {run_id}'s events")
 
     async def go(app: App) -> RunState:
         async for item in app.events(run_id, after=after):
@@ -235,6 +265,23 @@ def cancel(run_id: int = RUN_ID, url: str | None = URL) -> None:
     """Cancel a run: a queued one never starts; a running one stops within a second."""
     run = with_app(url, lambda app: app.cancel(run_id))
     what = "cancel requested (its worker stops it)" if run.state is RunState.RUNNING else run.state.value
+    out.print(f"run {run.id}: {what}")
+
+
+@cli.command()
+def pause(run_id: int = RUN_ID, url: str | None = URL) -> None:
+    """Pause a run: a queued one is held now (not claimed, not woken); a running one stops
+    at its next step boundary and is held, its journal kept. Resume it with `resume`."""
+    run = with_app(url, lambda app: app.pause(run_id))
+    what = "pause requested (it stops at its next step)" if run.state is RunState.RUNNING else "paused"
+    out.print(f"run {run.id}: {what}")
+
+
+@cli.command()
+def resume(run_id: int = RUN_ID, url: str | None = URL) -> None:
+    """Resume a paused run: it goes on from where it stopped, on the code deployed now."""
+    run = with_app(url, lambda app: app.resume(run_id))
+    what = "pause withdrawn (still running)" if run.state is RunState.RUNNING else "resumed"
     out.print(f"run {run.id}: {what}")
 
 
@@ -289,6 +336,12 @@ def workers(as_json: bool = JSON_OUT, url: str | None = URL) -> None:
     if as_json:
         return print_json(found)
     show_out(views.workers_table(found, now))
+
+
+def _with_waiting(run: Run, waiting: Waiting | None) -> dict[str, Any]:
+    """A run as `--json` prints it: its `waiting` judged (reason, until, detail; null when it
+    is not queued), as HTTP gives it, not the store's raw note."""
+    return {**as_json(run), "waiting": None if waiting is None else as_json(waiting)}
 
 
 def _state(text: str) -> RunState:

@@ -36,7 +36,7 @@ def serve_app(app: App, auth: Auth, host: str, port: int) -> None:
         await app.open()
         try:
             listener = bind(host, port)
-            server = _Server(config, listener, app)
+            server = _Server(config, listener, app, auth.one_off)
             # uvicorn raises a caught signal again once it stopped, under the handler it
             # found: for SIGTERM let that be none, so a drained server exits 0, as a worker.
             signal.signal(signal.SIGTERM, lambda _sig, _frame: None)
@@ -67,12 +67,21 @@ def bind(host: str, port: int) -> socket.socket:
     return listener
 
 
-def urls(host: str, listener: socket.socket) -> list[tuple[str, str]]:
-    """What an operator opens, with the port actually bound (it differs for --port 0)."""
+def urls(host: str, listener: socket.socket, one_off: str | None = None) -> list[tuple[str, str]]:
+    """What an operator opens, with the port actually bound (it differs for --port 0). With
+    a one-off token, the dashboard's is a sign-in link: the token in the URL's fragment,
+    which a browser never sends to a server (no access log holds it), read by the page."""
     port = listener.getsockname()[1]
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    return [("listening on", base), ("dashboard", f"{base}/"), ("API docs", f"{base}/docs"),
+    dashboard = f"{base}/" + (f"#token={one_off}" if one_off is not None else "")
+    return [("listening on", base), ("dashboard", dashboard), ("API docs", f"{base}/docs"),
             ("OpenAPI", f"{base}/openapi.json")]
+
+
+# Printed under that link when no token was configured.
+ONE_OFF_NOTE = ("(that link signs in as the operator, who sees every run, with a one-off token of this "
+                "process; for fixed tokens set RUNWRIGHT_OPERATOR_TOKENS=token[,...] and "
+                "RUNWRIGHT_TOKENS=token=tenant[,...])")
 
 
 class _Server(uvicorn.Server):
@@ -81,16 +90,20 @@ class _Server(uvicorn.Server):
     first SIGTERM/SIGINT (not only once its last connection closed), and a `recycle` op
     stops it as a signal would: it drains, and the process exits 0."""
 
-    def __init__(self, config: uvicorn.Config, listener: socket.socket, app: App) -> None:
+    def __init__(self, config: uvicorn.Config, listener: socket.socket, app: App,
+                 one_off: str | None = None) -> None:
         super().__init__(config)
         self._listener = listener
         self._app = app
+        self._one_off = one_off
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
         if self.started:
-            for what, url in urls(self.config.host, self._listener):
+            for what, url in urls(self.config.host, self._listener, self._one_off):
                 print(f"{what:<13} {url}", flush=True)
+                if what == "dashboard" and self._one_off is not None:
+                    print(f"{'':<13} {ONE_OFF_NOTE}", flush=True)
             if self._app.fleet.member is not None:  # joined in the lifespan's startup
                 self._app.fleet.member.on_recycle = self._recycle
 

@@ -55,7 +55,8 @@ def sweep(
                               tombstone_age_s=tombstone_age_s, thread_max_messages=thread_max_messages)
 
     async def go(app: App) -> SweepReport:
-        sweeper = Sweeper(app.store, app.runtime.clock, retention, holder="cli", lease_s=60, batch=batch)
+        sweeper = Sweeper(app.store, app.runtime.clock, retention, holder="cli", lease_s=60, batch=batch,
+                          codecs=app.codecs)
         return await sweeper.sweep(dry_run=dry_run)
 
     report = with_app(url, go)
@@ -78,4 +79,9 @@ def sweep(
     if tombstone_age_s is not None:
         lines.append(f"{verb} {len(report.tombstones)} tombstones of deleted threads "
                      f"(deleted more than {tombstone_age_s:g} s ago)")
+    if report.blobs:
+        lines.append(f"{verb} {report.blobs} blobs of offloaded payloads that no row names any more")
+    if report.flow_keys:
+        lines.append(f"{verb} {report.flow_keys} records of flow control keys that no decision needs "
+                     f"any more")
     out.print("\n".join(lines), highlight=False)

@@ -9,7 +9,7 @@ import typer
 from ..app import App
 from ..runs import RunState
 from . import _views as views
-from ._main import JSON_OUT, URL, cli, with_app
+from ._main import DECODE, JSON_OUT, URL, cli, payload_view, with_app
 from ._output import as_json as as_json_value
 from ._output import out, print_json
 from ._output import show as show_out
@@ -53,8 +53,9 @@ def thread_list(
 
 @thread_cli.command("show")
 def thread_show(name: str = THREAD, tenant: str | None = TENANT, as_json: bool = JSON_OUT,
-                url: str | None = URL) -> None:
+                decode: bool = DECODE, url: str | None = URL) -> None:
     """Show a thread: its runs, newest first, and its message history, in order."""
+    payload_view(decode, f"thread {name}")
 
     async def go(app: App) -> tuple[list[Any], list[Any]]:
         scope = _scope(app, tenant)
@@ -83,9 +84,10 @@ def thread_cancel(name: str = THREAD, tenant: str | None = TENANT,
 def thread_follow(name: str = THREAD, tenant: str | None = TENANT,
                   after: int = typer.Option(0, "--after", click_type=AFTER,
                                             help="Start after this thread seq (tseq)."),
-                  url: str | None = URL) -> None:
+                  decode: bool = DECODE, url: str | None = URL) -> None:
     """Print a thread's events live, run after run (`tseq run:seq time kind data`), until
     interrupted. Resume with --after at the last tseq printed."""
+    payload_view(decode, f"thread {name}'s events")
 
     async def go(app: App) -> None:
         async for item in _scope(app, tenant).follow_thread(name, after=after):

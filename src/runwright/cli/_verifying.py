@@ -40,7 +40,7 @@ def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str
     from ..core._versions import check_version
     from ..verify import Options, VerifyAborted, run_verify
     from ..verify._fleet import NoFleet, run_fleet_verify
-    from ..verify._report import print_report
+    from ..verify._report import print_report, processes
 
     for name, value, least in (("--workers", workers, 1), ("--runs", runs, 1), ("--steps", steps, 1)):
         if value < least:
@@ -57,7 +57,7 @@ def verify(url: str | None, workers: int, runs: int, steps: int, kill_every: str
     # Progress and notes on stderr: with --json, stdout holds the report alone.
     console = Console(stderr=True)
     if not as_json:
-        who = "the running fleet's workers" if fleet else f"{workers} workers"
+        who = "the running fleet's workers" if fleet else processes(workers)
         console.print(f"[bold]runwright verify[/]: {who}, {runs} runs, seed "
                       f"{options.seed} (give --seed {options.seed} to repeat this schedule)",
                       soft_wrap=True)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..client._attempts import Attempt
 from ..client._threads import ThreadInfo
-from ..client._why import utc
+from ..client._why import Waiting, utc
 from ..core._journal import Event
+from ..core._payloads import is_envelope, load
 from ..core._schedules import Schedule, parse_zone
 from ..runs import Run
 from ._output import escape
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 __all__ = ["attempts_table", "cell", "event_line", "instant", "messages_lines", "run_panel", "runs_table",
-           "schedules_table", "summary_table", "threads_table", "traceback_text", "workers_table"]
+           "schedules_table", "summary_table", "threads_table", "traceback_text", "waiting_cell",
+           "workers_table"]
 
 STATE_STYLE = {"queued": "cyan", "running": "yellow", "succeeded": "green", "failed": "red",
                "dead": "bold red", "cancelled": "magenta", "interrupted": "magenta"}
@@ -57,20 +59,32 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False) -> Table:
-    """A row per run; `full` keeps whole error messages (a pipe), else they are cut to fit."""
+def waiting_cell(waiting: Waiting | None) -> str:
+    """`sleep until 2026-12-06T10:00:00Z`, `answer`, `worker`: why a queued run waits."""
+    if waiting is None:
+        return ""
+    return waiting.reason.value + ("" if waiting.until is None else f" until {utc(waiting.until)}")
+
+
+def runs_table(runs: Sequence[Run], title: str = "runs", full: bool = False,
+               waiting: dict[int, Waiting] | None = None) -> Table:
+    """A row per run; `full` keeps whole error messages (a pipe), else they are cut to fit.
+    With `waiting`, a column says why each queued run waits."""
     from rich.table import Table
 
     cut = None if full else 60
+    why = waiting or {}
     table = Table(title=f"{title} ({len(runs)})")
-    for column in ("id", "task", "queue", "state", "prio", "attempt", "created", "error"):
+    for column in ("id", "task", "queue", "state", "prio", "attempt", "created",
+                   *(("waiting",) if why else ()), "error"):
         table.add_column(column)
     for run in runs:
         error = run.error_info()
         reason = f"{error.get('type', '')}: {error.get('message', '')}"[:cut] if error else ""
         table.add_row(str(run.id), escape(run.task), escape(run.queue),
                       f"[{STATE_STYLE[run.state.value]}]{run.state.value}[/]", str(run.priority),
-                      f"{run.attempt}/{run.max_attempts}", instant(run.created_at), escape(reason))
+                      f"{run.attempt}/{run.max_attempts}", instant(run.created_at),
+                      *((waiting_cell(why.get(run.id)),) if why else ()), escape(reason))
     return table
 
 
@@ -80,33 +94,37 @@ def threads_table(threads: Sequence[ThreadInfo], full: bool = False) -> Table:
 
     cut = None if full else 40
     table = Table(title=f"threads ({len(threads)})")
-    for column in ("thread", "tenant", "created", "runs", "open", "last run", "state", ""):
+    # "state" is the last run's; "now" the thread's: deleted, busy (a run open) or idle.
+    for column in ("thread", "tenant", "created", "runs", "open", "last run", "state", "now"):
         table.add_column(column)
     for t in threads:
         state = t.last_run_state.value if t.last_run_state is not None else ""
         table.add_row(escape(t.thread[:cut]), escape(t.tenant or "-"), instant(t.created_at), str(t.runs),
                       str(t.open_runs), str(t.last_run_id or "-"),
                       f"[{STATE_STYLE[state]}]{state}[/]" if state else "-",
-                      "deleted" if t.deleted else ("busy" if t.busy else ""))
+                      "deleted" if t.deleted else ("busy" if t.busy else "idle"))
     return table
 
 
-def run_panel(run: Run) -> Panel:
+def run_panel(run: Run, waiting: Waiting | None = None) -> Panel:
     from rich.panel import Panel
 
     lines = [
         f"[bold]run {run.id}[/]  task {run.task}  queue {run.queue}  priority {run.priority}",
         f"state [{STATE_STYLE[run.state.value]}]{run.state.value}[/]"
-        + ("  (cancel requested)" if run.cancel_requested else ""),
+        + ("  (cancel requested)" if run.cancel_requested else "")
+        + ("  (pause requested)" if run.pause_requested else "")
+        + (f"  waiting: {escape(waiting.detail)}" if waiting is not None else ""),
         f"key {escape(run.key)}" + (f"  thread {escape(run.thread)}" if run.thread else "")
-        + (f"  parent {run.parent_id}" if run.parent_id else ""),
+        + (f"  parent {run.parent_id}" if run.parent_id else "")
+        + (f"  forked from {run.forked_from}" if run.forked_from else ""),
         f"attempt {run.attempt}/{run.max_attempts}  fence {run.fence}  recoveries {run.recoveries}",
         f"created {instant(run.created_at)}  due {instant(run.run_at)}  started {instant(run.started_at)}"
         f"  finished {instant(run.finished_at)}",
-        f"args {escape(run.args)}",
+        f"args {escape(_plain(run.args))}",
     ]
     if run.result is not None:
-        lines.append(f"result {escape(run.result)}")
+        lines.append(f"result {escape(_plain(run.result))}")
     error = run.error_info()
     if error is not None:
         lines.append(f"[red]error {escape(str(error.get('type')))}: {escape(str(error.get('message')))}[/]")
@@ -188,5 +206,20 @@ def summary_table(summary: dict[str, object]) -> Table:
 
     table = Table(title="runwright status", show_header=False)
     for name, value in summary.items():
+        if name == "limits" and isinstance(value, list):  # each key in use, one line
+            value = "\n".join(f"{use['limit']}:{use['key']} {_use_of(use)}, {use['queued']} queued"
+                               for use in value) or None
         table.add_row(name.replace("_", " "), cell(value))
     return table
+
+
+def _use_of(use: dict[str, Any]) -> str:
+    """A key's use: a rate's, the cost started in its window; a concurrency limit's, its runs running."""
+    if "per_s" in use:
+        return f"{use['spent']:g} of {use['max']} started in {use['per_s']:g} s"
+    return f"{use['running']} of {use['max']} running"
+
+
+def _plain(text: str) -> str:
+    """A stored payload as its JSON: an envelope (payload codecs) opened; plain text as stored."""
+    return json.dumps(load(text), ensure_ascii=False) if is_envelope(text) else text

@@ -24,9 +24,11 @@ a `tokens_reset` drops what its call streamed before it (a retried attempt's par
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator, Iterable
+import dataclasses
+from typing import AsyncIterator, Iterable, TypeVar
 
 from ..core._journal import Event, ThreadEvent
+from ..core._payloads import ENVELOPE_FIELD, opened_data
 from ..core._resilience import through_blinks
 from ..core._waiting import wait_set
 from ..errors import RunNotFound, StoreError
@@ -53,7 +55,7 @@ class Follower:
 
     async def page(self, run_id: int, after: int = 0, limit: int = EVENT_PAGE) -> list[Event]:
         """One page of the log: at most `limit` events with seq > `after`, in order."""
-        return await through_blinks(self._store.event_list, EventListParams(run_id, after, limit))
+        return _opened(await through_blinks(self._store.event_list, EventListParams(run_id, after, limit)))
 
     async def backlog(self, run_id: int, after: int = 0) -> AsyncIterator[Event]:
         """Every event logged so far with seq > `after`, page after page, in order."""
@@ -84,8 +86,8 @@ class Follower:
                           limit: int = EVENT_PAGE, incarnation: int | None = None) -> list[ThreadEvent]:
         """One page of a thread's log: at most `limit` events with tseq > `after` (of
         that incarnation of the thread, when given: else ThreadDeleted)."""
-        return await through_blinks(self._store.thread_event_list,
-                                    ThreadEventListParams(thread, tenant, after, limit, incarnation))
+        return _opened(await through_blinks(self._store.thread_event_list,
+                                            ThreadEventListParams(thread, tenant, after, limit, incarnation)))
 
     async def thread_incarnation(self, thread: str, tenant: str | None,
                                  incarnation: int | None = None) -> int:
@@ -185,3 +187,14 @@ class TokenText:
     def text(self) -> str:
         """Every call's text, in the order the calls first streamed."""
         return "".join("".join(parts) for parts in self._calls.values())
+
+
+E = TypeVar("E", bound=Event)
+
+
+def _opened(page: list[E]) -> list[E]:
+    """The page with each event's data as emitted: an envelope (payload codecs) opened here,
+    where the store's rows become what every follower reads. A page with none is itself."""
+    if not any(type(e.data) is dict and ENVELOPE_FIELD in e.data for e in page):
+        return page
+    return [dataclasses.replace(e, data=opened_data(e.data)) for e in page]

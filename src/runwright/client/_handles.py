@@ -7,9 +7,10 @@ refreshing, following or cancelling it sees exactly what that scope may see.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, AsyncIterator, Mapping, Protocol
 
 from ..core._journal import Event
+from ..core._signals import Signal
 from ..errors import RunWaitTimeout
 from ..runs import Run, RunState, outcome_of
 
@@ -23,11 +24,21 @@ class RunAccess(Protocol):
 
     async def cancel(self, run_id: int) -> Run: ...
 
+    async def pause(self, run_id: int) -> Run: ...
+
+    async def resume(self, run_id: int) -> Run: ...
+
     def events(self, run_id: int, after: int = 0, follow: bool = True) -> AsyncIterator[Event]: ...
 
     async def wait_done(self, run_id: int) -> Run: ...
 
     async def why_not_ended(self, run_id: int) -> str: ...
+
+    async def fork(self, run_id: int, from_step: int | str, *, args: Mapping[str, Any] | None = None,
+                   key: str | None = None) -> RunHandle: ...
+
+    async def signal(self, run_id: int, name: str, payload: Any = None, *, key: str | None = None,
+                     by: str | None = None) -> Signal: ...
 
 
 class RunHandle:
@@ -50,14 +61,34 @@ class RunHandle:
     def state(self) -> RunState:
         return self._run.state
 
+    def arguments(self) -> dict[str, Any]:
+        """The arguments the run stored: as checked against the task's type hints and kept
+        as JSON (`{"qty": 2}` for a `"2"` sent to an `int`). They never change after
+        submission, so no refresh is needed."""
+        return self._run.arguments()
+
     @property
     def existed(self) -> bool:
         """True when submission found an existing run under the same key."""
         return self._run.existed
 
+    @property
+    def outcome(self) -> str | None:
+        """What the submission did, for a task with flow control (singleton, throttle,
+        debounce, batch): "new", "replaced" (`replaced` is the queued run it cancelled),
+        "delayed", "debounced" (this queued run took its arguments), "batched" (this
+        queued run took it as one more item) or "dropped" (nothing written: this is the
+        key's standing run). None otherwise."""
+        return self._run.outcome
+
+    @property
+    def replaced(self) -> int | None:
+        """The queued run a singleton's submission replaced (cancelled), else None."""
+        return self._run.replaced
+
     async def refresh(self) -> Run:
         run = await self._runs.read_run(self.id)
-        run.existed = self._run.existed
+        run.existed, run.outcome, run.replaced = self._run.existed, self._run.outcome, self._run.replaced
         self._run = run
         return run
 
@@ -66,6 +97,28 @@ class RunHandle:
         run = await self._runs.cancel(self.id)
         self._run = run
         return run.state
+
+    async def pause(self) -> Run:
+        """Pause (see `App.pause`): queued, held now; running, stopped at its next step."""
+        self._run = await self._runs.pause(self.id)
+        return self._run
+
+    async def resume(self) -> Run:
+        """Resume a paused run (see `App.resume`)."""
+        self._run = await self._runs.resume(self.id)
+        return self._run
+    async def fork(self, from_step: int | str, *, args: Mapping[str, Any] | None = None,
+                   key: str | None = None) -> RunHandle:
+        """A new run that begins where this one was at `from_step` (a journal position, or
+        a step's name: up to, not including, its first entry) and runs the rest on the
+        code deployed now; `args` changes arguments (see `App.fork`)."""
+        return await self._runs.fork(self.id, from_step, args=args, key=key)
+
+    async def signal(self, name: str, payload: Any = None, *, key: str | None = None,
+                     by: str | None = None) -> Signal:
+        """Send the run signal `name` (see `App.signal`): kept until the run's
+        `ctx.wait_signal(name)` takes it, once."""
+        return await self._runs.signal(self.id, name, payload, key=key, by=by)
 
     def events(self, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
         """The run's events after `after`: what is logged, then (with follow) what comes,

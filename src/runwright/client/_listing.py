@@ -13,11 +13,15 @@ from typing import Any, Sequence
 from ..core import _inputs as inputs
 from ..core._inputs import MAX_ID, MAX_LIMIT
 from ..errors import InvalidInput
-from ..runs import RunState
+from ..runs import RunState, WaitReason
 from ..store._params import RunListParams, ThreadCursor, ThreadListParams
 from ..tasks._serde import finite
 
-__all__ = ["MAX_LIMIT", "checked_listing", "checked_thread_listing"]
+__all__ = ["MAX_LIMIT", "MAX_SEARCH_CHARS", "checked_listing", "checked_thread_listing", "checked_waiting"]
+
+# The longest text an error search takes: a search is a scan of the runs' errors, so it
+# is kept short (a phrase of the message, an exception's name).
+MAX_SEARCH_CHARS = 200
 
 # Each text filter and what it names (`inputs` knows what each may be).
 TEXT_FILTERS = (("task", inputs.name), ("queue", inputs.queue), ("thread", inputs.thread_name),
@@ -41,7 +45,20 @@ def checked_listing(params: RunListParams) -> RunListParams:
     for name in ("created_after", "created_before"):
         if getattr(params, name) is not None:
             finite(getattr(params, name), name)
+    if params.error is not None:
+        inputs.name(params.error, "error", MAX_SEARCH_CHARS)
     return params
+
+
+def checked_waiting(waiting: WaitReason | str | None) -> WaitReason | None:
+    """A `waiting` filter as a WaitReason (its value as a string is taken too)."""
+    if waiting is None or isinstance(waiting, WaitReason):
+        return waiting
+    try:
+        return WaitReason(waiting)
+    except ValueError:
+        known = ", ".join(reason.value for reason in WaitReason)
+        raise InvalidInput(f"waiting must be one of {known}; got {waiting!r}") from None
 
 
 def checked_thread_listing(params: ThreadListParams) -> ThreadListParams:

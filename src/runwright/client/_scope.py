@@ -12,26 +12,33 @@ as `app.tenant(name).submit(...)`.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
+from ..agents._steering import signal_open_run
 from ..core import _inputs as inputs
 from ..core._journal import Event, StepRecord, ThreadEvent
 from ..core._questions import Question
 from ..engine._runtime import Runtime
 from ..errors import InvalidInput, InvalidTransition, KeyConflict, RunExpired, RunNotFound, ThreadDeleted
-from ..runs import Run, RunState
+from ..runs import STORED_WAITS, Run, RunState, WaitReason
+from ..store._connections import driver_connection
+from ..store._fair_rules import weights_set
 from ..store._params import (
     EndedTimes,
+    LimitUse,
     QuestionAnswerParams,
     QuestionListParams,
     QueueStat,
     RunCancelParams,
     RunCountParams,
     RunEndedParams,
+    RunForkParams,
     RunInsertParams,
     RunListParams,
+    RunPauseParams,
     RunQueueStatsParams,
+    RunResumeParams,
     RunRetryParams,
     RunUnrunnableParams,
     ThreadCursor,
@@ -51,11 +58,15 @@ from ..tasks._submission import (
     key_conflict,
 )
 from ._attempts import Attempt, attempts_of
+from ._bulk import BulkActions, each_at_once
+from ._events import PublishingEvents
 from ._following import EVENT_PAGE, Follower
+from ._forking import check_fork_key, fork_insert, fork_step
 from ._handles import RunHandle
-from ._listing import checked_listing, checked_thread_listing
+from ._listing import checked_listing, checked_thread_listing, checked_waiting
+from ._signals import TalkingToRuns
 from ._threads import ThreadHandle, Threads
-from ._why import why_not_ended
+from ._why import SCAN_LIMIT, SCAN_PAGE, Waiting, waiting_of, why_not_ended
 
 __all__ = ["Call", "RunScope", "TenantView"]
 
@@ -76,7 +87,7 @@ class Call:
     traceparent: str | None = None
 
 
-class RunScope:
+class RunScope(TalkingToRuns, BulkActions, PublishingEvents):
     """Run operations within one tenant (`tenant`), or across all of them (None)."""
 
     def __init__(self, runtime: Runtime, follower: Follower, threads: Threads,
@@ -94,7 +105,7 @@ class RunScope:
                      run_at: float | str | dt.datetime | None = None, queue: str | None = None,
                      budget: Budget | None = None, thread: str | None = None,
                      on_busy: str = "reject", on_conflict: str = "reject", tenant: str | None = None,
-                     traceparent: str | None = None, **kwargs: Any) -> RunHandle:
+                     traceparent: str | None = None, connection: Any = None, **kwargs: Any) -> RunHandle:
         """Submit one run. The task's arguments go positionally or by keyword; the
         submission options (`submission.OPTIONS`) are keyword-only, and no task parameter
         is named like one (registration refuses it), so the two never collide.
@@ -112,15 +123,23 @@ class RunScope:
         runs of a thread never overlap, and `on_busy` says what happens when the thread
         has an open run: "reject" (ThreadBusy), "enqueue" (run after it), "interrupt" (it
         stops at its next step boundary and ends `interrupted`; this run goes next) or
-        "rollback" (as interrupt, and what it added to the thread is discarded).
+        "rollback" (as interrupt, and what it added to the thread is discarded) or "steer"
+        (enqueued, and an agent of this task running on the thread takes `input` in at its
+        next model call, this run then ending unrun; see `runwright.agents._steering`).
 
         `traceparent` (W3C) puts the run in the submitter's trace: every attempt's spans
-        continue it. Without one the run starts a trace of its own."""
+        continue it. Without one the run starts a trace of its own.
+
+        `connection`: the caller's open transaction on the store's database (asyncpg or
+        psycopg 3, or SQLAlchemy's AsyncConnection/AsyncSession over either, on PostgreSQL;
+        sqlite3, or SQLAlchemy over aiosqlite, on SQLite): the run exists if and only if
+        that transaction commits, and workers learn of it at the commit. Not with
+        `thread`; Redis refuses it (TransactionsUnsupported)."""
         spec = self._runtime.registry.task_spec(task)
         submission = Submission(key=key, priority=priority, delay_s=delay_s, run_at=run_at,
                                 queue=queue, budget=budget, thread=thread, on_busy=on_busy,
                                 on_conflict=on_conflict, tenant=self._tenant_for(tenant),
-                                traceparent=traceparent)
+                                traceparent=traceparent, connection=connection)
         # Opened first: opening sets the store's clock (see runwright.core._clock), which a delay
         # and a deadline count from.
         await self._ready()
@@ -128,17 +147,26 @@ class RunScope:
                                now_s=self._runtime.clock(), limits=self._runtime.limits,
                                version=self._runtime.registry.version)
         store = self._runtime.store
-        if thread is None:
+        if connection is not None:
+            if thread is not None:
+                raise InvalidInput("connection= and thread= cannot go together: a thread's order is "
+                                   "kept by the store's own transaction; submit to the thread after "
+                                   "your transaction commits")
+            (run,) = await store.run_insert_in(await driver_connection(connection), [params])
+        elif thread is None:
             (run,) = await store.run_insert_many([params])
         else:
             run = await store.run_insert_threaded(params)
+            if on_busy == "steer" and not run.existed:  # enqueued; the running agent may take it in
+                await signal_open_run(store, run)
         check_key_reuse(run, params, on_conflict)
         return RunHandle(self, run)
 
     async def submit_many(self, task: TaskSpec | str, items: Iterable[Mapping[str, Any] | Call],
                           /, *, priority: int | None = None, delay_s: float | None = None,
                           queue: str | None = None, tenant: str | None = None,
-                          traceparent: str | None = None, on_conflict: str = "reject") -> list[RunHandle]:
+                          traceparent: str | None = None, on_conflict: str = "reject",
+                          connection: Any = None) -> list[RunHandle]:
         """Submit many runs of one task as one write (atomic). Each item is the task's keyword
         arguments, or a `Call` carrying its own key, priority, delay, run_at or
         traceparent. One bad item refuses the whole batch: nothing of it is written.
@@ -149,7 +177,8 @@ class RunScope:
         compared with its run, and a conflict raises KeyConflict for the first such item,
         with every conflicting item's index in `items` and every item's run in `handles`
         (a conflicting item wrote nothing; the others were written). With
-        `on_conflict="return"` each gets its run as it is."""
+        `on_conflict="return"` each gets its run as it is. `connection`: inside the
+        caller's open transaction, as `submit`'s."""
         spec = self._runtime.registry.task_spec(task)
         check_on_conflict(on_conflict)
         await self._ready()  # first, as in submit
@@ -173,12 +202,13 @@ class RunScope:
                             key=item.key, priority=item.priority if item.priority is not None else priority,
                             delay_s=item.delay_s if item.delay_s is not None else delay_s,
                             run_at=item.run_at, queue=queue, tenant=tenant,
-                            traceparent=item.traceparent if item.traceparent is not None else traceparent
-                        )), item.kwargs
+                            traceparent=item.traceparent if item.traceparent is not None else traceparent,
+                            connection=connection)), item.kwargs
                     else:
                         if plain is None:
                             plain = inserts(Submission(priority=priority, delay_s=delay_s, queue=queue,
-                                                       tenant=tenant, traceparent=traceparent))
+                                                       tenant=tenant, traceparent=traceparent,
+                                                       connection=connection))
                         made, kwargs = plain, item
                     params = made.of(spec.bind((), dict(kwargs)))
                 except InvalidInput as exc:
@@ -186,7 +216,9 @@ class RunScope:
                 taken.append(params)
                 yield params
 
-        runs = await self._runtime.store.run_insert_many(checked())
+        store = self._runtime.store
+        runs = await (store.run_insert_many(checked()) if connection is None
+                      else store.run_insert_in(await driver_connection(connection), list(checked())))
         handles = [RunHandle(self, run) for run in runs]
         if on_conflict == "reject":
             conflicts = [(index, conflict) for index, (run, params) in enumerate(zip(runs, taken))
@@ -241,15 +273,76 @@ class RunScope:
             raise await self._missing(own) from None
         return RunHandle(self, run)
 
+    async def pause(self, run_id: int) -> Run:
+        """Pause a run: a queued one (not started yet, or waiting on a timer, a person, a
+        signal, its children or a backoff) is held now, never claimed nor woken until
+        resumed; a running one stops at its next step boundary, gives its slot back and is
+        held, its journal kept (it ends as it would if it finishes first). Pausing a
+        paused run changes nothing; an ended run raises RunEnded. Its deadline keeps
+        running; so does a durable sleep's timer, whose wake is held until the resume."""
+        own = await self._own(run_id)
+        try:
+            return await self._runtime.store.run_pause(RunPauseParams(own, by=self.tenant_name or "operator"))
+        except RunNotFound:
+            raise await self._missing(own) from None
+
+    async def resume(self, run_id: int) -> Run:
+        """Resume a paused run: it is due again with a fresh round of attempts, replays its
+        journal (no step it finished runs again) and goes on from where it stopped, on the
+        code deployed now (a run paused on a failing step runs that step again); a run
+        paused before it ever started keeps the time it was submitted for. A running run
+        still asked to pause is not paused after all. RunNotPaused otherwise."""
+        own = await self._own(run_id)
+        try:
+            params = RunResumeParams(own, by=self.tenant_name or "operator")
+            return await self._runtime.store.run_resume(params)
+        except RunNotFound:
+            raise await self._missing(own) from None
+
     async def retry_many(self, run_ids: Sequence[int]) -> tuple[list[RunHandle], dict[int, str]]:
         """Re-queue several dead or failed runs: (the re-queued ones, why the others were not)."""
-        done, refused = [], {}
-        for run_id in run_ids:
+        found: dict[int, RunHandle] = {}
+        refused: dict[int, str] = {}
+
+        async def one(run_id: int) -> None:
             try:
-                done.append(await self.retry(run_id))
+                found[run_id] = await self.retry(run_id)
             except RETRY_REFUSALS as exc:
                 refused[int(run_id)] = str(exc)
-        return done, refused
+
+        unique = list(dict.fromkeys(run_ids))  # an id given twice is retried once
+        await each_at_once(unique, one)  # each its own checked, fenced retry
+        return [found[run_id] for run_id in unique if run_id in found], refused
+
+    async def fork(self, run_id: int, from_step: int | str, *, args: Mapping[str, Any] | None = None,
+                   key: str | None = None) -> RunHandle:
+        """A new run that begins where run `run_id` was at `from_step`: its journal holds a
+        copy of the original's first `from_step` entries (an int: journal positions 0 to
+        from_step - 1; a str: every entry before the first step of that name), whose
+        recorded results it replays, and it runs the rest on the code deployed now. The
+        fork's `forked_from` names the original, whose forks `forks` lists. `args`: the
+        arguments to change, merged over the original's. `key`: the fork's idempotency key
+        (the same key again returns the same fork; a key naming another run is
+        KeyConflict). Any state may be forked, a live run too (its journal as of the fork);
+        not a run of a thread. A step past the journal's end, or a name it never journaled,
+        is InvalidInput, and nothing is written."""
+        step = fork_step(from_step)
+        original = await self.read_run(run_id)
+        registry = self._runtime.registry
+        spec = registry.tasks.get(original.task)  # today's task, where this process has it
+        params = fork_insert(original, spec, args, key, now_s=self._runtime.clock(),
+                             limits=self._runtime.limits, version=registry.version if spec else None)
+        try:
+            run = await self._runtime.store.run_fork(RunForkParams(original.id, step, params))
+        except RunNotFound:
+            raise await self._missing(original.id) from None
+        check_fork_key(run, original, params)
+        return RunHandle(self, run)
+
+    async def forks(self, run_id: int, *, limit: int = 100, before_id: int | None = None) -> list[Run]:
+        """The forks of run `run_id` (see `fork`), newest first; `before_id` pages backwards."""
+        run = await self.read_run(run_id)
+        return await self.list_runs(forked_from=run.id, limit=limit, before_id=before_id)
 
     async def attempts(self, run_id: int) -> list[Attempt]:
         """The run's attempts with their outcome, error and times (from its event log)."""
@@ -292,19 +385,45 @@ class RunScope:
                         queue: str | None = None, thread: str | None = None,
                         created_after: float | None = None, created_before: float | None = None,
                         limit: int = 100, before_id: int | None = None,
-                        key: str | None = None, incarnation: int | None = None) -> list[Run]:
+                        key: str | None = None, incarnation: int | None = None,
+                        waiting: WaitReason | str | None = None, error: str | None = None,
+                        forked_from: int | None = None) -> list[Run]:
         """Runs of this scope, newest first; `before_id` pages backwards. With `thread`,
         the runs of this scope's thread that bears that name now (not those of an
         earlier thread of the name, deleted), and with `incarnation` too, of that thread
         only (ThreadDeleted once the name names another); with `key`, the run of that
-        idempotency key (in the App's scope, each tenant's run of it)."""
+        idempotency key (in the App's scope, each tenant's run of it); with `error`, the
+        runs whose error's type, message or traceback contains that text (ASCII letters
+        in any case); with `forked_from`, the forks of that run (`fork`). With `waiting`,
+        the queued runs that wait on that (a `WaitReason`; `waiting` says why each run
+        waits): what the store keeps is filtered there, and what only the world can tell
+        (worker, version, thread, slot) is judged on the newest SCAN_LIMIT due runs."""
+        reason = checked_waiting(waiting)
+        kept = reason if reason in STORED_WAITS or reason is WaitReason.SCHEDULED else None
         # With `thread`, the store lists this scope's thread only (a thread is one tenant's).
         params = checked_listing(RunListParams(
             states=states, task=task, queue=queue, thread=thread, tenant=self.tenant_name, key=key,
             created_after=created_after, created_before=created_before, limit=limit,
-            before_id=before_id, incarnation=incarnation))  # refused before the store is touched
+            before_id=before_id, incarnation=incarnation, waiting=kept,
+            due=reason is not None and kept is None, error=error,
+            forked_from=None if forked_from is None else _run_id(forked_from)))  # checked first
         await self._ready()
-        return await self._runtime.store.run_list(params)
+        if not params.due:
+            return await self._runtime.store.run_list(params)
+        found: list[Run] = []
+        for _ in range(0, SCAN_LIMIT, SCAN_PAGE):
+            page = await self._runtime.store.run_list(replace(params, limit=SCAN_PAGE))
+            judged = await waiting_of(self, page)
+            found += [run for run in page if judged[run.id].reason is reason]
+            if len(found) >= limit or len(page) < SCAN_PAGE:
+                break
+            params.before_id = page[-1].id
+        return found[:limit]
+
+    async def waiting(self, runs: Sequence[Run]) -> dict[int, Waiting]:
+        """Why each queued run of `runs` is not running, by run id (lists show it)."""
+        await self._ready()
+        return await waiting_of(self, runs)
 
     async def dead_letters(self, *, task: str | None = None, limit: int = 100,
                            before_id: int | None = None) -> list[Run]:
@@ -457,6 +576,17 @@ class RunScope:
         await self._ready()
         return await self._runtime.store.worker_list()
 
+    async def limit_uses(self) -> list[LimitUse]:
+        """The keys of concurrency limits in use (what says a run is held by its limit,
+        `_why`, which tells a run only of its own keys)."""
+        await self._ready()
+        return await self._runtime.store.limit_list()
+
+    async def fair_weights(self) -> dict[str, int]:
+        """The weights the operator set on fair keys (store._fair_rules.weights_set)."""
+        await self._ready()
+        return weights_set(await self._runtime.store.limit_overrides())
+
     # -- scoping --------------------------------------------------------------------
 
     async def _own(self, run_id: Any) -> int:
@@ -467,6 +597,9 @@ class RunScope:
         if self.tenant_name is not None:
             await self.read_run(value)
         return value
+
+    def _run_id(self, run_id: Any) -> int:
+        return _run_id(run_id)
 
     async def _missing(self, run_id: int) -> RunNotFound:
         """Why a run id names no run here: RunExpired when retention reclaimed it (the id
@@ -479,9 +612,12 @@ class RunScope:
         """Why a run is not found, the same words whether or not it exists elsewhere."""
         if self.tenant_name is None:
             return f"run {run_id} not found"
-        return (f"run {run_id} not found among tenant {self.tenant_name!r}'s runs (a tenant sees "
+        return (f"run {run_id} not found among the runs of tenant {self.tenant_name!r} (a tenant sees "
                 f"only the runs submitted as it; runs submitted with no tenant, as the CLI and an "
                 f"App do unless given one, are the operator's)")
+
+    def _handle(self, run: Run) -> RunHandle:
+        return RunHandle(self, run)
 
     def _sees(self, run: Run) -> bool:
         return self.tenant_name is None or run.tenant == self.tenant_name
@@ -491,7 +627,7 @@ class RunScope:
         if self.tenant_name is None:
             return given
         if given is not None and given != self.tenant_name:
-            raise InvalidInput(f"this view is tenant {self.tenant_name!r}'s; "
+            raise InvalidInput(f"this view is of tenant {self.tenant_name!r}; "
                                f"it cannot submit as {given!r}")
         return self.tenant_name
 

@@ -15,10 +15,10 @@ thread that bears the name now.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, AsyncIterator, Protocol
 
 from ..core._journal import ThreadEvent
+from ..core._payloads import load
 from ..errors import RunEnded, ThreadNotFound
 from ..runs import Run
 from ..store import _rules as rules
@@ -62,7 +62,7 @@ class Threads:
             # The store reads a missing thread as an empty history (a run reads its own
             # thread's before it has one); a reader is told there is no such thread.
             await self.info(thread, tenant)
-        return [json.loads(message) for _, _, message in rows]
+        return [load(message) for _, _, message in rows]
 
     async def cancel(self, thread: str, tenant: str | None) -> list[Run]:
         """Cancel every run of the thread open now, newest first (so that no queued run

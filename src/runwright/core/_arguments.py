@@ -120,7 +120,7 @@ class TypedArguments:
             if self._extras is not None:
                 checked.update(self._extras.validate_python(self._extra_items(arguments)))
         except self._refused as exc:
-            raise BadArguments(self._refusal(exc)) from None
+            raise BadArguments(self._refusal(exc), fields=_fields(exc)) from None
         return checked
 
     def _extra_items(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,11 +224,23 @@ def _merged(given: Mapping[str, Any], checked: dict[str, Any]) -> dict[str, Any]
 
 
 def _problem(problem: Mapping[str, Any]) -> str:
-    where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+    where, what = _said(problem)
+    return f"argument {where or 'arguments'!r}: {what}"
+
+
+def _fields(error: pydantic.ValidationError) -> list[tuple[str, str]]:
+    """Each problem as (where, what): `args.<argument's path>` (InvalidInput.fields)."""
+    return [(f"args.{where}" if where else "args", what)
+            for where, what in map(_said, error.errors(include_url=False))]
+
+
+def _said(problem: Mapping[str, Any]) -> tuple[str, str]:
+    """Where a problem is within the arguments ("order.qty", "" for them all) and what it is."""
+    where = ".".join(str(part) for part in problem["loc"])
     message = " ".join(str(problem["msg"]).removeprefix("Value error, ").split())
     if problem["type"] in ("missing", "extra_forbidden"):
-        return f"argument {where!r}: {message}"
-    return f"argument {where!r}: {message} (got {_shown(problem.get('input'))})"
+        return where, message
+    return where, f"{message} (got {_shown(problem.get('input'))})"
 
 
 def _shown(value: Any) -> str:

@@ -16,10 +16,17 @@ server. SQLite is one machine: the system clock is the store's clock. An injecte
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from typing import Callable
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "OffsetClock", "StoreClock"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "OffsetClock", "StoreClock", "utc"]
+
+
+def utc(epoch: float) -> str:
+    """An instant as every face writes one (tables, `show`, logs): ISO 8601, UTC, to the
+    second."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Clock:
@@ -61,8 +68,13 @@ class StoreClock(OffsetClock):
     """A database server's clock, as one process sees it (see the module docstring).
 
     `observe` records one reading of the server's clock; the offset is how far this
-    machine's clock is from it, assuming the reading was taken halfway through its round
-    trip (an error of at most half the round trip: milliseconds).
+    machine's clock is from it, as if the reading was taken when its reply arrived: the
+    lowest offset the round trip allows, never one ahead of the server. A run submitted
+    for now is then due when its insert reaches the server. Taken halfway (the middle of
+    the bounds), a round trip slowed on its way out (a loaded machine: seen at 300 ms) put
+    this clock ahead by up to half of it, and a claim right after the submission found
+    the run not yet due. The price: a time written from here is early by at most the
+    round trip (milliseconds), and early is what "due" forgives.
     """
 
     __slots__ = ()
@@ -70,10 +82,10 @@ class StoreClock(OffsetClock):
     def judged(self, given: float | None = None) -> float | None:
         return given
 
-    def observe(self, server_s: float, sent_s: float, received_s: float) -> None:
-        """Learn the offset from `server_s`, read between `sent_s` and `received_s`
+    def observe(self, server_s: float, received_s: float) -> None:
+        """Learn the offset from `server_s`, read before its reply arrived at `received_s`
         (this machine's clock, not corrected)."""
-        self.offset_s = server_s - (sent_s + received_s) / 2
+        self.offset_s = server_s - received_s
 
 
 SYSTEM_CLOCK = Clock()

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SNAPSHOT", "TERMINAL_EVENT_KINDS", "Event", "StepRecord", "ThreadEvent"]
+from ._payloads import load
+
+__all__ = ["PATCH_PREFIX", "SNAPSHOT", "STATE_PREFIX", "TERMINAL_EVENT_KINDS", "Event", "StepRecord",
+           "ThreadEvent", "check_patch_id", "published_state"]
 
 # The journal name of a snapshot (`ctx.snapshot`): a resume reads the journal from the
 # last done one on, not from the start.
 SNAPSHOT = "snapshot"
+
+# The journal names of a run's published state (`ctx.set_state(key, ...)`: "state:<key>").
+STATE_PREFIX = "state:"
+
+# The journal name of a patch's marker (`ctx.patched(id)`: "patch:<id>"): the run took the
+# new path of that change.
+PATCH_PREFIX = "patch:"
+_PATCH_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
+
+
+def check_patch_id(patch_id: object) -> str:
+    """A patch id: 1-100 letters, digits and `_ . -` (it names a journal entry)."""
+    if not isinstance(patch_id, str) or not _PATCH_ID.match(patch_id):
+        raise ValueError(f"a patch id is 1-100 letters, digits or `_.-`, got {patch_id!r}")
+    return patch_id
+
 
 # The kinds of the event that closes a run's log: a follower stops after one of these.
 TERMINAL_EVENT_KINDS = frozenset({"succeeded", "failed", "dead", "cancelled", "interrupted"})
@@ -30,7 +49,7 @@ class StepRecord:
     created_at: float
 
     def value(self) -> Any:
-        return None if self.result is None else json.loads(self.result)
+        return None if self.result is None else load(self.result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +73,13 @@ class ThreadEvent(Event):
     (1, 2, 3 ... without a gap; each run's events keep their order)."""
 
     tseq: int = 0
+
+
+def published_state(journal: list[StepRecord]) -> dict[str, Any]:
+    """A run's published state: each key's latest value (`ctx.set_state`), as its journal
+    holds it, in position order."""
+    state: dict[str, Any] = {}
+    for record in sorted(journal, key=lambda r: r.position):
+        if record.name.startswith(STATE_PREFIX) and record.status == "done":
+            state[record.name.removeprefix(STATE_PREFIX)] = record.value()["value"]
+    return state

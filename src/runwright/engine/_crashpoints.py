@@ -13,7 +13,12 @@ Actions: `raise` (an unexpected error right there), `kill` (SIGKILL this process
     step.after_side_effect     a step's function returned; its journal write not yet made
     step.after_journal         a step's journal write is durable; the task not yet resumed
     child.after_insert         a child run is inserted (`ctx.submit`); its journal entry not yet made
+    signal.after_take          `ctx.wait_signal` or `take_signal` took its signal (`ctx.wait_event`'s
+                               delivery: detail `event:<name>`); no journal entry yet (but on
+                               PostgreSQL, where a wait_signal's take writes its entry too)
+    steer.after_absorb         an agent put a steered message in its thread; its follower not yet ended
     worker.before_finish       a run's function returned; its terminal write not yet made
+    sweep.before_collect       a retention pass removed its rows; the blobs they named not yet collected
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from ..core._clock import utc
 from ..core._journal import StepRecord
 from ..observe import _spans as telemetry
 from ..observe._trace_context import RunTrace
@@ -61,7 +62,7 @@ DEFERRAL_REASONS = ("sleep", "children")  # what a park gives as its reason; oth
 
 # Outcome labels: a fixed set, whatever kinds of events an attempt may end with.
 OUTCOMES = ("succeeded", "failed", "dead", "cancelled", "interrupted", "retrying", "released",
-            "parked")
+            "parked", "paused")
 
 
 def outcome_of_finish(finish: RunFinishParams) -> str:
@@ -86,9 +87,14 @@ class WorkerStats:
     retrying: int = 0
     released: int = 0
     parked: int = 0
+    paused: int = 0
     lease_lost: int = 0
     rescued: int = 0
     started_at: float = field(default_factory=time.time)
+
+    def logged(self) -> dict[str, object]:
+        """The counts as a log line's fields, the start as every face writes an instant."""
+        return {**vars(self), "started_at": utc(self.started_at)}
 
 
 class Instruments:

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import asyncio
 
-__all__ = ["Interrupted", "Park", "RunSignals"]
+from ..runs import WaitReason
+
+__all__ = ["Interrupted", "Park", "Paused", "RunControl"]
 
 
 class Park(BaseException):
-    def __init__(self, until: float, reason: str) -> None:
+    """`waits_on` is what the run's lists show (a WaitReason the store keeps); `reason`
+    says more in its log."""
+
+    def __init__(self, until: float, reason: str, waits_on: WaitReason) -> None:
         super().__init__(f"parked until {until} ({reason})")
         self.until = until
         self.reason = reason
+        self.waits_on = waits_on
 
 
 class Interrupted(BaseException):
@@ -30,14 +36,23 @@ class Interrupted(BaseException):
         self.mode = mode
 
 
-class RunSignals:
+class Paused(BaseException):
+    """The run was asked to pause (`app.pause`): at its next step boundary it stops, and
+    the executor gives its slot back, the run held until a resume."""
+
+    def __init__(self) -> None:
+        super().__init__("paused at a step boundary, on request")
+
+
+class RunControl:
     """What the worker learns about a live run while it executes (set by its watcher,
     read by the run's Context at step boundaries)."""
 
-    __slots__ = ("_interrupted", "interrupt", "stopping")
+    __slots__ = ("_interrupted", "interrupt", "pause", "stopping")
 
     def __init__(self, interrupt: str | None = None) -> None:
         self.interrupt = interrupt
+        self.pause = False  # asked to pause: honoured at its next step boundary
         self.stopping = False  # the worker asked the run to stop (cancel, lease lost, shutdown)
         self._interrupted: asyncio.Event | None = None
 

@@ -4,6 +4,11 @@ No leader: any number of workers may fire the same schedule at the same moment, 
 a fire is an idempotent submission keyed by the schedule and its fire time, and moving
 a schedule's next fire time is conditional (one worker wins, the others see it moved).
 A crash between the two repeats the submission, which the key turns into a no-op.
+
+So a fire whose key already names a run gets that run, not a second one. When that run
+was submitted otherwise (another task, other arguments, queue or priority: someone
+submitted by hand under the key, say), the fire is not made and the scheduler says so
+at WARNING, naming the schedule, the key, the run and what differs: never silently.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from typing import Callable, Iterable
 
 from ..core._clock import SYSTEM_CLOCK, Clock
 from ..core._schedules import Schedule, fire_key, fires_due, next_fire_after
+from ..errors import InvalidInput
 from ..observe._logs import event
 from ..runs import Run
 from ..store._interface import Store
 from ..store._params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
+from ..tasks._submission import key_conflict
 
 __all__ = ["Scheduler", "save_schedule", "save_schedules"]
 
@@ -38,9 +45,13 @@ async def save_schedules(store: Store, schedules: Iterable[Schedule], now: float
 
 class Scheduler:
     def __init__(self, store: Store, clock: Callable[[], float] = SYSTEM_CLOCK,
-                 version: str | None = None) -> None:
+                 version: str | None = None,
+                 limits: Callable[[str, str], str | None] = lambda _task, _args: None) -> None:
         self._store = store
         self._version = version  # recorded on the runs it fires: its app's
+        # The concurrency limits of a run of (task, args JSON), as a submission computes
+        # them (tasks._concurrency): a fired run is held by its task's limits too.
+        self._limits = limits
         self._clock = clock if isinstance(clock, Clock) else Clock(clock)
 
     async def tick(self, now: float | None = None) -> list[Run]:
@@ -53,12 +64,27 @@ class Scheduler:
 
     async def _fire(self, schedule: Schedule, now: float) -> list[Run]:
         times, upcoming = fires_due(schedule, now)
-        runs = await self._store.run_insert_many([RunInsertParams(
+        try:
+            limits = self._limits(schedule.task, schedule.args)
+        except InvalidInput as exc:  # a key its arguments cannot make ({tenant}: none)
+            event(logging.ERROR, f"schedule {schedule.name!r} did not fire: {exc}", schedule=schedule.name)
+            times = []
+            limits = None
+        inserts = [RunInsertParams(
             key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
-            run_at=fire, version=self._version, now=now) for fire in times]) if times else []
+            run_at=fire, version=self._version, now=now, limits=limits) for fire in times]
+        runs = await self._store.run_insert_many(inserts) if inserts else []
         await self._store.schedule_advance(ScheduleAdvanceParams(
             schedule.name, schedule.next_fire_at, upcoming))
+        for run, params in zip(runs, inserts):
+            # The run a re-fire finds is this fire's own (the same definition): nothing to
+            # say. Another's, submitted otherwise, stands in for no fire: say so.
+            conflict = key_conflict(run, params)
+            if conflict is not None:
+                event(logging.WARNING, f"schedule {schedule.name!r} did not fire: its key {params.key!r} "
+                      f"names run {run.id}, submitted with {conflict.detail}", schedule=schedule.name,
+                      key=params.key, run_id=run.id, differs=",".join(conflict.differs))
         created = [run for run in runs if not run.existed]
         for run in created:
             event(logging.INFO, f"schedule {schedule.name!r} fired", run_id=run.id, task=run.task)

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from ..core import _inputs as inputs
 from ..core._clock import Clock
-from ..core._resilience import is_store_failure, jittered, store_call
+from ..core._payloads import load
+from ..core._resilience import is_store_failure, jittered, store_call, through_blinks
 from ..core._waiting import halt, wait_set
-from ..errors import ConfigError, InvalidInput, LeaseLost, StoreError
+from ..errors import ConfigError, DeploymentMoved, InvalidInput, LeaseLost, StoreError
 from ..observe import _spans as telemetry
 from ..observe._logs import event
 from ..runs import Run, RunState
@@ -33,17 +34,19 @@ from ..store._liveness import this_machine
 from ..store._params import (
     RunClaimParams,
     RunExtendParams,
+    RunLimitedTasksParams,
     RunNextDueParams,
     RunRescueParams,
     WorkerHeartbeatParams,
     WorkerRegisterParams,
     WorkerWatchParams,
 )
+from ..tasks._fair import FairLimitsOf
 from ._completer import Completer
 from ._crashpoints import crash_point
 from ._executor import Active, Stop, run_attempt
 from ._instruments import Instruments, WorkerStats
-from ._parking import RunSignals
+from ._parking import RunControl
 from ._rescuer import Rescuer
 from ._scheduler import Scheduler, save_schedules
 from ._slots import Slots
@@ -62,6 +65,10 @@ STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
 SIDE_BACKOFF_S, SIDE_BACKOFF_MAX_S = 0.5, 30.0
 # The sweep lease lasts this many sweep intervals: a holder that misses a tick keeps it.
 SWEEP_LEASE_TICKS = 3
+# How often a worker looks for queued runs that carry concurrency limits of a task it
+# declares none for (at its start, then this often): rare (a deploy that removed a
+# `rw.Limit`), so a look costs an idle deployment one read a half minute.
+STRAY_LOOK_S = 30.0
 
 
 class WorkerCrashed(RuntimeError):
@@ -192,6 +199,8 @@ class Worker:
                                     claim_along=self._claim_along, claimed=self._claimed_along,
                                     gathering=self._gathering, gather_s=self.config.finish_gather_s)
         self._tasks: list[str] = []
+        self._limited: list[str] = []
+        self._fair = False  # some of _limited are fair (tasks._fair)
         self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
         self._loop: asyncio.AbstractEventLoop | None = None  # the one `run` works in
@@ -219,16 +228,20 @@ class Worker:
         """Ask for a graceful stop: claim nothing more, drain, give back the rest."""
         self._stopping.set()
 
-    def signals_of(self, run_id: int) -> RunSignals | None:
+    def control_of(self, run_id: int) -> RunControl | None:
         """What this worker has learnt about a run it executes (None if it has none)."""
         active = self._slots.get(run_id)
-        return None if active is None else active.signals
+        return None if active is None else active.control
 
     async def run(self, ready: Callable[[Worker], Any] | None = None) -> None:
         """Work until `stop()`; raises WorkerCrashed if a side task died."""
         self._loop = asyncio.get_running_loop()  # found once (see Completer._loop)
         await self._connect()
         self._tasks = sorted(self.runtime.registry.tasks)
+        # The tasks whose runs carry concurrency limits: claimed on the store's limited path.
+        specs = self.runtime.registry.tasks
+        self._limited = [name for name in self._tasks if specs[name].concurrency is not None]
+        self._fair = any(isinstance(specs[name].concurrency, FairLimitsOf) for name in self._limited)
         self._majors = self.runtime.registry.runnable_majors()
         if not self._tasks:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
@@ -245,31 +258,64 @@ class Worker:
 
     async def _boot_and_work(self, ready: Callable[[Worker], Any] | None) -> None:
         await self._boot()
+        started: list[asyncio.Task[Any]] = []  # every task of ours, as soon as it exists
+        try:
+            await self._start_and_work(ready, started)
+        except BaseException as exc:
+            # A cancel lands wherever the task running `run` waits: while it still starts
+            # (saving schedules, the fleet's resync and ready, with the claim loop already
+            # working), while it works, or in a stop that a side task's end began at the
+            # same moment. A start that failed leaves tasks too. All of them end before
+            # the App may close the store (a stop that ran its course ended them already).
+            await self._abandon(started, cancelled=isinstance(exc, asyncio.CancelledError))
+            raise
+
+    async def _start_and_work(self, ready: Callable[[Worker], Any] | None,
+                              started: list[asyncio.Task[Any]]) -> None:
         completer = asyncio.create_task(self._completer.run(), name="completer")
-        await save_schedules(self.store, self.runtime.registry.schedules.values(),
+        started.append(completer)
+        await through_blinks(save_schedules, self.store, self.runtime.registry.schedules.values(),
                              self.schedule_clock())
         if self.member is not None:
             await self.member.resync()
         sides = [asyncio.create_task(self._side(loop), name=loop.__name__) for loop in (
             self._claim_loop, self._lease_keeper, self._cancel_watcher, self._heartbeat, self._rescuer,
-            self._scheduler, self._sweeper, self._fleet_watch)]
+            self._scheduler, self._sweeper, self._fleet_watch, self._stray_limits)]
+        started += sides
         self._loops = [completer, *sides]
         if self.member is not None:
             await self.member.ready()
+        # The app's own tasks, and apart those runwright registers in every App (the
+        # built-in jobs, verify's workload): `tasks=1 built_in_tasks=6` for one task.
+        built_in = len(self.runtime.registry.built_in.intersection(self._tasks))
         event(INFO, "worker started", worker=self.id, queues=",".join(self.config.queues),
-              concurrency=self.config.concurrency, tasks=len(self._tasks),
+              concurrency=self.config.concurrency, tasks=len(self._tasks) - built_in,
+              built_in_tasks=built_in,
               fleet=self.member.name if self.member is not None else "")
         if ready is not None:
             ready(self)
         stopping = asyncio.create_task(self._stopping.wait())
+        started.append(stopping)
+        await self._work_until_stopped(stopping, completer, sides)
+
+    async def _work_until_stopped(self, stopping: asyncio.Task[Any], completer: asyncio.Task[None],
+                                  sides: list[asyncio.Task[None]]) -> None:
         done, _ = await asyncio.wait([stopping, completer, *sides], return_when=asyncio.FIRST_COMPLETED)
         # A side task that raised, or ended although nobody asked us to stop, is a crash.
         # (The claim loop ends normally when stop() came before its first check.)
         crashed = [t for t in done if t is not stopping and (
             t.cancelled() or t.exception() is not None or not self._stopping.is_set())]
+        # The store sealed by `runwright move` (or its tombstone): no crash, the deployment
+        # went elsewhere; said in one line, and raised as it is (the CLI exits 9 with it).
+        moved = next((t.exception() for t in crashed
+                      if not t.cancelled() and isinstance(t.exception(), DeploymentMoved)), None)
         for task in crashed:
+            if moved is not None:
+                break
             event(ERROR, f"side task {task.get_name()} died; the worker stops",
                   exc_info=None if task.cancelled() else task.exception(), worker=self.id)
+        if moved is not None:
+            event(WARNING, f"{moved}; the worker stops", worker=self.id)
         self._stopping.set()
         grace_s = 0 if crashed else self.config.drain_grace_s
         if self.member is not None:
@@ -279,6 +325,8 @@ class Worker:
             await self.member.leave()
             self.member = None  # left: nothing more to free
         stopping.cancel()
+        if moved is not None:
+            raise moved
         if crashed:
             first = crashed[0]
             reason = "cancelled" if first.cancelled() else repr(first.exception())
@@ -316,7 +364,9 @@ class Worker:
             raise NotReady(f"the store does not answer: {str(exc) or type(exc).__name__}") from None
 
     async def _register(self) -> None:
-        self.id = await self.store.worker_register(WorkerRegisterParams(
+        # Connected already: a store that blinks now (SQLite locked by a burst of writers,
+        # a failover) is ridden out, as every later write of the worker's is.
+        self.id = await through_blinks(self.store.worker_register, WorkerRegisterParams(
             host=this_machine(), pid=os.getpid(), queues=list(self.config.queues),
             tasks=self._tasks, version=self.runtime.registry.version, majors=self._majors))
 
@@ -360,7 +410,20 @@ class Worker:
         except StoreError as exc:
             event(WARNING, "could not deregister; others will find this worker dead",
                   worker=self.id, error=str(exc))
-        event(INFO, "worker stopped", worker=self.id, **vars(self.stats))
+        event(INFO, "worker stopped", worker=self.id, **self.stats.logged())
+
+    async def _abandon(self, loops: list[asyncio.Task[Any]], cancelled: bool) -> None:
+        """End every task this worker started that still runs, so none goes on against a
+        store that its App may close next: the task running `run` was cancelled (not
+        `stop()`: no drain, no give-back), or its start failed. Its runs' claims lapse,
+        as a dead worker's do, and are taken over."""
+        tasks = [task for task in (*loops, *self._slots.tasks()) if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_SIDES_S)
+        if cancelled:
+            event(INFO, "worker cancelled", worker=self.id, **self.stats.logged())
 
     # -- claiming -------------------------------------------------------------------
 
@@ -385,7 +448,7 @@ class Worker:
         crash_point("worker.claim_loop")
         limit = self._slots.reserve(self._claim_most)
         return RunClaimParams(self.id, queues, self._tasks, limit, self.config.lease_s, majors=self._majors,
-                              fleet=self._fleet_root)
+                              fleet=self._fleet_root, limited=self._limited, fair=self._fair)
 
     def _claimed(self, claim: RunClaimParams, runs: list[Run] | None) -> None:
         """Start what `claim` brought (None: the store failed it), give its slots back."""
@@ -446,12 +509,32 @@ class Worker:
     async def _idle(self, queued: asyncio.Event, queues: list[str]) -> None:
         """Sleep until work may be due: a notification, the next run_at, or the poll."""
         wait_s = 0.1 if self.store.hub.degraded else jittered(self.config.poll_s)
-        next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
-            queues, self._tasks, self._majors, self._fleet_root))
+        if not self._limited:
+            next_due = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
+                queues, self._tasks, self._majors, self._fleet_root))
+        else:
+            next_due = await self._next_due_limited(queues)
         if next_due is not None:
             wait_s = max(0.0, min(wait_s, next_due - self.clock()))
         if wait_s > 0 and not queued.is_set():
             await wait_set(queued, wait_s)
+
+    async def _next_due_limited(self, queues: list[str]) -> float | None:
+        """The next due time for a worker with limited tasks: a limited run due already
+        that the claim just made did not take is held back by its limit, and the end of a
+        run of its key wakes this worker (QUEUED), not the clock; only a limited run due
+        later sets a time."""
+        unlimited = [task for task in self._tasks if task not in self._limited]
+        found = []
+        if unlimited:
+            found.append(await self._store_call(self.store.run_next_due_at, RunNextDueParams(
+                queues, unlimited, self._majors, self._fleet_root, runs="unlimited")))
+        later = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
+            queues, self._limited, self._majors, self._fleet_root, runs="limited_later"))
+        if later is not None and later > self.clock():
+            found.append(later)
+        due = [when for when in found if when is not None]
+        return min(due) if due else None
 
     def _start(self, run: Run) -> None:
         self._instruments.claimed(run)
@@ -468,13 +551,14 @@ class Worker:
         began = time.monotonic()
         with self._instruments.attempt_span(run, self.id) as span:
             try:
-                active.signals.interrupt = run.interrupt
-                finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.signals)
+                active.control.interrupt = run.interrupt
+                finish = await run_attempt(self.runtime, run, self.id, lambda: active.stop, active.control)
                 if finish is None:
                     self._instruments.lease_lost(span)
                     return
                 crash_point("worker.before_finish")
                 finish.alone = run.parent_id is None and run.thread is None
+                finish.limited = run.limits is not None
                 with self._slots.finishing(active):
                     await self._completer.finish(finish)
                 self._instruments.finished(run, finish, time.monotonic() - began, self.id, span)
@@ -486,6 +570,24 @@ class Worker:
                 self._slots.end(active)
 
     # -- side tasks -----------------------------------------------------------------
+
+    async def _stray_limits(self) -> None:
+        """Queued runs that carry concurrency limits, of a task this worker declares none
+        for (a deploy removed its `rw.Limit`; a submitter runs other code), are claimed only
+        on the limited path: without this look no worker of the new code would claim them,
+        ever. Once seen, the task's runs are claimed there, under the limits they carry (a
+        run of it without limits is claimed as any), for as long as this worker runs."""
+        declared = set(self._limited)
+        while True:
+            others = [task for task in self._tasks if task not in self._limited]
+            if others:
+                found = await self._store_call(self.store.run_limited_tasks,
+                                               RunLimitedTasksParams(list(self.config.queues), others))
+                if found:
+                    self._limited = sorted(set(self._limited) | set(found))
+                    event(INFO, "claiming runs queued with concurrency limits their task no longer declares",
+                          worker=self.id, tasks=",".join(sorted(set(found) - declared)))
+            await asyncio.sleep(jittered(STRAY_LOOK_S))
 
     async def _lease_keeper(self) -> None:
         """Renew leases of live runs; a run whose fence was superseded is abandoned."""
@@ -522,7 +624,14 @@ class Worker:
                     elif run.cancel_requested:
                         active.interrupt(Stop.CANCEL)
                     elif run.interrupt:
-                        active.signals.request_interrupt(run.interrupt)
+                        active.control.request_interrupt(run.interrupt)
+                    elif run.pause_requested != active.control.pause:
+                        # Asked to pause (app.pause), or not any more (a resume before
+                        # its next step boundary withdrew it).
+                        active.control.pause = run.pause_requested
+                        event(INFO, "pause requested: the run stops at its next step boundary"
+                              if run.pause_requested else "pause withdrawn", run_id=run.id,
+                              attempt=run.attempt, worker=self.id)
                 await asyncio.sleep(0.05)  # SQLite wakes us on every commit: don't spin
 
     def _apply(self, run_ids: list[int], why: Stop) -> None:
@@ -547,6 +656,10 @@ class Worker:
                 old = self.id
                 await self._register()
                 event(WARNING, "registration lost; registered again", worker=self.id, previous=old)
+                # Claims made meanwhile were refused, and the notifications that woke
+                # them are spent: a limited run held for its limit waits for one, not for
+                # its due time (_next_due_limited), so it would wait for the poll.
+                self.store.hub.fire(QUEUED)
 
     async def _rescuer(self) -> None:
         """Take back runs of dead workers and expired leases (every worker does this)."""
@@ -576,10 +689,21 @@ class Worker:
 
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
-        scheduler = Scheduler(self.store, self.schedule_clock, self.runtime.registry.version)
+        scheduler = Scheduler(self.store, self.schedule_clock, self.runtime.registry.version,
+                              limits=self._limits_of)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             await self._store_call(scheduler.tick)
+
+    def _limits_of(self, task: str, args: str) -> str | None:
+        """The concurrency limits of a run of `task` that a schedule fires (no tenant)."""
+        spec = self.runtime.registry.tasks.get(task)
+        if spec is None or spec.concurrency is None:
+            return None
+        arguments = load(args)
+        if spec.batch_items is not None:  # a batched task's limit keys are of its (first) item
+            arguments = arguments[spec.batch_items][0]
+        return spec.concurrency.of(arguments, None)
 
     async def _sweeper(self) -> None:
         """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
@@ -591,7 +715,8 @@ class Worker:
         # holder's lease lapses and the next worker to tick takes over.
         sweeper = Sweeper(self.store, self.clock, config.retention,
                           holder=f"{this_machine()}:{os.getpid()}:{self.id}",
-                          lease_s=SWEEP_LEASE_TICKS * config.sweep_interval_s)
+                          lease_s=SWEEP_LEASE_TICKS * config.sweep_interval_s,
+                          codecs=self.runtime.limits.codecs)
         while True:
             await self._store_call(sweeper.tick)
             await asyncio.sleep(jittered(config.sweep_interval_s))

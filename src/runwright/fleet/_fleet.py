@@ -105,6 +105,12 @@ class Fleet:
         return self._bus
 
     async def close(self) -> None:
+        # This process's life ends with its bus: its row is deleted while the bus can
+        # still write (a worker whose task was cancelled, and that had no turn to leave
+        # before the App closed, then finds it done, instead of a closed bus).
+        if self.member is not None:
+            member, self.member = self.member, None
+            await member.leave()
         if self._bus is not None:
             bus, self._bus = self._bus, None
             await bus.close()

@@ -68,6 +68,10 @@ class Member:
         self._writing_turn = asyncio.Lock()
         self._host, self._pid = this_machine(), os.getpid()
         self._deaf = False  # the bus dropped while we were ready: resync when it is back
+        self._left = False  # `leave()` ran: a second one (the App closing after) does nothing
+        # The level of the "joined the fleet" and "left the fleet" lines: a worker's are
+        # INFO; `runwright serve` prints its own start and keeps them DEBUG.
+        self.presence_level = INFO
 
     def serve_extra(self, queue: str, for_s: float) -> None:
         """Serve `queue` besides the worker's own for `for_s` seconds from now (again:
@@ -100,7 +104,7 @@ class Member:
         """Claim the lowest free slot of this kind, `resyncing`, and start heartbeating."""
         self.state = State.RESYNCING
         self.life = await self._claim()
-        event(INFO, "joined the fleet", fleet=self.settings.root, name=self.life.name,
+        event(self.presence_level, "joined the fleet", fleet=self.settings.root, name=self.life.name,
               generation=self.life.generation)
         if self._heartbeat is None:
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat(), name="fleet-heartbeat")
@@ -137,7 +141,12 @@ class Member:
             event(WARNING, "fleet state recycling not written yet", name=self.name)
 
     async def leave(self) -> None:
-        """Stop heartbeating and delete the row (the slot is free for the next life)."""
+        """Stop heartbeating and delete the row (the slot is free for the next life).
+        Once: the App's close leaves for a process that has not (its bus closes next), and
+        the process's own leave after that finds nothing left to do."""
+        if self._left:
+            return
+        self._left = True
         if self._heartbeat is not None:
             await halt(self._heartbeat)
             self._heartbeat = None
@@ -149,7 +158,7 @@ class Member:
             except (StoreError, TimeoutError) as exc:
                 event(WARNING, "could not delete the fleet row; it expires by its TTL",
                       name=self.life.name, error=str(exc))
-            event(INFO, "left the fleet", name=self.life.name, generation=self.life.generation)
+            event(self.presence_level, "left the fleet", name=self.life.name, generation=self.life.generation)
 
     async def watch(self) -> None:
         """Watch the heartbeat (a supervised side task): raises if it died; returns only

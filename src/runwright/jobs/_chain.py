@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..core._resilience import through_blinks
 from ..engine._parking import Park
 from ..errors import BadArguments, FinalError, InvalidInput, UnknownTask
-from ..runs import Run, RunState
+from ..runs import Run, RunState, WaitReason
 from ..tasks._retry import Backoff, RetryPolicy
 from ._conditions import check_condition, holds
 from ._webhook import WebhookRefused, call_back, check_callback
@@ -164,7 +164,7 @@ async def _ended(ctx: Context, run_ids: list[int]) -> list[dict[str, Any]]:
     found = await through_blinks(ctx.runtime.store.run_get_many, run_ids)
     done = [run for run in found if run.done]
     if not done:
-        raise Park(ctx.runtime.clock() + STEP_RECHECK_S, "chain steps")
+        raise Park(ctx.runtime.clock() + STEP_RECHECK_S, "chain steps", WaitReason.CHILDREN)
     return [_outcome(run) for run in sorted(done, key=lambda run: run.id)]
 
 

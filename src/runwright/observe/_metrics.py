@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ATTEMPTS", "FINISHED", "LEASE_LOSSES", "RUN_SECONDS", "START_DELAY", "TAKEOVERS",
            "LATENCY_SAMPLE", "LATENCY_WINDOW_S", "OTHER_QUEUE", "QueueStat", "fold_queues",
-           "latency_summary", "percentiles", "scrape", "summary"]
+           "latency_summary", "limits_summary", "percentiles", "scrape", "summary"]
 
 OTHER_QUEUE = "other"  # the label of every queue the deployment did not configure
 QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at (the App's)
@@ -64,10 +64,64 @@ async def scrape(app: App) -> bytes:
             depth.labels(queue).set(count if oldest_due is not None else 0)
             oldest.labels(queue).set(now - oldest_due if oldest_due is not None else 0)
     workers.set(len(alive))
+    _limit_gauges(await app.limits(), store_registry)
     # The store's word at scrape time (a worker's rescuer also sets it at each orphan check):
     # a server that runs no worker reports it too.
     UNRUNNABLE.set(await app.count_unrunnable())
     return generate_latest() + generate_latest(store_registry)
+
+
+def _limit_gauges(uses: Sequence[Any], registry: CollectorRegistry) -> None:
+    """Concurrency limits by name (declared in code: a fixed set), never by key (a tenant,
+    a customer: a submitter's value): runs running and queued under them, and how many of
+    their keys are full (the runs queued under those wait for their limit)."""
+    running = Gauge("runwright_limit_running", "Runs running under a concurrency limit.", ["limit"],
+                    registry=registry)
+    queued = Gauge("runwright_limit_queued", "Runs queued under a concurrency limit.", ["limit"],
+                   registry=registry)
+    full = Gauge("runwright_limit_keys_full", "Keys of a concurrency limit at their max.", ["limit"],
+                 registry=registry)
+    by_name: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    _rate_gauges([use for use in uses if use.per_s is not None], registry)
+    for use in uses:
+        if use.per_s is not None:  # a rate's: its own gauges
+            continue
+        totals = by_name[use.name]
+        totals[0] += use.running
+        totals[1] += use.queued
+        totals[2] += int(use.running >= use.max and (use.running or use.queued) > 0)
+    for name, (r, q, f) in by_name.items():
+        running.labels(name).set(r)
+        queued.labels(name).set(q)
+        full.labels(name).set(f)
+
+
+def _rate_gauges(uses: Sequence[Any], registry: CollectorRegistry) -> None:
+    """Rates per key by name (never by key, as concurrency limits): the cost started in
+    their keys' windows now, runs queued under them, and how many keys' windows hold their max."""
+    spent = Gauge("runwright_rate_spent", "Cost started under a rate in its keys' windows now.", ["rate"],
+                  registry=registry)
+    queued = Gauge("runwright_rate_queued", "Runs queued under a rate.", ["rate"], registry=registry)
+    full = Gauge("runwright_rate_keys_full", "Keys of a rate whose window holds its max.", ["rate"],
+                 registry=registry)
+    by_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0])
+    for use in uses:
+        totals = by_name[use.name]
+        totals[0] += use.spent
+        totals[1] += use.queued
+        totals[2] += int(use.spent >= use.max)
+    for name, (s, q, f) in by_name.items():
+        spent.labels(name).set(s)
+        queued.labels(name).set(q)
+        full.labels(name).set(f)
+
+
+def limits_summary(uses: Sequence[Any]) -> list[dict[str, object]]:
+    """The keys of concurrency limits and rates in use (the App's `LimitUse`s), for the
+    operator's summary; a rate's with its window (`per_s`) and the cost started in it."""
+    return [{"limit": use.name, "key": use.key, "running": use.running, "queued": use.queued,
+             "max": use.max, **({"per_s": use.per_s, "spent": use.spent} if use.per_s is not None else {})}
+            for use in uses if use.running or use.queued or use.spent]
 
 
 def _configured_queues(app: App) -> set[str]:
@@ -147,4 +201,7 @@ async def summary(scope: RunScope) -> dict[str, object]:
         "queue_depths": {queue: count for queue, state, count, oldest_due in stats
                          if state == "queued" and oldest_due is not None},
         **latency_summary(sample, now),
+        # The operator's alone: a key names a tenant or a customer, another tenant's too.
+        **({"limits": limits_summary(await scope.limit_uses()), "weights": await scope.fair_weights()}
+           if scope.tenant_name is None else {}),
     }

@@ -15,7 +15,9 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..client._scope import RunScope
+from ..core._payloads import load
 from ..errors import InvalidInput
+from ._decode import seal_run
 from ._deps import MAX_ID, RunId, Tenant
 from ._models import RunOut, RunPage
 from ._series import SERIES_SAMPLE, DepthHistory, buckets
@@ -103,6 +105,7 @@ def add_dashboard_routes(api: FastAPI, scope_of: Callable[[str | None], RunScope
     async def steps(run_id: RunId, who: Tenant) -> list[StepOut]:
         """The run's journal in order: its steps, sleeps, child submissions, questions and
         snapshots, each with the time it was recorded."""
+        await seal_run(scope_of(who), run_id)
         return [_step_out(s.position, s.name, s.status, s.result, s.error, s.fence, s.created_at)
                 for s in await scope_of(who).steps(run_id)]
 
@@ -112,7 +115,8 @@ def add_dashboard_routes(api: FastAPI, scope_of: Callable[[str | None], RunScope
         scope = scope_of(who)
         ids = [out.child_id for out in await steps(run_id, who) if out.child_id is not None]
         found = {run.id: run for run in await scope.read_runs(ids)} if ids else {}
-        return RunPage(items=[RunOut.of(found[i]) for i in ids if i in found], next_cursor=None)
+        why = await scope.waiting(list(found.values()))
+        return RunPage(items=[RunOut.of(found[i], why.get(i)) for i in ids if i in found], next_cursor=None)
 
     @api.post("/dead/retry", response_model=RetriedOut)
     async def retry_dead(body: RetryIn, who: Tenant) -> RetriedOut:
@@ -134,7 +138,7 @@ def add_dashboard_routes(api: FastAPI, scope_of: Callable[[str | None], RunScope
 
 def _step_out(position: int, name: str, status: str, result: str | None, error: str | None,
               fence: int, at: float) -> StepOut:
-    value = None if result is None else json.loads(result)
+    value = None if result is None else load(result)
     child = value if name.startswith("submit:") and status == "done" and isinstance(value, int) else None
     return StepOut(position=position, name=name, status=status, result=value,
                    error=None if error is None else json.loads(error), fence=fence, recorded_at=at,

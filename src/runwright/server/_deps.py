@@ -14,6 +14,7 @@ from fastapi import Depends, Header, Query, Request
 from fastapi import Path as FastAPIPath
 from pydantic import AfterValidator
 
+from ..client._listing import MAX_SEARCH_CHARS
 from ..core import _inputs as inputs
 from ..core._inputs import (
     MAX_ID,
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from ..client._scope import RunScope
     from ._auth import Auth
 
-__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "Incarnation", "KeyFilter", "LastEventId",
+__all__ = ["MAX_ID", "OPERATOR_ONLY", "After", "Before", "ErrorFilter", "Incarnation", "KeyFilter",
+           "LastEventId",
            "NameFilter", "QueueFilter", "RunId", "Scopes", "Tenant", "TenantFilter", "ThreadFilter",
            "ThreadName"]
 
@@ -56,7 +58,7 @@ class Scopes:
         if tenant is None or tenant == who:
             return self.of(who)
         if who is not None:
-            raise OperatorOnly(f"tenant {tenant!r}'s runs are not yours: the tenant filter is "
+            raise OperatorOnly(f"the runs of tenant {tenant!r} are not yours: the tenant filter is "
                                f"the operator's")
         return self.app.tenant(tenant)
 
@@ -104,6 +106,12 @@ NameFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_NAME_CHARS
                       _unless_none(lambda value: inputs.name(value, "task"))]
 QueueFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_QUEUE_CHARS),
                         _unless_none(inputs.queue)]
+# A search of the runs' errors (their type, message and traceback), kept short.
+ErrorFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_SEARCH_CHARS,
+                                          description="Runs whose error contains this text (its "
+                                                      "type, message or traceback; ASCII letters "
+                                                      "in any case)."),
+                        _unless_none(lambda value: inputs.name(value, "error", MAX_SEARCH_CHARS))]
 # The operator's filter to one tenant's runs or threads (a tenant may name only itself).
 TenantFilter = Annotated[str | None, Query(min_length=1, max_length=MAX_TENANT_CHARS),
                          _unless_none(inputs.tenant)]

@@ -15,19 +15,23 @@ from typing import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI, Request, Response
 
 from ..app import App
+from ..core._payloads import holds_keys
 from ..observe._logs import event
 from ._auth import Auth
 from ._body_limit import BodyLimit
 from ._dashboard_routes import PAGE_PATH, STATIC_URL, add_dashboard_routes
+from ._decode import DECODE_PARAM, OperatorView, audit, decode_asked, enter_view, leave_view
 from ._deps import OPERATOR_ONLY, Scopes
 from ._docs import ASSETS_URL, PUBLIC_PATHS, install_docs
+from ._event_routes import add_event_routes
 from ._fleet_routes import add_fleet_routes
-from ._problems import install_problem_handlers, problem
+from ._problems import INVALID, install_problem_handlers, problem
 from ._question_routes import add_question_routes
 from ._run_routes import add_run_routes
 from ._schedule_routes import add_schedule_routes
 from ._series import DepthHistory
 from ._session import SESSION_PATH, add_session_routes, credentials
+from ._signal_routes import add_signal_routes
 from ._sse import PING_S
 from ._status_routes import add_status_routes
 from ._thread_routes import add_thread_routes
@@ -74,6 +78,8 @@ def create_server(app: App, auth: Auth, *, ping_s: float = PING_S,
     add_schedule_routes(api, app)
     add_worker_routes(api, scopes)
     add_question_routes(api, scopes.of)
+    add_signal_routes(api, scopes)
+    add_event_routes(api, scopes.of)
     add_session_routes(api, auth)
     add_dashboard_routes(api, scopes.of, depths)
     return api
@@ -88,6 +94,8 @@ def _lifespan(app: App, auth: Auth,
         await app.open()
         # This server's life in the fleet; `runwright serve` makes it recyclable.
         member = await app.fleet.member_for("server", drain_s=DRAIN_S)
+        # `serve` prints where it listens; the slot it holds (server-1) is in the census.
+        member.presence_level = logging.DEBUG
         await member.join()
         await member.resync()
         await member.ready()
@@ -116,6 +124,29 @@ def _authentication(auth: Auth) -> Callable[[Request, CallNext], Awaitable[Respo
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
         request.state.tenant = tenant
-        return await call_next(request)
+        asked = decode_asked(request.query_params.get(DECODE_PARAM))
+        if asked is None:
+            message = f"is 1 or 0 (true or false), got {request.query_params.get(DECODE_PARAM)!r}"
+            return problem(422, INVALID, f"query.{DECODE_PARAM}: {message}",
+                           [{"field": f"query.{DECODE_PARAM}", "message": message}])
+        if asked and tenant is not None:
+            return problem(403, "Operator only", "decode is the operator's: a tenant reads its own "
+                                                 "runs' payloads plain already")
+        if asked and not auth.operator_decode:
+            return problem(403, "Operator decode off", "this server keeps tenants' encrypted payloads "
+                                                       "sealed to the operator (start it with `runwright "
+                                                       "serve --operator-decode` to allow decode=1)")
+        if tenant is not None or not holds_keys():
+            # A tenant reads its own runs plain; a server without payload keys opens no
+            # envelope (it reads as it always did: nothing to decode, no run read more).
+            return await call_next(request)
+        view = OperatorView(decode=asked, who=auth.who(authorization, request.client.host
+                                                        if request.client else "?"))
+        entered = enter_view(view)  # the routes' task inherits it, and fills what it decoded
+        try:
+            return await call_next(request)
+        finally:
+            leave_view(entered)
+            audit(view, request.method, path)
 
     return authenticate

@@ -10,18 +10,21 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from ..client._threads import ThreadCursor, ThreadInfo
+from ..client._why import Waiting
 from ..core import _inputs as inputs
 from ..core._journal import Event, ThreadEvent
+from ..core._payloads import sealed_view
 from ..core._schedules import Schedule
 from ..errors import InvalidInput
 from ..jobs._bodies import BODIES, ChainArgs, LlmArgs, WebhookArgs
-from ..runs import Run
+from ..runs import Run, WaitReason
 from ..tasks._budget import Budget
 from ..tasks._submission import MAX_PRIORITY, PRIORITY_HELP
+from ._decode import sealed_for
 
-__all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
+__all__ = ["SUBMIT_TAGS", "EventOut", "EventPage", "ForkIn", "RunOut", "RunPage", "ScheduleIn", "ScheduleOut",
            "SubmitIn", "SubmitOptions", "ThreadEventOut", "ThreadEventPage", "ThreadInfoOut", "ThreadOut",
-           "ThreadPage", "cursor_of", "thread_cursor"]
+           "ThreadPage", "WaitingOut", "cursor_of", "thread_cursor"]
 
 
 class BudgetIn(BaseModel):
@@ -39,7 +42,8 @@ class BudgetIn(BaseModel):
 
 class SubmitOptions(BaseModel):
     """The submission options, beside the job type and its arguments: one field for each
-    name of `submission.OPTIONS` but `tenant` (the caller's token decides it)."""
+    name of `submission.OPTIONS` but `tenant` (the caller's token decides it), `traceparent`
+    (a header) and `connection` (a program's own database connection)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -54,7 +58,7 @@ class SubmitOptions(BaseModel):
     queue: str | None = Field(None, max_length=200)
     budget: BudgetIn | None = None
     thread: str | None = Field(None, max_length=256, description="The conversation this run joins.")
-    on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback)$",
+    on_busy: str = Field("reject", pattern="^(reject|enqueue|interrupt|rollback|steer)$",
                          description="When the thread has an open run.")
     on_conflict: Literal["reject", "return"] = Field("reject",
                              description="When the key names a run submitted otherwise (another task, "
@@ -155,6 +159,16 @@ class ScheduleOut(BaseModel):
                    next_fire_at=schedule.next_fire_at)
 
 
+class WaitingOut(BaseModel):
+    """Why a queued run is not running (README: Why a run waits)."""
+
+    reason: WaitReason = Field(description="sleep, answer, children, rate_limit, retry, scheduled "
+                                           "(until a time or an event); worker, version, thread, "
+                                           "slot (due: what it waits for).")
+    until: float | None = Field(description="When it comes due (epoch seconds), where a time decides.")
+    detail: str = Field(description="One line saying it.")
+
+
 class RunOut(BaseModel):
     id: int
     key: str
@@ -186,17 +200,59 @@ class RunOut(BaseModel):
     version: str | None = Field(None, description="The version of the app that submitted it (its "
                                                   "major decides which workers may run it); null: "
                                                   "submitted before runs recorded one.")
+    forked_from: int | None = Field(None, description="The run it was forked from (POST "
+                                                      "/runs/{id}/fork); null: submitted as itself. "
+                                                      "A run's forks: GET /runs?forked_from={id}.")
+
+    pause_requested: bool = Field(False, description="A running run asked to pause: it stops at its "
+                                                     "next step boundary (POST /runs/{id}/pause).")
+    waiting: WaitingOut | None = Field(None, description=(
+        "Why a queued run is not running, in the reads of runs (GET /runs, /runs/{id}, a "
+        "thread's and a run's children); null for a run that is not queued, and in the "
+        "answers of submit, cancel and retry."))
+    outcome: str | None = Field(None, description=(
+        "In the answer of a submit of a task with flow control (singleton, throttle, debounce, "
+        "batch): new, replaced (`replaced` names the queued run cancelled for it), delayed (a "
+        "throttle made it due later), debounced (this queued run of the key took the arguments), "
+        "batched (this queued run of the key took the submission as one more item) or "
+        "dropped (a throttle wrote nothing; this is the key's standing run). null elsewhere."))
+    replaced: int | None = Field(None, description="The queued run a singleton's submit replaced.")
 
     @classmethod
-    def of(cls, run: Run) -> RunOut:
+    def of(cls, run: Run, waiting: Waiting | None = None) -> RunOut:
+        # A tenant's run in the operator's view: its payloads sealed unless it decodes (this
+        # run alone: a page holds several tenants' runs and the deployment's own).
+        with sealed_view(sealed_for(run.tenant, f"run {run.id}")):
+            args, result = run.arguments(), run.value()
         return cls(id=run.id, key=run.key, task=run.task, queue=run.queue, priority=run.priority,
-                   state=run.state.value, args=run.arguments(), attempt=run.attempt,
+                   state=run.state.value, args=args, attempt=run.attempt,
                    max_attempts=run.max_attempts, run_at=run.run_at, created_at=run.created_at,
-                   started_at=run.started_at, finished_at=run.finished_at, result=run.value(),
+                   started_at=run.started_at, finished_at=run.finished_at, result=result,
                    error=run.error_info(), thread=run.thread, parent_id=run.parent_id,
                    tenant=run.tenant, budget=json.loads(run.budget) if run.budget else None,
                    deadline_at=run.deadline_at, last_seq=run.last_seq, traceparent=run.traceparent,
-                   version=run.version)
+                   version=run.version, pause_requested=run.pause_requested, forked_from=run.forked_from,
+                   outcome=run.outcome, replaced=run.replaced,
+                   waiting=None if waiting is None else WaitingOut(reason=waiting.reason, until=waiting.until,
+                                                                   detail=waiting.detail))
+
+
+class ForkIn(BaseModel):
+    """A fork of a run: a new run whose journal holds the original's first entries (their
+    recorded results replayed, nothing called again), which runs the rest on the code
+    deployed now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: Annotated[int, Field(ge=0, le=inputs.MAX_ID)] | Annotated[
+        str, Field(min_length=1, max_length=200)] = Field(description=(
+            "A journal position N (the fork copies positions 0 to N-1), or a step's name (it "
+            "copies every entry before the first step of that name). Past the journal's end, "
+            "or a name it never journaled: 422."))
+    args: dict[str, Any] | None = Field(None, description="Arguments to change, merged over the "
+                                                          "original's.")
+    key: str | None = Field(None, min_length=1, max_length=inputs.MAX_KEY_CHARS,
+                            description="The fork's idempotency key: the same key again is the same fork.")
 
 
 class RunPage(BaseModel):
@@ -204,9 +260,10 @@ class RunPage(BaseModel):
     next_cursor: int | None = Field(None, description="Pass as `before` for the next page.")
 
     @classmethod
-    def page(cls, runs: list[Run], limit: int) -> RunPage:
+    def page(cls, runs: list[Run], limit: int, waiting: dict[int, Waiting] | None = None) -> RunPage:
         """Runs read newest first, at most `limit`: only a full page can have a next one."""
-        return cls(items=[RunOut.of(r) for r in runs],
+        why = waiting or {}
+        return cls(items=[RunOut.of(r, why.get(r.id)) for r in runs],
                    next_cursor=runs[-1].id if len(runs) == limit else None)
 
 

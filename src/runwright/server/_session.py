@@ -38,6 +38,11 @@ class SessionIn(BaseModel):
 class SessionOut(BaseModel):
     tenant: str | None = Field(description="The caller's tenant; null: the operator.")
     operator: bool
+    auth: bool = Field(description="False when the server runs without auth (RUNWRIGHT_AUTH=off): "
+                                   "every caller is the operator, and there is nothing to sign in to.")
+    operator_decode: bool = Field(False, description=(
+        "The operator may read tenants' encrypted payloads plain by asking (`decode=1`, the "
+        "dashboard's decode switch): the server runs with --operator-decode. False for a tenant."))
 
 
 def credentials(request: Request) -> tuple[str | None, Response | None]:
@@ -65,12 +70,14 @@ def add_session_routes(api: FastAPI, auth: Auth) -> None:
             return problem(401, "Unauthorized", "that token is not one of this server's")
         response.set_cookie(COOKIE, body.token.strip(), max_age=MAX_AGE_S, httponly=True,
                             samesite="strict", secure=request.url.scheme == "https", path="/")
-        return SessionOut(tenant=tenant if isinstance(tenant, str) else None, operator=tenant is None)
+        return SessionOut(tenant=tenant if isinstance(tenant, str) else None, operator=tenant is None,
+                          auth=auth.enabled, operator_decode=tenant is None and auth.operator_decode)
 
     @api.get(SESSION_PATH, response_model=SessionOut)
     async def whoami(who: Tenant) -> SessionOut:
         """Who the caller is: its tenant, or the operator."""
-        return SessionOut(tenant=who, operator=who is None)
+        return SessionOut(tenant=who, operator=who is None, auth=auth.enabled,
+                          operator_decode=who is None and auth.operator_decode)
 
     @api.delete(SESSION_PATH, status_code=204, openapi_extra={"security": []})
     async def sign_out() -> Response:

@@ -15,6 +15,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from ..client._scope import RunScope
 from ..core import _inputs as inputs
 from ..errors import InvalidInput, ThreadDeleted
+from ._decode import seal_tenant
 from ._deps import After, Before, Incarnation, LastEventId, Scopes, Tenant, TenantFilter, ThreadName
 from ._models import (
     RunOut,
@@ -66,7 +67,9 @@ def add_thread_routes(api: FastAPI, scopes: Scopes, ping_s: float) -> None:
                               tenant: TenantFilter = None) -> dict[str, Any]:
         """A thread's history (410 once deleted, or once the name names a thread other than
         `incarnation`); `tenant`: the operator reads a tenant's thread."""
-        messages = await scopes.narrowed(who, tenant).thread_history(thread, incarnation)
+        scope = scopes.narrowed(who, tenant)
+        seal_tenant(tenant, f"thread {thread}")
+        messages = await scope.thread_history(thread, incarnation)
         return {"thread": thread, "messages": messages}
 
     @api.get("/threads/{thread}/runs", response_model=RunPage)
@@ -76,9 +79,9 @@ def add_thread_routes(api: FastAPI, scopes: Scopes, ping_s: float) -> None:
         """The runs of the thread that bears this name now, newest first (not those of an
         earlier thread of the name, deleted), or of the thread `incarnation` (410 once the
         name names another)."""
-        runs = await scopes.narrowed(who, tenant).list_runs(thread=thread, limit=limit, before_id=before,
-                                                            incarnation=incarnation)
-        return RunPage.page(runs, limit)
+        scope = scopes.narrowed(who, tenant)
+        runs = await scope.list_runs(thread=thread, limit=limit, before_id=before, incarnation=incarnation)
+        return RunPage.page(runs, limit, await scope.waiting(runs))
 
     @api.get("/threads/{thread}/events", response_model=ThreadEventPage)
     async def thread_events(thread: ThreadName, who: Tenant, after: After = 0,
@@ -87,6 +90,7 @@ def add_thread_routes(api: FastAPI, scopes: Scopes, ping_s: float) -> None:
         the thread `incarnation` (410 once the name names another), else of the thread
         that bears the name now (the page says which)."""
         scope = scopes.narrowed(who, tenant)
+        seal_tenant(tenant, f"thread {thread}")
         held = (await scope.thread_info(thread, incarnation)).incarnation
         page = await scope.thread_events_page(thread, after, incarnation=held)
         return ThreadEventPage(items=[ThreadEventOut.of_thread(e) for e in page],
@@ -105,6 +109,7 @@ def add_thread_routes(api: FastAPI, scopes: Scopes, ping_s: float) -> None:
         it is 410, even when a new thread has taken the name. `tenant`: the operator
         follows a tenant's thread."""
         scope = scopes.narrowed(who, tenant)
+        seal_tenant(tenant, f"thread {thread}")
         resumed, start = _thread_event_id(last_event_id)
         start = after if start is None else start
         # A 404/410 now, not a broken stream.

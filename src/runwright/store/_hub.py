@@ -69,7 +69,7 @@ class Hub:
     def fire_finished(self, finishes: Sequence[RunFinishParams]) -> None:
         """What a batch of finishes changed, for this process's waiters: work is due
         again (a requeue), runs ended, their logs grew."""
-        if any(f.state is RunState.QUEUED for f in finishes):
+        if any(f.state is RunState.QUEUED or f.limited for f in finishes):
             self.fire(QUEUED)
         self.fire_runs(done_topic, (f.run_id for f in finishes if f.state is not RunState.QUEUED))
         self.fire_runs(events_topic, (f.run_id for f in finishes))

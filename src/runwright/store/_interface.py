@@ -8,14 +8,23 @@ own dialect; the behaviour is specified by the conformance scenarios in
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, Sequence
+from typing import Any, AsyncContextManager, Iterable, Protocol, Sequence
 
 from ..core._clock import Clock
+from ..core._events import EventPublished, EventWait
 from ..core._journal import Event, StepRecord, ThreadEvent
 from ..core._questions import Question
 from ..core._schedules import Schedule
+from ..core._signals import Signal
 from ..runs import Run
 from ._bus import Bus
+from ._event_params import (
+    EventPublishParams,
+    EventReclaimParams,
+    EventWaitCloseParams,
+    EventWaitListParams,
+    EventWaitParams,
+)
 from ._hub import Hub
 from ._params import (
     BucketTakeParams,
@@ -24,7 +33,10 @@ from ._params import (
     EventListParams,
     EventsTrimmed,
     EventTrimParams,
+    FlowKeyReclaimParams,
     LeaseTakeParams,
+    LimitSetParams,
+    LimitUse,
     QuestionAnswerParams,
     QuestionListParams,
     QuestionOpenParams,
@@ -39,19 +51,29 @@ from ._params import (
     RunExtendParams,
     RunExtendResult,
     RunFinishParams,
+    RunForkParams,
     RunInsertParams,
+    RunLimitedTasksParams,
     RunListParams,
     RunNextDueParams,
+    RunPauseParams,
     RunQueueStatsParams,
     RunReclaimed,
     RunReclaimParams,
     RunRescueParams,
+    RunResumeParams,
     RunRetryParams,
     RunUnrunnableParams,
     ScheduleAdvanceParams,
     ScheduleDueParams,
     SchedulePauseParams,
+    SignalListParams,
+    SignalSendParams,
+    SignalStartParams,
+    SignalTaken,
+    SignalTakeParams,
     StepRecordParams,
+    StepTransaction,
     ThreadAppendParams,
     ThreadDeleteParams,
     ThreadEventListParams,
@@ -74,6 +96,7 @@ from ._params import (
 
 __all__ = [
     "BusStore",
+    "EventStore",
     "JournalStore",
     "LimitStore",
     "Notifications",
@@ -96,6 +119,8 @@ class SchemaStore(Protocol):
     url: str
     clock: Clock  # the store's clock: the database server's where machines share it
     schema_version_known: int
+    # What the numbered versions are of: "schema" (tables), or Redis's "key layout".
+    schema_noun: str
 
     async def open(self, create: bool = True) -> None:
         """Connect and check the schema: a newer one than this code knows is refused
@@ -154,6 +179,12 @@ class RunStore(Protocol):
         `params.on_busy` to its open runs in the same transaction (see `rules.plan_busy`).
         A deleted thread raises ThreadDeleted; an existing key returns its run."""
 
+    async def run_insert_in(self, connection: Any, params: Sequence[RunInsertParams]) -> list[Run]:
+        """As `run_insert_many`, in the caller's open transaction on `connection` (the
+        store's database, its own driver's connection): the runs exist if and only if it
+        commits, and workers learn of them at its commit. A store with no such transaction
+        (Redis) raises TransactionsUnsupported."""
+
     async def run_get(self, run_id: int) -> Run | None: ...
 
     async def run_get_many(self, run_ids: Sequence[int]) -> list[Run]: ...
@@ -187,11 +218,31 @@ class RunStore(Protocol):
 
     async def run_retry(self, params: RunRetryParams) -> Run: ...
 
+    async def run_pause(self, params: RunPauseParams) -> Run:
+        """Pause a run (rules.plan_pause): held now if queued, asked to stop at its next
+        step boundary if running; the run as it is after."""
+        ...
+
+    async def run_resume(self, params: RunResumeParams) -> Run:
+        """Resume a paused run (rules.plan_resume); the run as it is after."""
+        ...
+    async def run_fork(self, params: RunForkParams) -> Run:
+        """Insert `params.insert` as a fork of run `params.run_id` (`forked_from`), its
+        journal a copy of the original's entries before `rules.fork_end`, with a `forked`
+        event after its `submitted` one: all one write (a transaction, or a script), so no
+        worker claims a fork without its copied journal. A fork is born at fence 1, as if
+        claimed once, so that its first claim reads a journal (engine._executor). A key
+        that names a run already returns it (`existed`) and copies nothing: two forks with
+        one key make one run.
+        RunNotFound/InvalidInput as `rules.check_fork` and `rules.fork_end` decide."""
+
     async def run_rescue_many(self, params: RunRescueParams) -> list[Run]: ...
 
     async def run_expire_many(self, params: RunExpireParams) -> list[Run]: ...
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None: ...
+
+    async def run_limited_tasks(self, params: RunLimitedTasksParams) -> set[str]: ...
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]: ...
 
@@ -210,6 +261,10 @@ class RunStore(Protocol):
 
 
 class JournalStore(Protocol):
+    # Whether the store keeps a SQL transaction with the application's tables (the
+    # `*_in` operations and `step_transaction`): False on Redis, which refuses them.
+    keeps_transactions: bool
+
     async def step_list(self, run_id: int) -> list[StepRecord]:
         """The run's journal, in position order."""
 
@@ -224,6 +279,17 @@ class JournalStore(Protocol):
         whether its step was written, judged alone: False when the fence was refused
         (nothing written). A position marked "started" may be completed once
         ("done"/"failed"); nothing else rewrites it."""
+
+    def step_transaction(self) -> AsyncContextManager[StepTransaction]:
+        """A transaction on the store's own database for the application's writes and a
+        step's journal entry together (see StepTransaction): both commit, or neither. A
+        store with no such transaction (Redis) raises TransactionsUnsupported."""
+
+    async def step_record_in(self, connection: Any, record: StepRecordParams) -> None:
+        """Journal `record` (fenced: LeaseLost if refused) in the caller's open transaction
+        on `connection` (the store's database, its own driver's connection, as
+        `run_insert_in` takes it): the entry commits with the caller's writes, or not at
+        all. Redis raises TransactionsUnsupported."""
 
     async def event_append(self, params: EventAppendParams) -> list[int] | None:
         """Append to the run's log; the new seqs, or None when the fence was refused. A
@@ -277,6 +343,67 @@ class QuestionStore(Protocol):
     async def question_list(self, params: QuestionListParams) -> list[Question]: ...
 
 
+class SignalStore(Protocol):
+    async def signal_send(self, params: SignalSendParams) -> Signal:
+        """Keep the signal and wake the run, as decided by `rules.plan_signal` (RunNotFound,
+        RunEnded, SignalsFull, KeyConflict; a key sent again returns its signal as kept).
+        A run parked waiting for a signal comes due now; a running one is flagged so that
+        its park, if one is on its way, comes due at once (as an answer wakes a run)."""
+
+    async def signal_send_in(self, connection: Any, params: SignalSendParams) -> Signal:
+        """As `signal_send`, in the caller's open transaction on `connection` (as
+        `run_insert_in` takes it): kept, and its run woken, if and only if that commits.
+        Redis raises TransactionsUnsupported."""
+
+    async def signal_start(self, params: SignalStartParams) -> tuple[Run, Signal | None]:
+        """Signal-with-start, one write: the run of `params.start`'s key, inserted with the
+        signal when there was none (then `(run, signal)`); when the key named a run
+        already, nothing is written and `(that run, None)` is returned (`run.existed`)."""
+
+    async def signal_take(self, params: SignalTakeParams) -> SignalTaken:
+        """The signal for the wait at (run, position): the one taken there already, else
+        the oldest pending one of that name, taken now (fenced: a refused fence writes
+        nothing and says `owned` False). With `params.step`, the store may journal the
+        take in the same write (`SignalTaken.journaled`)."""
+
+    async def signal_list(self, params: SignalListParams) -> list[Signal]:
+        """A run's signals in the order sent (RunNotFound for no such run in the tenant)."""
+
+    async def signal_withdraw(self, run_id: int, seq: int) -> bool:
+        """Remove signal `seq` of the run if no wait has taken it yet (with a `withdrawn`
+        event): True; False when it was taken (or is not there). One write: a take and a
+        withdrawal of one signal never both succeed."""
+
+
+class EventStore(Protocol):
+    """Events awaited by key (core._events): the registry of waits a publisher finds by name."""
+
+    async def event_wait(self, params: EventWaitParams) -> bool:
+        """Register the wait at (run, position), once (a replay changes nothing); False when
+        the fence was refused (nothing written)."""
+
+    async def event_wait_close(self, params: EventWaitCloseParams) -> bool:
+        """Close the wait if still waiting (no later publish delivers to it); False when the
+        fence was refused."""
+
+    async def event_wait_list(self, params: EventWaitListParams) -> list[EventWait]:
+        """A run's registered waits, by position."""
+
+    async def event_publish(self, params: EventPublishParams) -> EventPublished:
+        """Keep the event by its id and deliver it, in one write, to every fitting waiting
+        registration of its tenant (see EventPublishParams); an id published before
+        delivers nothing and returns its first outcome (`existed`), or KeyConflict."""
+
+    async def event_publish_in(self, connection: Any, params: EventPublishParams) -> EventPublished:
+        """As `event_publish`, in the caller's open transaction on `connection` (as
+        `run_insert_in` takes it): kept and delivered if and only if that commits. Redis
+        raises TransactionsUnsupported."""
+
+    async def event_reclaim(self, params: EventReclaimParams) -> int:
+        """Forget the ids of events published more than `max_age_s` ago (by the store's
+        clock); how many."""
+
+
 class RetentionStore(Protocol):
     async def lease_take(self, params: LeaseTakeParams) -> bool:
         """True when `params.holder` holds the lease now (taken or renewed)."""
@@ -294,12 +421,23 @@ class RetentionStore(Protocol):
         (rules.trim_marker); open runs too, atomically with their appends. A thread's
         log loses the same events (its numbers are kept: it shows the marker)."""
 
+    async def flow_key_reclaim(self, params: FlowKeyReclaimParams) -> int:
+        """Remove the records of flow control keys no decision needs any more (see the
+        params, store._flow_rules.unneeded), each judged again under its key's lock: a
+        submitter of the key decides on the record or on none, never on one half gone.
+        How many (dry: how many would go)."""
+
     async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
         """Remove the tombstones of threads deleted long enough ago (see the params): the
         name is free for a new thread, of a larger incarnation."""
 
     async def thread_message_trim(self, params: ThreadMessageTrimParams) -> ThreadMessagesTrimmed:
         """Trim thread histories to their newest `params.keep` messages, sparing open runs'."""
+
+    async def blob_references(self) -> set[str]:
+        """The names of every offloaded payload's blob that anything this store keeps
+        names (core._payloads.blob_names over every text it keeps, of every table or key:
+        no list of payload columns to forget one). Retention's blob collection keeps these."""
 
     async def run_was_reclaimed(self, run_id: int) -> bool:
         """Whether a missing run id falls in a reclaimed range (an id in such a range that
@@ -356,6 +494,17 @@ class LimitStore(Protocol):
         forced take is always taken: it returns the seconds until the debt it leaves
         is paid off by the refill (0.0 when it leaves none)."""
 
+    async def limit_set(self, params: LimitSetParams) -> None:
+        """Override a concurrency limit's max (or remove the override), read by every
+        claim from the next one on; claimers are woken (a raised max lets runs go)."""
+
+    async def limit_list(self) -> list[LimitUse]:
+        """Every key with runs running or queued under it, its use and the max a claim
+        applies now."""
+
+    async def limit_overrides(self) -> dict[str, int]:
+        """The operator's overrides: target ("<name>" or "<name>:<key>") -> max."""
+
 
 class BusStore(Protocol):
     def bus(self, root: str) -> Bus:
@@ -367,5 +516,7 @@ class BusStore(Protocol):
 
 
 class Store(SchemaStore, SessionStore, Notifications, RunStore, JournalStore, ThreadStore, QuestionStore,
-            RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore, BusStore, Protocol):
+            SignalStore, EventStore, RetentionStore, ScheduleStore, QueueStore, WorkerStore, LimitStore,
+            BusStore,
+            Protocol):
     """What every backend provides."""

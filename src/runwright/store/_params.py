@@ -9,10 +9,11 @@ changes nothing if the fence is no longer current; the caller turns "refused" in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
+from ..core._signals import Signal
 from ..core._versions import major_of
-from ..runs import Run, RunState
+from ..runs import Run, RunState, WaitReason
 
 __all__ = [
     "ON_BUSY",
@@ -22,7 +23,10 @@ __all__ = [
     "EventListParams",
     "EventTrimParams",
     "EventsTrimmed",
+    "FlowKeyReclaimParams",
     "LeaseTakeParams",
+    "LimitSetParams",
+    "LimitUse",
     "QueuePauseParams",
     "QueueStat",
     "QuestionAnswerParams",
@@ -31,19 +35,23 @@ __all__ = [
     "RunCancelParams",
     "RunClaimParams",
     "RunCountDueParams",
+    "RunLimitedTasksParams",
     "RunCountParams",
     "RunEndedParams",
     "RunExpireParams",
     "RunExtendParams",
     "RunExtendResult",
     "RunFinishParams",
+    "RunForkParams",
     "RunInsertParams",
     "RunListParams",
     "RunNextDueParams",
     "RunQueueStatsParams",
     "RunReclaimParams",
     "RunReclaimed",
+    "RunPauseParams",
     "RunRescueParams",
+    "RunResumeParams",
     "RunRetryParams",
     "RunUnrunnableParams",
     "UnrunnableKind",
@@ -51,6 +59,7 @@ __all__ = [
     "ScheduleDueParams",
     "SchedulePauseParams",
     "StepRecordParams",
+    "StepTransaction",
     "ThreadAppendParams",
     "ThreadDeleteParams",
     "ThreadEventListParams",
@@ -71,7 +80,9 @@ __all__ = [
     "WorkerWatchParams",
 ]
 
-ON_BUSY = ("reject", "enqueue", "interrupt", "rollback")
+# "steer": enqueued, and the client signals the thread's running agent run, which may take
+# the message in at its next model call (the follower then ends unrun; see agents/_steering.py).
+ON_BUSY = ("reject", "enqueue", "interrupt", "rollback", "steer")
 QueueStat = tuple[str, str, int, "float | None"]  # queue, state, count, oldest due run_at
 EndedTimes = tuple[float, "float | None", float]  # an ended run's run_at, started_at, finished_at
 
@@ -112,6 +123,19 @@ class RunInsertParams:
     # the parent is running at this fence, so a stale owner woken after a takeover, a
     # cancel or the parent's removal makes no child (see rules.check_parents_fenced).
     parent_fence: int | None = None
+    # Its concurrency limits, JSON [[name, key, max], ...] (tasks._concurrency): claimed
+    # only while every one of its (name, key) has fewer than max runs running.
+    limits: str | None = None
+    # Its singleton, throttle, debounce or batch, JSON [kind, name, key, mode, seconds]
+    # (tasks._flow; store._flow_rules decides it under the key's lock at the insert).
+    flow: str | None = None
+    # A debounce's merge (tasks._flow.Debounce.merge) over stored texts: the arguments the
+    # key's queued run takes, from its own and this insert's (None: this insert's). Called
+    # by the store where it decides, under the key's lock (or re-checked where it writes).
+    merge: Callable[[str, str], str] | None = None
+    # A batch's count of the items in stored arguments (tasks._flow.Batch): whether the
+    # key's queued run has room is decided on it, under the key's lock.
+    items: Callable[[str], int] | None = None
 
     @property
     def major(self) -> int | None:
@@ -124,7 +148,7 @@ class RunInsertParams:
                                self.timeout_s, self.run_at, self.parent_id, self.budget,
                                self.deadline_at, self.thread, self.on_busy, self.tenant,
                                self.traceparent, self.version, self.now, self.key_is_fresh,
-                               self.parent_fence)
+                               self.parent_fence, self.limits, self.flow, self.merge, self.items)
 
     def as_run(self, run_id: int, now: float) -> Run:
         """The run this insert makes, as a read of it returns it: queued at `run_at`
@@ -133,7 +157,7 @@ class RunInsertParams:
                    0, self.max_attempts, 0, now if self.run_at is None else self.run_at, now,
                    self.timeout_s, last_seq=1, parent_id=self.parent_id, budget=self.budget,
                    deadline_at=self.deadline_at, thread=self.thread, tenant=self.tenant,
-                   traceparent=self.traceparent, version=self.version)
+                   traceparent=self.traceparent, version=self.version, limits=self.limits)
 
 
 @dataclass(slots=True)
@@ -158,6 +182,15 @@ class RunListParams:
     limit: int = 100
     before_id: int | None = None
     incarnation: int | None = None  # with `thread`: the thread a reader holds (ThreadInfo)
+    # Queued runs not yet due that wait on this (a WaitReason of STORED_WAITS, or
+    # SCHEDULED: none recorded), judged by the store's clock (`now`, for tests).
+    waiting: WaitReason | None = None
+    due: bool = False  # queued runs already due (what waits on the world, not on time)
+    now: float | None = None
+    # Runs whose error (its JSON text: type, message, traceback) contains this text, ASCII
+    # letters in any case; a run with no error never matches.
+    error: str | None = None
+    forked_from: int | None = None  # the forks of this run (RunForkParams)
 
 
 @dataclass(slots=True)
@@ -204,6 +237,13 @@ class RunClaimParams:
     now: float | None = None
     majors: Mapping[str, Sequence[int]] | None = None
     fleet: str | None = None
+    # The tasks of `tasks` that declare concurrency limits: their runs are claimed on the
+    # limited path, which counts each limit's running runs (rules.limits_room). A run
+    # that carries limits is never claimed on the other path, whatever the worker says.
+    limited: Sequence[str] = ()
+    # Some of `limited` declare a fair key (tasks._fair): the limited claim then reads the
+    # first due runs of each key and takes them in turns (store._fair_rules).
+    fair: bool = False
 
 
 @dataclass(slots=True)
@@ -245,7 +285,13 @@ class RunFinishParams:
     now: float | None = None
     # The run has no parent and no thread (both fixed at submission): its end sets nothing
     # else off, so a store may write it with no follow-up (see PostgreSQL's finish).
+    # The run carries concurrency limits: its end frees a slot, so this process's
+    # claimers are woken as by a requeue (each store wakes other processes itself).
+    limited: bool = False
     alone: bool = False
+    # A requeue's WaitReason (a park's, a retry's), kept as the run's `waiting`; every
+    # other end clears it.
+    waiting: str | None = None
 
     @property
     def kind(self) -> str:
@@ -259,10 +305,12 @@ class RunFinishParams:
 @dataclass(slots=True)
 class RunCancelParams:
     """queued -> cancelled at once; running -> cancel requested (its owner stops it).
-    Open descendants are cancelled the same way."""
+    Open descendants are cancelled the same way. `reason`: the cancelled event's and the
+    error's words (a steered follower's: "delivered into run N")."""
 
     run_id: int
     now: float | None = None
+    reason: str = "cancelled on request"
 
 
 @dataclass(slots=True)
@@ -274,6 +322,41 @@ class RunRetryParams:
     run_id: int
     now: float | None = None
     by: str | None = None
+
+
+@dataclass(slots=True)
+class RunPauseParams:
+    """queued -> paused now; running -> pause requested (it stops at its next step
+    boundary, see `rules.plan_pause`). `by` names who asked, in its event."""
+
+    run_id: int
+    now: float | None = None
+    by: str | None = None
+
+
+@dataclass(slots=True)
+class RunResumeParams:
+    """paused -> due again (`rules.plan_resume`); a running run's pause request is
+    withdrawn. `by` names who asked, in the `resumed` event."""
+
+    run_id: int
+    now: float | None = None
+    by: str | None = None
+
+
+@dataclass(slots=True)
+class RunForkParams:
+    """A fork of run `run_id`: the new run `insert`, whose journal is a copy of the
+    original's entries at positions below `from_step` (an int: that many positions), or
+    below the first entry named `from_step` (a str), made in the same write as the
+    insert (`rules.fork_end` judges it on the journal as it stands then). The original
+    must be of `insert.tenant` (RunNotFound otherwise, as for a run that does not exist)
+    and of no thread. A key that names a run already returns that run (`existed`) and
+    copies nothing."""
+
+    run_id: int
+    from_step: int | str
+    insert: RunInsertParams
 
 
 @dataclass(slots=True)
@@ -308,6 +391,23 @@ class RunNextDueParams:
     tasks: Sequence[str]
     majors: Mapping[str, Sequence[int]] | None = None
     fleet: str | None = None
+    # Of which runs (a worker whose tasks declare concurrency limits asks twice): "any",
+    # every queued run; "unlimited", those without limits (what the claim's own path
+    # takes); "limited_later", those with limits that come due after now (the store's
+    # clock), for when the next comes due while the due ones are held back by their keys.
+    # Neither reads a full key's backlog of due runs to answer.
+    runs: Literal["any", "unlimited", "limited_later"] = "any"
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class RunLimitedTasksParams:
+    """Of `tasks`, those with queued runs of `queues` that carry concurrency limits: a
+    worker that declares none for such a task (a deploy removed its `rw.Limit`, or a
+    submitter runs other code) claims them on the limited path, under the limits they carry."""
+
+    queues: Sequence[str]
+    tasks: Sequence[str]
 
 
 @dataclass(slots=True)
@@ -351,6 +451,18 @@ class StepRecordParams:
 
 
 @dataclass(slots=True)
+class StepTransaction:
+    """A transactional step in progress (`Store.step_transaction`): `connection` is what the
+    task writes its own tables through, inside the transaction; `record`, set before the
+    block ends, is the journal entry committed with those writes (fenced: refused, the
+    whole transaction rolls back and LeaseLost is raised). Left None, the transaction
+    rolls back and nothing is written (a replay of a step already committed)."""
+
+    connection: Any
+    record: StepRecordParams | None = None
+
+
+@dataclass(slots=True)
 class EventAppendParams:
     """Append events (kind, JSON data) to a run's log, fenced.
 
@@ -391,6 +503,36 @@ class BucketTakeParams:
     amount: float = 1.0
     force: bool = False
     now: float | None = None
+
+
+@dataclass(slots=True)
+class LimitSetParams:
+    """Override the max of a concurrency limit: `target` is a limit's name (every key of
+    it) or "<name>:<key>" (that key alone, which wins over its name's). `max` None removes
+    the override (the max the runs carry applies again). Read by the next claim."""
+
+    target: str
+    max: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitUse:
+    """One key of a concurrency limit as the store sees it now: the runs running and
+    queued under it, and the max a claim applies (an override's, else the one its runs
+    carry; `overridden` says which)."""
+
+    name: str
+    key: str
+    max: int
+    running: int
+    queued: int
+    overridden: bool = False
+    # A rate's (store._rate_rules): its window, the cost started in the window now, and
+    # the window's spends (until, cost), of which a queued run's next allowed time is
+    # judged. None: a concurrency limit.
+    per_s: float | None = None
+    spent: float = 0.0
+    spends: tuple[tuple[float, float], ...] = ()
 
 
 # -- threads ------------------------------------------------------------------------
@@ -648,6 +790,91 @@ class QuestionListParams:
     limit: int = 100
 
 
+# -- signals --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SignalSendParams:
+    """Send signal `name` (JSON `payload`) to a run, with a `signalled` event, and wake the
+    run if it is parked. `key`, when given, makes the send idempotent: a signal of that
+    key already kept by the run is returned instead (the same name and payload; else
+    KeyConflict). `tenant`, when set, is the sender's: another tenant's run is not found.
+    Refused: an ended run (RunEnded), a run with `max_pending` signals not yet taken
+    (SignalsFull)."""
+
+    run_id: int
+    name: str
+    payload: str
+    key: str | None = None
+    by: str | None = None
+    tenant: str | None = None
+    max_pending: int = 1000
+    now: float | None = None
+
+
+@dataclass(slots=True)
+class SignalStartParams:
+    """Signal-with-start: the run `start` names by its key, inserted if there is none,
+    with `signal` kept in the same write when the run is new. When the key named a run
+    already, nothing is written: the caller compares the submission and sends the signal
+    on its own (`signal.run_id` is ignored here)."""
+
+    start: RunInsertParams
+    signal: SignalSendParams
+
+
+@dataclass(slots=True)
+class SignalTakeParams:
+    """Take, fenced, the signal a run's wait at journal `position` reads: the one taken at
+    that position already (a replay), else the oldest pending signal named `name`. With
+    `step`, a store may journal the take itself, in the write that takes the signal: the
+    step `step` done at `position`, its result `core._signals.taken_outcome` of the signal
+    (then `SignalTaken.journaled` is that result; a store that does not leaves it None,
+    and the wait journals it as any step).
+
+    With `step` too, a store may let a wait linger for its signal: a take with `linger`
+    that finds none registers the wait (`SignalTaken.lingering`), and a send of `name`
+    then delivers into it (taken at `position` and journaled, in the send's write); any
+    take without `linger` withdraws the registration. A lingering wait woken takes with
+    `peek`: a read of what was delivered into it (`signal`, `journaled`), else `lingering`
+    True when no signal of its name is pending either (nothing to take yet). A store that
+    never answers `lingering` True is never asked to peek."""
+
+    run_id: int
+    fence: int
+    position: int
+    name: str
+    now: float | None = None
+    step: str | None = None
+    linger: bool = False
+    peek: bool = False
+
+
+@dataclass(slots=True)
+class SignalTaken:
+    """What a take found: `owned` False when the fence was refused (nothing written);
+    `signal` None when no signal of that name is pending; `journaled` the journal entry's
+    result when the store journaled the take (`SignalTakeParams.step`); `lingering` True
+    when the wait is registered for a send to deliver into (`SignalTakeParams.linger`)."""
+
+    owned: bool
+    signal: Signal | None = None
+    journaled: str | None = None
+    lingering: bool = False
+
+
+@dataclass(slots=True)
+class SignalListParams:
+    """A run's signals in the order sent (seq), from `after`; only the pending ones with
+    `pending`. `tenant` limits them to its runs (another tenant's run: RunNotFound)."""
+
+    run_id: int
+    pending: bool = False
+    after: int = 0
+    limit: int = 1000
+    tenant: str | None = None
+
+
 # -- retention ------------------------------------------------------------------------
 
 
@@ -736,6 +963,18 @@ class ThreadTombstoneReclaimParams:
     any ended run does, and are no part of a later thread of that name."""
 
     max_age_s: float
+    limit: int = 1000
+    dry_run: bool = False
+    now: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKeyReclaimParams:
+    """Remove at most `limit` records of flow control keys (`flow_keys`; the `flow` hash on
+    Redis) that no decision needs any more (store._flow_rules.unneeded), judged under the
+    key's lock, by the store's clock (or at `now`, when a time is injected); with
+    `dry_run`, only count them."""
+
     limit: int = 1000
     dry_run: bool = False
     now: float | None = None

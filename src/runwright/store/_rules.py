@@ -13,27 +13,41 @@ from typing import Collection, Iterable, Mapping, Sequence
 
 from ..core._journal import SNAPSHOT, StepRecord
 from ..core._questions import Question, check_answer
+from ..core._signals import Signal
 from ..errors import (
     AlreadyAnswered,
     InvalidInput,
+    KeyConflict,
     LeaseLost,
     QuestionNotFound,
     RunEnded,
     RunNotFound,
+    RunNotPaused,
     RunNotRetryable,
     SchemaError,
+    SignalsFull,
     ThreadBusy,
     ThreadDeleted,
     ThreadNotFound,
 )
-from ..runs import RETRYABLE_STATES, Run, RunState, check_transition
+from ..runs import (
+    PAUSED_RUN_AT,
+    RETRYABLE_STATES,
+    STORED_WAITS,
+    Run,
+    RunState,
+    WaitReason,
+    check_transition,
+)
 from ._params import (
     ON_BUSY,
     BucketTakeParams,
     QuestionAnswerParams,
     QuestionOpenParams,
+    RunForkParams,
     RunInsertParams,
     RunListParams,
+    SignalSendParams,
     StepRecordParams,
     ThreadInfo,
     UnrunnableKind,
@@ -47,6 +61,9 @@ __all__ = [
     "BucketTake",
     "BusyPlan",
     "CancelPlan",
+    "PAUSED",
+    "PAUSED_AT",
+    "PauseAction",
     "Rescue",
     "StopRequest",
     "answered_event",
@@ -64,17 +81,24 @@ __all__ = [
     "cancelled_error",
     "check_schema_known",
     "check_schema_current",
+    "check_fork",
     "check_retry_on_thread",
+    "fork_end",
+    "forked_event",
     "check_retryable",
     "retried_event",
     "check_thread_readable",
     "deadline_error",
     "interrupted_error",
+    "NO_TRANSACTIONS",
     "list_conditions",
     "merge_ranges",
     "plan_answer",
     "plan_busy",
     "plan_cancel",
+    "plan_pause",
+    "plan_resume",
+    "resumed_run_at",
     "rescue_fate",
     "retry_drops",
     "runs_beyond_thread_cap",
@@ -243,11 +267,12 @@ def _has_begun(run: Run) -> bool:
 
 def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
               asking: Collection[int] = (), turns: Mapping[int, float] | None = None) -> BusyPlan:
-    """reject: ThreadBusy while a run is open; enqueue: the new run waits its turn (the
-    claim never overlaps two runs of a thread); interrupt/rollback: the thread's current
-    run stops (a running one at its next step boundary, one between attempts now) and ends
-    `interrupted`; the new run goes next, ahead of the runs already waiting (never
-    started), which keep their order and run after it, untouched (`BusyPlan.turn`).
+    """reject: ThreadBusy while a run is open; enqueue (and steer, which the store treats
+    as enqueue): the new run waits its turn (the claim never overlaps two runs of a
+    thread); interrupt/rollback: the thread's current run stops (a running one at its
+    next step boundary, one between attempts now) and ends `interrupted`; the new run
+    goes next, ahead of the runs already waiting (never started), which keep their order
+    and run after it, untouched (`BusyPlan.turn`).
 
     A run parked on a question to a person (its id in `asking`) does not make the thread
     busy: the next message to the thread is the person's word, whatever `on_busy` says.
@@ -261,7 +286,7 @@ def plan_busy(thread: str, open_runs: Sequence[Run], on_busy: str,
     waiting = [r.id for r in open_runs if r.state is QUEUED and r.id in asking]
     if waiting and len(waiting) == len(open_runs):
         return BusyPlan(mode="rollback" if on_busy == "rollback" else "interrupt", end_now=waiting)
-    if not open_runs or on_busy == "enqueue":
+    if not open_runs or on_busy in ("enqueue", "steer"):  # steer: see agents/_steering.py
         return BusyPlan()
     if on_busy == "reject":
         raise ThreadBusy(thread, open_runs[0].id, open_runs[0].state.value)
@@ -305,6 +330,65 @@ def plan_cancel(run: Run, descendants: Sequence[Run]) -> CancelPlan:
         elif member.state is QUEUED:
             plan.end_now.append(member)
     return plan
+
+
+# -- pausing and resuming a run ----------------------------------------------------------
+
+# A paused run is queued, waits on "paused" and is due at PAUSED_AT (for SQL and Lua).
+PAUSED = WaitReason.PAUSED.value
+PAUSED_AT = repr(PAUSED_RUN_AT)
+
+
+class PauseAction:
+    """What a pause or a resume does to the run it is asked of."""
+
+    NOTHING = "nothing"  # already so: pausing is idempotent
+    HOLD = "hold"  # queued: paused now (not claimed, not woken)
+    REQUEST = "request"  # running: asked to stop at its next step boundary
+    RELEASE = "release"  # paused: due again
+    WITHDRAW = "withdraw"  # running and asked to pause: the request is taken back
+
+
+def plan_pause(run: Run) -> str:
+    """A queued run is held now, wherever it waits (not yet started, on a timer, a
+    person, a signal, its children, a backoff); a running run is asked to stop at its
+    next step boundary, where it gives its slot back and is held, its journal kept (an
+    end of its attempt that would requeue it, a park or a retry, pauses it instead; one
+    that ends it, a success or a failure, ends it: the pause came too late). An ended
+    run is RunEnded. Pausing a paused run (or one asked to) changes nothing.
+
+    The clocks: a deadline keeps running (a paused run whose deadline passes ends
+    `failed`, as any queued run), and so does a durable timer, whose wake is held until
+    the resume (the run replays and sleeps only what is left, if anything)."""
+    if run.done:
+        raise RunEnded(f"run {run.id} already ended {run.state.value}; it cannot be paused")
+    if run.state is QUEUED:
+        return PauseAction.NOTHING if run.waiting == PAUSED else PauseAction.HOLD
+    return PauseAction.NOTHING if run.pause_requested else PauseAction.REQUEST
+
+
+def plan_resume(run: Run) -> str:
+    """A paused run comes due (`resumed_run_at`) with a fresh round of attempts, as a
+    manual retry gives: a run paused when its attempts ran out (on_exhausted="pause")
+    runs its failing step again, on whatever code is deployed then. A running run still
+    asked to pause is not paused after all. Anything else is RunNotPaused (RunEnded once
+    ended), and nothing changes."""
+    if run.done:
+        raise RunEnded(f"run {run.id} already ended {run.state.value}; it cannot be resumed")
+    if run.state is QUEUED and run.waiting == PAUSED:
+        return PauseAction.RELEASE
+    if run.state is RUNNING and run.pause_requested:
+        return PauseAction.WITHDRAW
+    raise RunNotPaused(run.id, run.state.value, run.done)
+
+
+def resumed_run_at(run: Run, held_run_at: float | None, now: float) -> float:
+    """When a resumed run is due: now, if it ever started (it replays its journal, and
+    waits again for what is still to come: the rest of a sleep, an answer not yet given);
+    a run paused before it ever started keeps the time it was submitted for."""
+    if run.started_at is not None or held_run_at is None:
+        return now
+    return max(held_run_at, now)
 
 
 # -- a child submitted into a cancelled family -------------------------------------------
@@ -400,6 +484,41 @@ def retry_drops(run: Run, journal: Sequence[StepRecord]) -> list[int]:
     return sorted(failed + later)
 
 
+def check_fork(original: Run | None, params: RunForkParams) -> Run:
+    """The run a fork copies from, if this fork may copy it: RunNotFound unless it
+    exists in the fork's tenant (another tenant's run reads as no run); a run of a thread
+    is not forked (its messages and its turn are its thread's, and a fork joins none)."""
+    if original is None or (original.tenant or None) != (params.insert.tenant or None):
+        raise RunNotFound(f"run {params.run_id} not found")
+    if original.thread is not None:
+        raise InvalidInput(f"run {original.id} is a run of thread {original.thread!r}: a run of a "
+                           f"thread cannot be forked (its messages are the thread's); submit anew")
+    return original
+
+
+def fork_end(run_id: int, journal: Sequence[tuple[int, str]], from_step: int | str) -> int:
+    """The position a fork's copy stops before, from the original's journal as (position,
+    name) in position order: `from_step` itself (0 .. the journal's end, the position
+    after its last entry), or the position of the first entry named `from_step`. Past
+    the end, or a name no entry bears, is InvalidInput."""
+    if isinstance(from_step, str):
+        for position, name in journal:
+            if name == from_step:
+                return position
+        raise InvalidInput(f"from_step={from_step!r}: run {run_id} journaled no step of that name")
+    end = journal[-1][0] + 1 if journal else 0
+    if not 0 <= from_step <= end:
+        held = (f"it holds positions 0 to {end - 1}: fork from 0 to {end}" if end
+                else "it holds no step yet: fork from 0")
+        raise InvalidInput(f"from_step={from_step} is past the end of run {run_id}'s journal ({held})")
+    return from_step
+
+
+def forked_event(original: int, end: int, copied: int) -> dict[str, object]:
+    """The data of the `forked` event, a fork's second (after `submitted`)."""
+    return {"from_run": original, "from_step": end, "copied": copied}
+
+
 def check_retry_on_thread(run: Run, found: ThreadInfo | None, its_own: bool) -> None:
     """A retry re-opens a run on its thread, so a run of a thread may be retried only
     while that thread stands: ThreadDeleted once it is deleted (`found`, the thread
@@ -477,11 +596,31 @@ def take_from_bucket(params: BucketTakeParams, tokens: float | None, updated_at:
     return BucketTake(level, at, max((amount - level) / params.refill_per_s, 1e-6), False)
 
 
-def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:
-    """The filter of a run list as (column, operator, value); "in" takes a list."""
+# Why Redis refuses a transactional step, submission, signal or publish, and what to do instead.
+NO_TRANSACTIONS = ("a transactional step, submission, signal or publish needs a SQL store: Redis keeps "
+                   "no transaction with the application's tables; use PostgreSQL or SQLite for the "
+                   "store, or make the write idempotent and use ctx.step")
+
+
+def list_conditions(params: RunListParams, now: float) -> list[tuple[str, str, object]]:
+    """The filter of a run list as (column, operator, value); "in" takes a list, "null"
+    no value. `now` is the store's clock, for what a queued run waits on."""
     conditions: list[tuple[str, str, object]] = []
     if params.states:
         conditions.append(("state", "in", [s.value for s in params.states]))
+    if params.waiting is not None or params.due:
+        conditions.append(("state", "in", [RunState.QUEUED.value]))
+        # A stored reason holds until the run is due (a child's end, an answer, may
+        # make it due sooner): a due run waits on the world instead (client `_why`).
+        conditions.append(("run_at", "<=", now) if params.due else ("run_at", ">", now))
+    if params.waiting is not None:
+        if params.waiting in STORED_WAITS:
+            conditions.append(("waiting", "=", params.waiting.value))
+        elif params.waiting is WaitReason.SCHEDULED:
+            conditions.append(("waiting", "null", None))
+        else:
+            raise InvalidInput(f"waiting={params.waiting.value} is not kept by a store; list due "
+                               f"runs (due=True) and ask why (client _why)")
     for column in ("task", "queue", "thread", "key"):
         value = getattr(params, column)
         if value is not None:
@@ -498,23 +637,42 @@ def list_conditions(params: RunListParams) -> list[tuple[str, str, object]]:
         conditions.append(("created_at", ">=", float(params.created_after)))
     if params.created_before is not None:
         conditions.append(("created_at", "<", float(params.created_before)))
+    if params.error is not None:
+        conditions.append(("error", "contains", error_fragment(params.error)))
+    if params.forked_from is not None:
+        conditions.append(("forked_from", "=", params.forked_from))
     return conditions
+
+
+def error_fragment(text: str) -> str:
+    """What an error search looks for in a run's `error` column, lower-cased: the text as
+    JSON writes it inside a string (a quote, a backslash, a newline or a non-ASCII letter
+    is stored escaped, so the search is escaped the same way)."""
+    return json.dumps(text)[1:-1].lower()
+
+
+def like_contains(fragment: str) -> str:
+    """A LIKE pattern (with ESCAPE '\\') matching any text that contains `fragment`:
+    its own `%`, `_` and `\\` match only themselves."""
+    escaped = fragment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 # -- schema versions --------------------------------------------------------------------
 
 
-def check_schema_known(found: int, known: int, where: str) -> None:
-    """A schema newer than this code is refused before anything is written."""
+def check_schema_known(found: int, known: int, where: str, noun: str = "schema") -> None:
+    """A schema (Redis: a key layout) newer than this code is refused before anything is
+    written."""
     if found > known:
-        raise SchemaError(f"{where} has schema version {found}, newer than this runwright knows "
+        raise SchemaError(f"{where} has {noun} version {found}, newer than this runwright knows "
                           f"({known}); upgrade runwright. Nothing was written.")
 
 
-def check_schema_current(found: int, known: int, where: str) -> None:
-    check_schema_known(found, known, where)
+def check_schema_current(found: int, known: int, where: str, noun: str = "schema") -> None:
+    check_schema_known(found, known, where, noun)
     if found < known:
-        raise SchemaError(f"{where} has schema version {found}, this runwright needs {known}: "
+        raise SchemaError(f"{where} has {noun} version {found}, this runwright needs {known}: "
                           f"run `runwright migrate`")
 
 
@@ -555,6 +713,35 @@ def plan_answer(run: Run | None, question: Question | None, params: QuestionAnsw
                        f"can no longer be answered")
     check_answer(question, value)
     return True
+
+
+# -- signals --------------------------------------------------------------------------
+
+
+def plan_signal(run: Run | None, same_key: Signal | None, pending: int, params: SignalSendParams) -> bool:
+    """Whether to keep this signal: True to write it (and wake the run), False when its
+    key names a signal the run keeps already, the same one (sending is idempotent by key).
+    Raises when it cannot be: no such run (or another tenant's), the key taken by another
+    signal (KeyConflict), the run ended (RunEnded), or `max_pending` signals waiting."""
+    if run is None or (params.tenant is not None and run.tenant != params.tenant):
+        raise RunNotFound(f"run {params.run_id} not found")
+    if same_key is not None:
+        if same_key.name == params.name and same_key.payload == json.loads(params.payload):
+            return False
+        raise KeyConflict(params.key or "", run.id, ["signal"],
+                          f"signal key {params.key!r} of run {run.id} was sent with another name or payload")
+    if run.done:
+        raise RunEnded(f"run {run.id} ended {run.state.value}: it takes no more signals")
+    if pending >= params.max_pending:
+        raise SignalsFull(f"run {run.id} has {pending} signals not yet taken, as many as it may keep: "
+                          f"send again once it has read some")
+    return True
+
+
+def signalled_event(params: SignalSendParams, seq: int) -> dict[str, object]:
+    """The data of the `signalled` event: which signal and who sent it (never the payload:
+    a log follower is not necessarily meant to read it)."""
+    return {"signal": seq, "name": params.name, "by": params.by}
 
 
 # -- retention ------------------------------------------------------------------------

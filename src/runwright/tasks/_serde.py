@@ -95,12 +95,25 @@ def bind_arguments(task_name: str, signature: inspect.Signature,
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
-        raise BadArguments(f"task {task_name!r}: {exc}; signature is {signature}") from None
+        raise BadArguments(f"task {task_name!r}: {exc}; signature is {signature}",
+                           fields=_unbound(signature, kwargs)) from None
     out = bound.arguments
     for p in signature.parameters.values():
         if p.kind is p.VAR_KEYWORD and p.name in out:
             out.update(out.pop(p.name))
     return dict(out)
+
+
+def _unbound(signature: inspect.Signature, kwargs: dict[str, Any]) -> list[tuple[str, str]]:
+    """The keyword arguments that do not bind, and the required ones missing (fields)."""
+    params = signature.parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unexpected = [] if takes_any else [(f"args.{name}", "not an argument of the task")
+                                       for name in kwargs if name not in params]
+    missing = [(f"args.{p.name}", "a required argument, missing") for p in params.values()
+               if p.default is p.empty and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+               and p.name not in kwargs]
+    return unexpected + missing
 
 
 def _fits_by_name(signature: inspect.Signature, kwargs: dict[str, Any]) -> bool:

@@ -16,28 +16,31 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..core import _inputs as inputs
-from ..errors import InvalidInput, InvalidTime, KeyConflict
+from ..core._payloads import load
+from ..errors import InvalidInput, InvalidTime, KeyConflict, PayloadTooLarge
 from ..observe._trace_context import check_traceparent
 from ..runs import Run
 from ..store._params import ON_BUSY, RunInsertParams
 from ._budget import Budget
+from ._flow import refuse_flow_with
 from ._limits import Limits
-from ._serde import due_at, encode, finite
+from ._serde import due_at, finite
 from ._specs import TaskSpec
 
 __all__ = ["MAX_PRIORITY", "ON_CONFLICT", "OPTIONS", "PRIORITY_HELP", "Inserts", "Submission",
            "check_key_reuse", "check_on_conflict", "insert_params", "key_conflict", "parse_run_at",
-           "refuse_options_in", "run_at_of"]
+           "priority_fault", "refuse_options_in", "run_at_of"]
 
 # The submission options, in one place: `Submission` has a field for each (and
 # `parent_id`, which only `ctx.submit` sets), `RunScope.submit` a keyword for each.
-OPTIONS = ("budget", "delay_s", "key", "on_busy", "on_conflict", "priority", "queue", "run_at", "tenant",
-           "thread", "traceparent")
+OPTIONS = ("budget", "connection", "delay_s", "key", "on_busy", "on_conflict", "priority", "queue",
+           "run_at", "tenant", "thread", "traceparent")
 # What a submission whose key names a run submitted otherwise does: "reject" raises
 # KeyConflict (the default, as Stripe's idempotency keys answer); "return" gets that run.
 ON_CONFLICT = ("reject", "return")
@@ -64,6 +67,9 @@ class Submission:
     tenant: str | None = None
     parent_id: int | None = None
     traceparent: str | None = None  # W3C: the trace the run continues (None: its own)
+    # The caller's open transaction on the store's database: the run exists if and only if
+    # it commits (client `_connections`). Not the run's: nothing of it is stored.
+    connection: Any = None
 
 
 def insert_params(spec: TaskSpec, arguments: dict[str, Any], submission: Submission, *,
@@ -80,7 +86,7 @@ class Inserts:
     its arguments' check and encoding and its key. A submit_many's items without options
     of their own share one: the options' checks were half of checking an item."""
 
-    __slots__ = ("_spec", "_what", "_max_bytes", "_shared")
+    __slots__ = ("_spec", "_what", "_limits", "_shared")
 
     def __init__(self, spec: TaskSpec, submission: Submission, *, now_s: float, limits: Limits,
                  version: str | None = None) -> None:
@@ -92,10 +98,12 @@ class Inserts:
         check_on_conflict(submission.on_conflict)
         _check_thread(submission.thread, submission.on_busy)
         traceparent = check_traceparent(submission.traceparent)
+        if spec.flow is not None:
+            refuse_flow_with(spec.name, submission.thread, submission.connection)
         budget = submission.budget
         self._spec = spec
         self._what = f"arguments of task {spec.name!r}"
-        self._max_bytes = limits.max_payload_bytes
+        self._limits = limits
         # Every run's insert but its arguments, and its key when the submission names none.
         self._shared = RunInsertParams(
             key=submission.key or "",
@@ -123,13 +131,87 @@ class Inserts:
         the task's type hints and stored in their JSON form (see TypedArguments), then
         by the task's own `check`."""
         spec = self._spec
+        items = spec.batch_items
+        if items is not None:  # a batched task: the run's arguments are the list of items
+            arguments = {items: [arguments]}
         if spec.arguments.typed:
             arguments = spec.arguments.to_json(arguments)
         if spec.check is not None:
             spec.check(arguments)
         shared = self._shared
-        return shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
-                             encode(arguments, self._what, self._max_bytes))
+        made = shared.remade(fresh_key() if shared.key_is_fresh else shared.key,
+                             self._limits.payload(arguments, self._what))
+        # A batch's keys are of the item (the submission's own arguments, in JSON form).
+        keyed = arguments if items is None else _item_of(arguments, items)
+        if spec.concurrency is not None:
+            # Computed here, at the edge: a template naming an argument this submission
+            # lacks is refused (InvalidInput) and nothing is written.
+            made.limits = spec.concurrency.of(keyed, shared.tenant)
+        if spec.flow is not None:
+            made.flow = spec.flow.of(keyed, shared.tenant)
+            if items is not None:
+                made.merge = self._appender(items)
+                made.items = _counter(items, made.merge, made.args)
+            else:
+                merge = getattr(spec.flow.declared, "merge", None)
+                if merge is not None:
+                    made.merge = self._merger(merge)
+        return made
+
+    def _appender(self, items: str) -> Any:
+        """A batch's merge over stored texts: the new submission's item after the standing
+        run's, stored as arguments are (the payload limit: a batch must fit it whole, see
+        _counter)."""
+        limits, what = self._limits, self._what
+
+        def appended(standing: str, new: str) -> str:
+            return limits.payload({items: load(standing)[items] + load(new)[items]}, what)
+
+        return appended
+
+    def _merger(self, merge: Any) -> Any:
+        """A Debounce's merge over stored texts (RunInsertParams.merge): each opened (the
+        codecs'), merged, and the result stored as a submission's arguments are, checked
+        as they are (a dict; the task's `check`; the size limit)."""
+        spec, limits, what = self._spec, self._limits, self._what
+
+        def merged(standing: str, new: str) -> str:
+            arguments = merge(load(standing), load(new))
+            if not isinstance(arguments, dict):
+                raise InvalidInput(f"the debounce merge of task {spec.name!r} returned "
+                                   f"{type(arguments).__name__}, not a dict of arguments")
+            if spec.check is not None:
+                spec.check(arguments)
+            return limits.payload(arguments, what)
+
+        return merged
+
+
+def _item_of(arguments: dict[str, Any], items: str) -> dict[str, Any]:
+    item = arguments[items][0]
+    if not isinstance(item, dict):  # a hint converted it to another shape
+        raise InvalidInput(f"a batch's item is a dict of arguments, got {type(item).__name__}")
+    return item
+
+
+def _counter(items: str, append: Any, new: str) -> Any:
+    """How many items a batch's stored arguments hold (store._flow_rules decides on it):
+    as full when this submission's item would take them past the payload limit, so that
+    it opens a new batch rather than be refused while the key's batch waits out its time."""
+
+    def count(stored: str) -> int:
+        held = load(stored).get(items)
+        # Not a batch of this shape (the task's parameter was renamed since): full, so
+        # that the submission opens a new batch rather than fail.
+        if not isinstance(held, list):
+            return sys.maxsize
+        try:
+            append(stored, new)
+        except PayloadTooLarge:
+            return sys.maxsize
+        return len(held)
+
+    return count
 
 
 def check_key_reuse(run: Run, params: RunInsertParams, on_conflict: str) -> None:
@@ -181,7 +263,7 @@ def _same_json(stored: str | None, given: str | None) -> bool:
 
 
 def _canonical(text: str) -> str:
-    return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(load(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _shown(value: str | int | None) -> str:
@@ -202,8 +284,8 @@ def refuse_options_in(arguments: Mapping[str, Any], where: str = "args") -> None
     letting `submit(task, **options, **arguments)` fail on a keyword given twice."""
     shadowing = sorted(set(arguments) & set(OPTIONS))
     if shadowing:
-        raise InvalidInput(f"{where}.{shadowing[0]}: {shadowing[0]!r} is a submission option, never a "
-                           f"task's argument; give it beside {where}")
+        said = f"{shadowing[0]!r} is a submission option, never a task's argument; give it beside {where}"
+        raise InvalidInput(f"{where}.{shadowing[0]}: {said}", fields=[(f"{where}.{shadowing[0]}", said)])
 
 
 def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | None:
@@ -212,10 +294,18 @@ def run_at_of(value: float | str | dt.datetime | None) -> float | dt.datetime | 
     return parse_run_at(value) if isinstance(value, str) else value
 
 
-def _check_priority(priority: Any) -> None:
+def priority_fault(priority: Any) -> str | None:
+    """What is wrong with a priority (None when nothing is): the one rule, which a
+    submission's check (InvalidInput) and `@app.task(priority=)`'s (ConfigError) both say."""
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= MAX_PRIORITY:
-        raise InvalidInput(f"priority must be an int in 0..{MAX_PRIORITY} (0 = most urgent), "
-                           f"got {priority!r}")
+        return f"priority must be an int in 0..{MAX_PRIORITY} (0 = most urgent), got {priority!r}"
+    return None
+
+
+def _check_priority(priority: Any) -> None:
+    fault = priority_fault(priority)
+    if fault is not None:
+        raise InvalidInput(fault)
 
 
 def _check_key(key: Any) -> None:

@@ -32,6 +32,7 @@ from a script (text, or tool calls), in order, and records every request it rece
 
 from ._env import Env, SkippingClock, ToolCall
 from ._model import Call, ModelRequest, Reply, ScriptedModel, ScriptExhausted, call
+from ._replay import ReplayOutcome, export_runs, replay
 
-__all__ = ["Call", "Env", "ModelRequest", "Reply", "ScriptExhausted", "ScriptedModel", "SkippingClock",
-           "ToolCall", "call"]
+__all__ = ["Call", "Env", "ModelRequest", "ReplayOutcome", "Reply", "ScriptExhausted", "ScriptedModel",
+           "SkippingClock", "ToolCall", "call", "export_runs", "replay"]

@@ -109,7 +109,7 @@ class Env:
 
     async def steps(self, handle: RunHandle) -> list[tuple[str, Any]]:
         """The run's journal, in order: each completed step's name and recorded value."""
-        return [(step.name, None if step.result is None else json.loads(step.result))
+        return [(step.name, step.value())
                 for step in await self.app.store.step_list(handle.id) if step.status == "done"]
 
     async def events(self, handle: RunHandle, kind: str | None = None) -> list[Event]:

@@ -59,10 +59,12 @@ from ..store._params import (
 )
 from ._checks import Findings, Ledger, check, throughput
 from ._faults import Fault, schedule, stall_s
+from ._report import obeying, processes
 from ._runner import (
     SPREAD,
     Options,
     Outcome,
+    Submitted,
     VerifyAborted,
     _cancel_next,
     _patient,
@@ -179,9 +181,9 @@ async def _verify(options: Options, session: Session, console: Console) -> Outco
         await _serve(app, session, roster)
         if not roster.members:
             raise NoFleet(_nobody(app, roster, await app.fleet.workers()))
-        obeying = len(roster.obeying())
-        console.print(f"verify session {session.queue}: {len(roster.members)} workers of fleet "
-                      f"{app.fleet.root} serve it, {obeying} obey faults", highlight=False, soft_wrap=True)
+        console.print(f"verify session {session.queue}: served by {processes(len(roster.members))} of "
+                      f"fleet {app.fleet.root} ({obeying(len(roster.obeying()))}); the report counts every "
+                      f"process that served it, restarted ones included", highlight=False, soft_wrap=True)
         await _hold_ledger(app, session)
         keeper = asyncio.ensure_future(_keep(app, session, roster))
         phases = asyncio.ensure_future(_phases(app, options, session, roster, console))
@@ -284,18 +286,21 @@ async def _phases(app: App, options: Options, session: Session, roster: Roster,
     columns = (TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[note]}"))
     with Progress(*columns, console=console, transient=False) as progress:
-        base_ids = await _submit(app, options, shapes, baseline_n, rate, [], session.queue, extra)
+        baseline = Submitted()
+        base_ids = await _submit(app, options, shapes, baseline_n, rate, [], session.queue, extra,
+                                 into=baseline)
         bar = progress.add_task("baseline (no faults)", total=len(base_ids), note="")
-        before = await _drain(app, session, progress, bar, 0, [], options.timeout_s)
+        await _drain(app, session, progress, bar, baseline, [], options.timeout_s)
         injector = FleetInjector(app, session, roster)
         plan = schedule(options.seed, max(1, len(roster.members)), periods, options.timeout_s)
         cancels: list[int] = []
+        faulted = Submitted()
         feeding = asyncio.ensure_future(_submit(app, options, shapes, fault_n, rate, cancels,
-                                                session.queue, extra))
+                                                session.queue, extra, into=faulted))
         bar = progress.add_task("faults", total=fault_n, note="")
         faults = asyncio.ensure_future(injector.run(plan, progress, bar))
         try:
-            await _drain(app, session, progress, bar, before, cancels, options.timeout_s, feeding)
+            await _drain(app, session, progress, bar, faulted, cancels, options.timeout_s, feeding)
             fault_ids = await feeding
         finally:
             await halt(faults, feeding)
@@ -324,11 +329,12 @@ async def _read_ledger(app: App, session: Session) -> Ledger:
     return Ledger.of_events(data.events)
 
 
-async def _drain(app: App, session: Session, progress: Progress, bar: Any, before: int,
+async def _drain(app: App, session: Session, progress: Progress, bar: Any, phase: Submitted,
                  cancels: list[int], timeout_s: float,
                  feeding: asyncio.Future[list[int]] | None = None) -> int:
-    """Until no run of the session's queue is open (or `timeout_s`), cancelling a few on
-    the way; returns how many runs the queue holds."""
+    """Until no run of the session's queue is open (or `timeout_s`), children included,
+    cancelling a few on the way; the bar counts the runs `phase` submitted that have
+    ended. Returns how many runs the queue holds."""
     deadline = time.monotonic() + timeout_s
     issued = 0
     while True:
@@ -336,7 +342,7 @@ async def _drain(app: App, session: Session, progress: Progress, bar: Any, befor
         counts = {state: n for queue, state, n, _ in stats if queue == session.queue}
         total = sum(counts.values())
         ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES)
-        progress.update(bar, total=total - before, completed=ended - before)
+        progress.update(bar, completed=await phase.ended(app, ended))
         issued = await _cancel_next(app, cancels, issued)
         fed = feeding is None or feeding.done()
         if (fed and ended == total and issued == len(cancels)) or time.monotonic() > deadline:

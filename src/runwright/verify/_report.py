@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["print_report"]
+__all__ = ["obeying", "print_report", "processes"]
 
 VIOLATIONS = [
     ("lost", "runs lost (submitted, never ended)"),
@@ -20,6 +20,16 @@ VIOLATIONS = [
     ("zombie_writes_durable", "zombie writes made durable"),
     ("stream_gaps_or_repeats", "event streams with gaps or repeats"),
 ]
+
+
+def processes(count: int) -> str:
+    """'2 worker processes', '1 worker process': what served a --fleet session, counted
+    the same at its start and in its report."""
+    return f"{count} worker process{'' if count == 1 else 'es'}"
+
+
+def obeying(count: int) -> str:
+    return f"{count} obey{'s' if count == 1 else ''} faults"
 
 
 def _s(value: float | None) -> str:
@@ -42,8 +52,8 @@ def print_report(report: dict[str, Any], console: Console, as_json: bool) -> Non
     table.add_column(justify="right")
     fleet = report.get("fleet")
     if fleet:
-        table.add_row("fleet workers that served the session",
-                      f"{fleet['workers_serving']} ({fleet['workers_obeying_faults']} obey faults)")
+        table.add_row("worker processes that served the session (a restarted one counts again)",
+                      f"{fleet['workers_serving']} ({obeying(fleet['workers_obeying_faults'])})")
     table.add_row("runs submitted", str(runs["submitted"]))
     table.add_row("runs checked (with child runs)", str(runs["checked"]))
     table.add_row("finished", f"{runs['finished']} ({runs['succeeded']} succeeded, "

@@ -29,7 +29,7 @@ from ._place import Place, place_for
 from ._workers import Pool
 from ._workload import RUN_TASK, verify_app
 
-__all__ = ["Options", "Outcome", "VerifyAborted", "run_verify"]
+__all__ = ["Options", "Outcome", "Submitted", "VerifyAborted", "run_verify"]
 
 T = TypeVar("T")
 CANCEL_SHARE = 0.05  # runs verify cancels while they drain
@@ -106,6 +106,32 @@ def findings_summary(found: Findings, base: float | None, faulted: float | None,
     }
 
 
+class Submitted:
+    """The runs a phase submitted, and how many of them have ended: what its progress bar
+    counts (of `--runs`). The child runs they start are drained and checked too, but not
+    counted: the store's counts by state hold them, which put a bar past its total."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self._open: set[int] = set()
+        self._ended_in_store = -1  # the store's count of ended runs at the last look
+
+    def add(self, ids: Sequence[int]) -> None:
+        self.ids += ids
+        self._open.update(ids)
+
+    async def ended(self, app: App, ended_in_store: int) -> int:
+        """How many of the submitted runs have ended; read again (in chunks) only once
+        the store's count of ended runs, children and all, has moved."""
+        if ended_in_store != self._ended_in_store:
+            self._ended_in_store = ended_in_store
+            still = sorted(self._open)
+            for start in range(0, len(still), CHUNK):
+                runs = await _patient(lambda: app.read_runs(still[start:start + CHUNK]))
+                self._open -= {run.id for run in runs if run.state in TERMINAL_STATES}
+        return len(self.ids) - len(self._open)
+
+
 async def _cancel_next(app: App, cancels: Sequence[int], issued: int) -> int:
     """Cancel the next few of `cancels` (a few per look, spread over the drain); the
     count issued so far. A run that ended first is no longer cancellable: it counts."""
@@ -158,18 +184,21 @@ async def _verify(options: Options, place: Place, work: Path, pools: list[Pool],
             fault_n = options.runs - baseline_n
             spread_s = SPREAD * max(periods.values())
             rate = fault_n / spread_s if spread_s > 0 and fault_n else math.inf
-            base_ids = await _submit(app, options, shapes, baseline_n, rate, [])
+            baseline = Submitted()
+            base_ids = await _submit(app, options, shapes, baseline_n, rate, [], into=baseline)
             bar = progress.add_task("baseline (no faults)", total=len(base_ids), note="")
-            _, before = await _drain(app, pool, progress, bar, 0, [], options.timeout_s)
+            await _drain(app, pool, progress, bar, baseline, [], options.timeout_s)
             injector = Injector(place, pool, stall_s(options.lease_s), lambda: _pids(app),
                                 lambda: _busy(app))
             plan = schedule(options.seed, options.workers, periods, options.timeout_s)
             cancels: list[int] = []
-            feeding = asyncio.ensure_future(_submit(app, options, shapes, fault_n, rate, cancels))
+            faulted = Submitted()
+            feeding = asyncio.ensure_future(_submit(app, options, shapes, fault_n, rate, cancels,
+                                                    into=faulted))
             bar = progress.add_task("faults", total=fault_n, note="")
             faults = asyncio.ensure_future(_inject(plan, injector, progress, bar))
             try:
-                crashes, _ = await _drain(app, pool, progress, bar, before, cancels,
+                crashes, _ = await _drain(app, pool, progress, bar, faulted, cancels,
                                           options.timeout_s, feeding)
                 fault_ids = await feeding
             finally:
@@ -211,10 +240,11 @@ async def _busy(app: App) -> set[int]:
 
 async def _submit(app: App, options: Options, shapes: random.Random, count: int, rate: float,
                   cancels: list[int], queue: str | None = None,
-                  extra: dict[str, Any] | None = None) -> list[int]:
+                  extra: dict[str, Any] | None = None, into: Submitted | None = None) -> list[int]:
     """Submit `count` runs of the workload at `rate` runs per second, in chunks; the seeded
     `shapes` decides which sleep, start a child, or are to be cancelled (into `cancels`).
-    `queue` and `extra` (arguments): those of a fleet session."""
+    `queue` and `extra` (arguments): those of a fleet session. `into`: told of each chunk
+    as it is submitted (a phase's bar counts them)."""
     items = [{"n": n, "steps": options.steps,
               "sleep_s": SLEEP_S if shapes.random() < SLEEP_SHARE else 0.0,
               "child": shapes.random() < CHILD_SHARE, **(extra or {})} for n in range(count)]
@@ -227,6 +257,8 @@ async def _submit(app: App, options: Options, shapes: random.Random, count: int,
         chunk = items[start:start + size]
         handles = await _patient(lambda: app.submit_many(RUN_TASK, chunk, queue=queue))
         ids += [h.id for h in handles]
+        if into is not None:
+            into.add([h.id for h in handles])
         cancels += [h.id for h, cancel in zip(handles, to_cancel[start:start + size]) if cancel]
         delay = started + (start + size) / rate - time.monotonic()
         if start + size < count and delay > 0:
@@ -234,12 +266,13 @@ async def _submit(app: App, options: Options, shapes: random.Random, count: int,
     return ids
 
 
-async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, before: int,
+async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, phase: Submitted,
                  cancels: list[int], timeout_s: float,
                  feeding: asyncio.Future[list[int]] | None = None) -> tuple[int, int]:
-    """Until no run of verify's is queued or running (or `timeout_s`), cancelling a few
-    runs on the way; `before` runs (an earlier phase's) are left out of the bar. Returns
-    how many workers exited on their own (each restarted) and the runs now in the store."""
+    """Until no run of verify's is queued or running (or `timeout_s`), children included,
+    cancelling a few runs on the way; the bar counts the runs `phase` submitted that have
+    ended. Returns how many workers exited on their own (each restarted) and the runs now
+    in the store."""
     deadline = time.monotonic() + timeout_s
     issued = 0  # of `cancels`, which the feeder extends as it submits
     crashes = 0
@@ -247,7 +280,7 @@ async def _drain(app: App, pool: Pool, progress: Progress, bar: Any, before: int
         counts = await _patient(app.count_by_state)
         total = sum(counts.values())
         ended = sum(n for state, n in counts.items() if state in TERMINAL_STATES)
-        progress.update(bar, total=total - before, completed=ended - before)
+        progress.update(bar, completed=await phase.ended(app, ended))
         issued = await _cancel_next(app, cancels, issued)
         for slot, proc in enumerate(pool.procs):
             if proc.poll() is not None:  # exited on its own: say why, and restart it
@@ -284,10 +317,13 @@ async def _inject(plan: Sequence[Fault], injector: Injector, progress: Progress,
 
 
 async def _read_all(app: App, parents: list[int], progress: Progress) -> tuple[dict[int, RunData], list[int]]:
-    """Every run, its events and its journal; children found in their parents' journals."""
+    """Every run, its events and its journal; children found in their parents' journals.
+    The bar counts the runs submitted (`parents`) whose reading is done; their children
+    are read and checked too, not counted."""
     store: dict[int, RunData] = {}
     expected = list(parents)
-    bar = progress.add_task("checking", total=len(expected), note="")
+    counted = set(parents)
+    bar = progress.add_task("checking", total=len(counted), note="")
     queue = list(parents)
     while queue:
         batch, queue = queue[:CHUNK], queue[CHUNK:]
@@ -300,8 +336,7 @@ async def _read_all(app: App, parents: list[int], progress: Progress) -> tuple[d
                 kids = children_of(data)
                 expected += kids
                 queue += kids
-                progress.update(bar, total=len(expected))
-            progress.update(bar, advance=len(batch[start:start + READ_AT_ONCE]))
+            progress.update(bar, advance=sum(i in counted for i in batch[start:start + READ_AT_ONCE]))
     return store, expected
 
 
@@ -336,6 +371,7 @@ def _report(options: Options, place: Place, pool: Pool, found: Findings, injecto
         "violations": found.violations(),
         "faults": {"scheduled": scheduled, "kills": counts["kills"], "stalls": counts["stalls"],
                    "blips": counts["blips"], "connections_cut": counts["connections_cut"],
-                   "writers_killed": counts["writers_killed"], "worker_exits": crashes},
+                   "writers_killed": counts["writers_killed"], "worker_exits": crashes,
+                   "skipped": sum(injector.skipped.values()), "skipped_why": dict(injector.skipped)},
         **findings_summary(found, base, faulted, injector.applied, [("worker_exits", pool.exits)]),
     }

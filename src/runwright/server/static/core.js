@@ -6,7 +6,14 @@
 // cookie-authenticated writes (another site's form cannot add it).
 const rw = {views: {}, current: null, timer: null, visit: 0, me: null};
 
+// The operator's decode switch (shown when the server runs with --operator-decode): on,
+// every read asks for tenants' encrypted payloads plain (decode=1), each read logged by
+// the server; off, they show sealed: {"~sealed": {"key": ..., "bytes": ...}}.
+rw.decode = false;
+rw.decoding = path => rw.decode ? `${path}${path.includes("?") ? "&" : "?"}decode=1` : path;
+
 rw.api = async (path, options = {}) => {
+  if (!options.method) path = rw.decoding(path);  // reads only
   const headers = {"X-Requested-With": "runwright", ...(options.headers || {})};
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, {credentials: "same-origin", ...options, headers});
@@ -36,7 +43,8 @@ rw.follow = async (path, after, signal, onEvent) => {
   while (!signal.aborted) {
     let response = null;
     try {
-      response = await fetch(`${path}${path.includes("?") ? "&" : "?"}${rw.resumeQuery(last)}`,
+      const decoding = rw.decoding(path);
+      response = await fetch(`${decoding}${decoding.includes("?") ? "&" : "?"}${rw.resumeQuery(last)}`,
                              {credentials: "same-origin", signal});
       if (response.status === 204) return;
       if (response.ok) await rw.frames(response, (id, data) => { if (id !== null) last = id; onEvent(data); });
@@ -81,15 +89,44 @@ rw.el = (tag, props = {}, ...children) => {
 rw.link = (href, text) => rw.el("a", {href}, text);
 rw.runLink = id => rw.link(`#/runs/${id}`, id);
 rw.state = state => rw.el("span", {className: `state state-${state}`}, state);
-rw.fill = (selector, rows) => {
-  // rows: arrays of cells (text or nodes), or {cells, props} for row attributes.
+rw.fill = (selector, rows, empty) => {
+  // rows: arrays of cells (text or nodes), or {cells, props} for row attributes. A table
+  // with no row says what would be there and how to get some: `empty`, else its
+  // data-empty (in a caption: the body holds rows only).
   document.querySelector(`${selector} tbody`).replaceChildren(...rows.map(row => {
     const {cells, props} = Array.isArray(row) ? {cells: row, props: {}} : row;
     return rw.el("tr", props, ...cells.map(c => c instanceof HTMLTableCellElement ? c : rw.el("td", {}, c)));
   }));
+  rw.empty(selector, rows.length === 0, empty);
 };
+// Show (or take away) a table's empty-state note; `text` overrides its data-empty.
+rw.empty = (selector, isEmpty, text) => {
+  const table = document.querySelector(selector);
+  let caption = table.querySelector(":scope > caption.empty");
+  if (!isEmpty) { if (caption) caption.remove(); return; }
+  if (!caption) { caption = table.createCaption(); caption.className = "empty"; }
+  const said = text ?? table.dataset.empty ?? "Nothing here yet.";
+  if (caption.dataset.said !== said) { caption.dataset.said = said; caption.replaceChildren(...rw.rich(said)); }
+};
+// Text with `code` spans, as nodes (never HTML: what is shown may come from a run).
+rw.rich = text => String(text).split("`").map((part, i) => i % 2 ? rw.el("code", {}, part) : document.createTextNode(part));
 // Every time shown is UTC and says so, as the time filters are read.
 rw.time = t => t == null ? "" : new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC";
+rw.iso = t => t == null ? "" : new Date(t * 1000).toISOString().slice(0, 19) + "Z";
+// What a run waits for (the server's `waiting`: null, or {reason, until, detail}), as a
+// badge with the detail for a tooltip; null when the run waits for nothing or the server
+// does not say (an older one sends no `waiting` at all).
+rw.waitingText = w => {
+  if (!w || typeof w !== "object" || !w.reason) return null;
+  const until = typeof w.until === "number" ? rw.time(w.until) : null;
+  if (w.reason === "sleep" && until) return `sleeping until ${until}`;
+  return `waiting: ${String(w.reason).replace("_", " ")}${until ? ` until ${until}` : ""}`;
+};
+rw.waiting = run => {
+  const w = run ? run.waiting : null, text = rw.waitingText(w);
+  return text === null ? null : rw.el("span", {className: "waiting", title: w.detail ? String(w.detail) : "",
+                                               dataset: {reason: String(w.reason)}}, text);
+};
 rw.duration = s => {
   if (s == null) return "";
   if (s < 1) return `${Math.round(s * 1000)} ms`;
@@ -141,20 +178,45 @@ rw.show = name => {
 };
 
 // -- signing in --------------------------------------------------------------------
+// Who the caller is and what it cannot see, in one line (GET /session's answer).
+rw.whoami = me => {
+  if (!me.auth) return "no sign-in (RUNWRIGHT_AUTH=off): every run";
+  if (me.operator) return "signed in as the operator: every run";
+  return `signed in as tenant ${me.tenant}: runs of other tenants and runs submitted with no tenant ` +
+         "(from Python or the CLI) are hidden \u2014 sign in with an operator token to see them";
+};
 rw.signedIn = me => {
   rw.me = me;
-  document.getElementById("whoami").textContent = me.operator ? "operator" : `tenant ${me.tenant}`;
+  document.getElementById("whoami").textContent = rw.whoami(me);
   document.getElementById("nav").hidden = false;
-  document.getElementById("sign-out").hidden = false;
+  document.getElementById("sign-out").hidden = !me.auth;  // without auth there is no session
   document.body.classList.toggle("tenant", !me.operator);
   document.querySelectorAll(".operator-only").forEach(n => { n.hidden = !me.operator; });
+  document.getElementById("decode-switch").hidden = !me.operator_decode;
+  if (!me.operator_decode) rw.setDecode(false);
+};
+rw.setDecode = on => {
+  rw.decode = on;
+  document.getElementById("decode").checked = on;
 };
 rw.signedOut = () => {
   rw.me = null;
+  rw.setDecode(false);
+  document.getElementById("decode-switch").hidden = true;
   document.getElementById("whoami").textContent = "";
   document.getElementById("nav").hidden = true;
   document.getElementById("sign-out").hidden = true;
   rw.show("signin");
+};
+
+// A sign-in link (`runwright serve` prints one when it made a one-off token) carries the
+// token in the URL's fragment, which the browser never sends to a server. It is taken out
+// of the address bar (and this history entry) at once, whether it signs in or not.
+rw.linkToken = () => {
+  const match = /^#token=([^&/?]+)$/.exec(location.hash);
+  if (!match) return null;
+  history.replaceState(null, "", location.pathname + location.search);
+  try { return decodeURIComponent(match[1]); } catch { return match[1]; }
 };
 
 rw.start = async () => {
@@ -172,6 +234,21 @@ rw.start = async () => {
     rw.signedOut();
   });
   window.addEventListener("hashchange", () => rw.route());
+  document.getElementById("decode").addEventListener("change", event => {
+    rw.setDecode(event.target.checked);
+    rw.route();  // the page read again, decoded or sealed
+  });
+  const token = rw.linkToken();
+  if (token !== null) {
+    try {
+      rw.signedIn(await rw.api("/session", {method: "POST", body: JSON.stringify({token})}));
+      return rw.route();
+    } catch (error) {
+      rw.signedOut();
+      return rw.flash(error.status === 401 ? "the sign-in link's token is not this server's (a one-off token " +
+        "lasts as long as the `runwright serve` that printed it): use the link it printed last" : error.message);
+    }
+  }
   try { rw.signedIn(await rw.api("/session")); } catch { return rw.signedOut(); }  // 401: sign in
   rw.route();
 };

@@ -34,6 +34,7 @@
     older.hidden = page.next_cursor === null;
     older.onclick = () => listThreads(page.next_cursor).catch(e => rw.flash(e.message));
     document.getElementById("threads-count").textContent = `${body.children.length} shown`;
+    rw.empty("#threads", body.children.length === 0);
   }
   document.getElementById("threads-deleted").addEventListener("change", () => listThreads(null).catch(e => rw.flash(e.message)));
   // Kept live while only the newest page is shown (paging older stops it).
@@ -50,6 +51,8 @@
     thread = {name: arg, tenant: params.get("tenant")};
     document.getElementById("thread-name").textContent = arg + (thread.tenant ? ` (tenant ${thread.tenant})` : "");
     document.getElementById("thread-events").replaceChildren();
+    modelCalls = [];
+    showThreadTotals();
     await loadThread();
     followThread();
   }
@@ -61,11 +64,12 @@
     const [messages, runs] = await Promise.all([
       rw.api(`${threadPath()}/messages${q}`), rw.api(`${threadPath()}/runs${q}`)]);
     if (current !== thread) return;
-    document.getElementById("thread-messages").replaceChildren(...(messages.messages.length ? messages.messages.map(m =>
-      rw.el("div", {className: "message"}, rw.el("span", {className: "role"}, m.role || "?"),
-            typeof m.content === "string" ? m.content : rw.json(m.content ?? m))) : [rw.el("p", {className: "hint"}, "no messages")]));
+    document.getElementById("thread-messages").replaceChildren(...(messages.messages.length
+      ? rw.conversation.messageCards(messages.messages)
+      : [rw.el("p", {className: "hint"}, ...rw.rich("No messages yet. An agent run of this thread adds its conversation here; " +
+                                                    "a task adds none."))]));
     rw.fill("#thread-runs", runs.items.map(r => ({props: {dataset: {id: r.id}},
-      cells: [rw.runLink(r.id), r.task, rw.state(r.state), rw.time(r.created_at)]})));
+      cells: [rw.runLink(r.id), r.task, rw.el("td", {}, rw.state(r.state), rw.waiting(r)), rw.time(r.created_at)]})));
     const cancel = document.getElementById("thread-cancel");
     cancel.disabled = !runs.items.some(r => ["queued", "running"].includes(r.state));
     cancel.onclick = () => cancelThread(current);
@@ -90,13 +94,21 @@
       .catch(error => { if (!control.signal.aborted) { note.textContent = ""; rw.flash(error.message); } });
   }
 
+  // The thread's model calls, from its log as it streams in: its totals.
+  let modelCalls = [];
+  function showThreadTotals() {
+    const box = document.getElementById("thread-totals");
+    box.replaceChildren(...(modelCalls.length ? [rw.conversation.totalOf("thread", "Thread", modelCalls)] : []));
+  }
+
   function showThreadEvent(e) {
     if (e.tseq === undefined) {  // thread_deleted: the stream ends, and its reconnect is told 410
       document.getElementById("thread-follow").textContent = "(deleted)";
       return;
     }
+    if (e.kind === "model") { modelCalls.push(e.data); showThreadTotals(); }
     document.getElementById("thread-events").append(rw.el("div", {className: "event", dataset: {tseq: e.tseq, kind: e.kind}},
-      `${e.tseq} run ${e.run_id}#${e.seq} `, rw.el("span", {className: "kind"}, e.kind), ` ${rw.time(e.at)}`,
+      `${e.tseq} run ${e.run_id}#${e.seq} `, rw.el("span", {className: "kind"}, e.kind), " ", rw.el("span", {className: "nowrap"}, rw.time(e.at)),
       Object.keys(e.data).length ? " " + JSON.stringify(e.data) : ""));
     clearTimeout(reloading);  // once a burst of events is over
     reloading = setTimeout(() => loadThread().catch(error => rw.flash(error.message)), 300);
@@ -114,8 +126,9 @@
     let found;
     try { found = await rw.api("/schedules"); } catch (error) {
       if (error.status !== 403) throw error;
-      note.textContent = "Schedules are the deployment's: sign in with an operator token to see them.";
-      return rw.fill("#schedules", []);
+      note.textContent = "";  // said once, where the rows would be
+      return rw.fill("#schedules", [], "Schedules are the deployment's, so the operator's: this token is a " +
+                     "tenant's. Sign in with an operator token to see them.");
     }
     note.textContent = `${found.length} schedules; times in UTC.`;
     const now = Date.now() / 1000;
@@ -134,6 +147,16 @@
   // -- dead letters: pick some (or all shown), retry them in one request ---------------
   const picked = () => [...document.querySelectorAll("#dead input.pick:checked")].map(i => Number(i.dataset.id));
   const updatePicked = () => { document.getElementById("retry-selected").disabled = picked().length === 0; };
+
+  // The same bulk actions as the runs list's, over every dead run (a tenant's own).
+  let bulk = null;
+  const showDead = () => {
+    bulk = bulk || rw.bulk(document.getElementById("dead-bulk"), {
+      actions: ["retry", "fork"], filter: () => ({body: {states: ["dead"]}, text: "every dead run"}),
+      done: () => dead().catch(e => rw.flash(e.message))});
+    bulk.reset();
+    return dead();
+  };
 
   async function dead() {
     const keep = new Set(picked());
@@ -185,7 +208,7 @@
     } catch (error) {
       if (error.status !== 403) throw error;
       note.textContent = "(operator token only)";
-      rw.fill("#fleet", []);
+      rw.fill("#fleet", [], "The fleet is the operator's: sign in with an operator token to see its processes.");
     }
   }
 
@@ -195,6 +218,6 @@
     following = null; thread = null; clearTimeout(reloading);
   }};
   rw.views.schedules = {show: schedules, refresh: schedules};
-  rw.views.dead = {show: dead, refresh: dead};
+  rw.views.dead = {show: showDead, refresh: dead};
   rw.views.workers = {show: workers, refresh: workers};
 })();

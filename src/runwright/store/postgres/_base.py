@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import asyncpg
 
 from .._liveness import Unmarked
 from ..sql._base import SqlBase
 from ._marks import Marks
+from ._own import OwnSession
 from ._watch import Watch
 
-__all__ = ["SCHEMA_KEY", "TRANSIENT", "PostgresBase"]
+__all__ = ["DELIVERED", "LIMITED_KEY", "SCHEMA_KEY", "TRANSIENT", "PostgresBase"]
 
 # The schema's own advisory key, beside the workers' marks (whose keys are their ids, from
 # 1): migrations and unrunnable sweeps take it alone, registrations shared.
 SCHEMA_KEY = 0
+# The limited claim's key (sql.LIMITED_LOCK): below every worker's id, apart from SCHEMA_KEY.
+LIMITED_KEY = -1
+# This store's own channel beside the hub's: a signal delivered into a lingering wait
+# (`signal_keep`), its journal entry in the payload, for the wait's process to read there.
+DELIVERED = "delivered"
 # Errors that mean "the connection or server went away": transient, worth a retry.
 # InternalClientError is how asyncpg sometimes reports a session killed mid-operation
 # (asyncpg issue #1069): the connection's protocol state is broken, so it is a disconnect.
@@ -46,9 +52,16 @@ class PostgresBase(SqlBase):
     _listener_ready: asyncio.Future[None] | None
     _listening: asyncpg.Connection | None
     _widening: asyncio.Lock
+    _own: OwnSession
+    _fleet_heard: dict[str, list[Callable[[str], None]]]  # a fleet's channel: its buses' ears
+    _hearing: list[Callable[[bool], None]]  # the buses told as the listener goes and comes back
+    _deaf: bool  # whether they were last told it went
     _marks: Marks
     _unmarked: Unmarked
     _watches: dict[int, Watch]
+    # The waits of this process that linger registered, by (run, fence, position): the
+    # journal entry delivered into each, once its notification came (None till then).
+    _lingering_here: dict[tuple[int, int, int], str | None]
 
     if TYPE_CHECKING:  # the store's own (_store.py)
         def _sql(self, statement: str) -> str: ...

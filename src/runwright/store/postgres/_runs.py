@@ -11,14 +11,21 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import asyncpg
 
+from ...errors import InvalidInput
 from ...runs import Run
+from .. import _fair_rules as fair_rules
+from .. import _limit_rules as limit_rules
+from .. import _rate_rules as rate_rules
 from .. import _rules as rules
+from .._flow_rules import has_flow, refuse_flow_in
 from .._hub import QUEUED
 from .._params import RunClaimParams, RunExtendParams, RunExtendResult, RunFinishParams, RunInsertParams
 from ..sql import _statements as q
 from ..sql._columns import run_from_row
+from ..sql._flow import SqlFlow
 from . import _sql as sql
-from ._base import PostgresBase
+from ._base import LIMITED_KEY, PostgresBase
+from ._foreign import caller_connection
 
 __all__ = ["PostgresRuns"]
 
@@ -26,7 +33,7 @@ __all__ = ["PostgresRuns"]
 INSERT_CHUNK = 200
 
 
-class PostgresRuns(PostgresBase):
+class PostgresRuns(PostgresBase, SqlFlow):
     """The hot path of runs (`RunStore`; the rest is `..sql.runs`)."""
 
     # -- the hot path ---------------------------------------------------------------
@@ -36,6 +43,8 @@ class PostgresRuns(PostgresBase):
         first = list(itertools.islice(items, INSERT_CHUNK))
         if not first:
             return []
+        if has_flow(first):  # opt-in: decided under its keys' locks (sql._flow)
+            return await self._insert_flowed([*first, *items])
         now = self.clock.now(first[0].now)
         # One item past the first chunk says whether there are more: the server gets the
         # first chunk before the second is pulled (checking a chunk of submit_many's items
@@ -57,6 +66,23 @@ class PostgresRuns(PostgresBase):
                 runs = await self._insert_pipelined(conn, itertools.chain((first,), rest), now)
         self.hub.fire(QUEUED)
         return runs
+
+    async def run_insert_in(self, connection: Any, params: Sequence[RunInsertParams]) -> list[Run]:
+        """In the caller's transaction: the insert's NOTIFY is sent at its commit, so no
+        worker looks for the runs before they exist (nor ever, if it rolls back)."""
+        refuse_flow_in(params)
+        conn = caller_connection(connection)
+        if not params:
+            return []
+        now = self.clock.now(params[0].now)
+        try:
+            await self._check_parents(conn, params)
+            return await self._insert(conn, params, now)
+        except Exception as exc:
+            if type(exc).__name__ not in ("UndefinedTableError", "UndefinedTable"):  # asyncpg's, psycopg's
+                raise
+            raise InvalidInput(f"connection= reaches no runwright schema {self.schema!r}: it must be a "
+                               f"connection to the store's database") from None
 
     async def _insert(self, conn: asyncpg.Connection, params: Sequence[RunInsertParams],
                       now: float, fresh: bool = False) -> list[Run]:
@@ -154,9 +180,90 @@ class PostgresRuns(PostgresBase):
         return _in_order(params, found)
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        async with self._conn(self._claiming) as conn:
+        # On the store's pool, not the claiming one: an idle worker claims once a poll,
+        # which would keep a claiming session open for ever beside the pool's kept one
+        # (README, "Sessions"); in a burst, claims go with the finishes (run_finish_claim),
+        # on the claiming pool.
+        async with self._conn() as conn:
             rows = await conn.fetch(self._sql(sql.CLAIM), *self._claim_args(params))
+        runs = _claimed(rows)
+        if params.limited and len(runs) < params.limit:
+            runs += await self._claim_limited(params, params.limit - len(runs))
+        return runs
+
+    async def _claim_limited(self, params: RunClaimParams, want: int) -> list[Run]:
+        """Runs that carry concurrency limits, as limit_rules.pick allows, under the
+        limited claim's lock (see sql.LIMITED_LOCK). Only for a claim that names limited
+        tasks: a worker with none never comes here."""
+        now = self.clock.judged(params.now)
+        keys = None if params.majors is None else rules.claim_keys(params.majors)
+        async with self._conn() as conn:
+            if await conn.fetchval(self._sql(sql.LIMITED_ANY), list(params.queues), list(params.limited),
+                                   now) is None:
+                return []
+        async with self._conn() as conn, conn.transaction():
+            await conn.execute(self._sql(sql.LIMITED_LOCK), self.lock_namespace, LIMITED_KEY)
+            texts = [row[0] for row in await conn.fetch(self._sql(q.LIMITED_RUNNING))]
+            running = limit_rules.running_by_slot(texts)
+            overrides = {row[0]: int(row[1]) for row in await conn.fetch(self._sql(q.LIMIT_OVERRIDES))}
+            # The keys full now are left out of the walk by the database, and those found
+            # full on a page from the next page on: a backlog of one full key is not read
+            # page after page, under the lock, before the runs of other keys behind it.
+            held = limit_rules.full(texts, running, overrides)
+            book = _Book(now, overrides)
+            args = (list(params.queues), list(params.limited), now, keys, params.fleet)
+            heads = None
+            # The heads of each key's runs, where a walk would step over backlogs; a fair
+            # claim needs each key's first runs to take them in turns (store._fair_rules).
+            if held or params.fair:
+                queued = [row[0] for row in await conn.fetch(self._sql(sql.LIMITED_TEXTS),
+                                                             limit_rules.TEXTS_CAP)]
+                if len(queued) < limit_rules.TEXTS_CAP:
+                    heads = limit_rules.heads(queued, held, running, overrides, want)
+            picked: list[int] = []
+            if heads is not None:
+                if heads:
+                    rows = await conn.fetch(self._sql(sql.LIMITED_HEADS), *args, [text for text, _ in heads],
+                                            [n for _, n in heads])
+                    candidates = [(row[0], row[3]) for row in rows]
+                    fair = None
+                    if params.fair:  # the fair runs' places given to their keys in turns
+                        fair = await self._fair_state(conn, [row[3] for row in rows])
+                        candidates = fair_rules.order(candidates, [row[3] for row in rows],
+                                                      [row[1] for row in rows], fair, overrides)
+                    await book.read(conn, self._sql, (row[3] for row in rows))
+                    picked = limit_rules.pick(candidates, running, overrides, want, held, book)
+                    if fair is not None:
+                        texts_of = dict(candidates)
+                        changed = fair_rules.served((texts_of[i] for i in picked), fair, overrides).changed
+                        if changed:
+                            await conn.execute(self._sql(sql.FAIR_SET), list(changed), list(changed.values()))
+            else:
+                after: tuple[int, float, int] = (-1, float("-inf"), -1)
+                while len(picked) < want:
+                    page = await conn.fetch(self._sql(sql.LIMITED_DUE), *args, *after, list(held))
+                    await book.read(conn, self._sql, (row[3] for row in page))
+                    picked += limit_rules.pick(((row[0], row[3]) for row in page), running, overrides,
+                                               want - len(picked), held, book)
+                    if len(page) < 200:
+                        break
+                    after = (page[-1][1], page[-1][2], page[-1][0])
+            if not picked:
+                return []
+            # A claim that read rates judged them by the server's time of this transaction
+            # (Book.read): its starts are stamped with the same.
+            rows = await conn.fetch(self._sql(sql.LIMITED_CLAIM), book.now if book.spends else now,
+                                    params.worker_id, params.lease_s, picked, self.channels["events"])
+            if book.spends:
+                await conn.execute(self._sql(_RATE_PRUNE), book.now - rate_rules.PRUNE_AFTER_S)
+                await conn.executemany(self._sql(_RATE_SPEND), book.written(row[0] for row in rows))
         return _claimed(rows)
+
+    async def _fair_state(self, conn: asyncpg.Connection, texts: list[str | None]) -> fair_rules.FairState:
+        """The passes of the fair keys of these limits texts, and V (under the lock)."""
+        rows = await conn.fetch(self._sql(sql.FAIR_STATE), [fair_rules.VT, *fair_rules.slots_of(texts)])
+        passes = {row[0]: float(row[1]) for row in rows if row[1] is not None}
+        return fair_rules.FairState(passes, passes.pop(fair_rules.VT, 0.0))
 
     def _claim_args(self, params: RunClaimParams) -> tuple[Any, ...]:
         """CLAIM's $1..$9."""
@@ -188,7 +295,10 @@ class PostgresRuns(PostgresBase):
         unwritten = set(rows[0][-2] or ())
         refused = await self._refused(params, {p.run_id for p in params} - unwritten)
         self.hub.fire_finished(params)
-        return refused, _claimed([row for row in rows if row[0] is not None])
+        runs = _claimed([row for row in rows if row[0] is not None])
+        if claim.limited and len(runs) < claim.limit:
+            runs += await self._claim_limited(claim, claim.limit - len(runs))
+        return refused, runs
 
     def _finish_args(self, params: Sequence[RunFinishParams]) -> tuple[Any, ...]:
         """FINISH_MANY's $1..$5."""
@@ -197,7 +307,7 @@ class PostgresRuns(PostgresBase):
         # same runs in another session otherwise deadlock (seen under load; retried, slow).
         ends = json.dumps([(p.run_id, p.fence, p.state, p.result, p.error,
                             p.run_at if p.run_at is not None else now, p.release, p.kind,
-                            p.event_data) for p in sorted(params, key=lambda p: p.run_id)])
+                            p.event_data, p.waiting) for p in sorted(params, key=lambda p: p.run_id)])
         return now, ends, self.channels["done"], self.channels["queued"], self.channels["events"]
 
     async def _refused(self, params: Sequence[RunFinishParams], done: set[int]) -> list[int]:
@@ -243,15 +353,49 @@ class PostgresRuns(PostgresBase):
             await conn.execute("SELECT pg_notify($1, '')", self.channels["queued"])
 
 
+# -- rates per key (store._rate_rules) ----------------------------------------------
+
+# A claim's time (its transaction's, when the claim gives none) and the spends in their
+# window of the keys $2, read under the limited claim's lock.
+_RATE_LOG = """
+WITH t AS (SELECT NOW($1) AS now)
+SELECT t.now, (SELECT coalesce(json_agg(json_build_array(slot, until, cost)), '[]')::text
+               FROM rate_spent WHERE slot = ANY($2::text[]) AND until > t.now)
+FROM t"""
+_RATE_SPEND = ("INSERT INTO rate_spent (slot, until, cost, run_id) VALUES ($1, $2, $3, $4)"
+               " ON CONFLICT DO NOTHING")
+_RATE_PRUNE = "DELETE FROM rate_spent WHERE until <= $1"
+
+
+class _Book(rate_rules.Book):
+    """The limited claim's rates, read before each pick: asyncpg cannot be asked from
+    within the pick."""
+
+    def __init__(self, now: float | None, overrides: dict[str, int]) -> None:
+        super().__init__(0.0 if now is None else now, overrides)
+        self._given = now
+
+    async def read(self, conn: asyncpg.Connection, prepare: Any, texts: Iterable[str | None]) -> None:
+        wanted = self.missing(texts)
+        if not wanted:
+            return
+        at, logs = await conn.fetchrow(prepare(_RATE_LOG), self._given, wanted)
+        self.now = self._given = float(at)  # later reads of this claim judge by the same time
+        found: dict[str, list[tuple[float, float]]] = {}
+        for s, until, cost in json.loads(logs):
+            found.setdefault(s, []).append((float(until), float(cost)))
+        self.add(found, wanted)
+
+
 # -- helpers --------------------------------------------------------------------------
 
 
 def _insert_row(p: RunInsertParams, now: float) -> tuple[Any, ...]:
-    """One run's values in sql.INSERT_FIELDS' order: INSERT_ONE's $1..$16, a row of
+    """One run's values in sql.INSERT_FIELDS' order: INSERT_ONE's $1..$17, a row of
     INSERT_MANY's JSON."""
     return (p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
             p.run_at if p.run_at is not None else now, p.parent_id, p.budget,
-            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)
+            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major, p.limits)
 
 
 def _insert_rows(params: Sequence[RunInsertParams], now: float) -> str:
@@ -297,6 +441,9 @@ def _chunks(items: Iterable[RunInsertParams], size: int) -> Iterator[list[RunIns
     """`items` in lists of `size`, pulled one list at a time."""
     it = iter(items)
     while chunk := list(itertools.islice(it, size)):
+        # A batch is judged by its first chunk (submit_many's runs are of one task): runs
+        # with flow control past it would skip their keys' locks.
+        refuse_flow_in(chunk)
         yield chunk
 
 

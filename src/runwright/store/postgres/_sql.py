@@ -14,7 +14,7 @@ from typing import Iterable
 
 from .. import _rules as rules
 from .._migrations import schema_sql
-from .._rules import REQUEUE_STOPS
+from .._rules import PAUSED, PAUSED_AT, REQUEUE_STOPS
 from ..sql._columns import R_COLUMNS, RUN_COLUMNS
 from ..sql._statements import stop_error_case, stop_state_case
 
@@ -51,12 +51,13 @@ def by_key(cte: str, column: str) -> str:
 
 
 # What a run's insert carries, in the order of the store's `_insert_row`: the fields of
-# INSERT_MANY's JSON rows, and INSERT_ONE's $1..$16.
+# INSERT_MANY's JSON rows, and INSERT_ONE's $1..$17.
 INSERT_FIELDS = (("key", "text"), ("task", "text"), ("queue", "text"), ("priority", "smallint"),
                  ("args", "text"), ("max_attempts", "integer"), ("timeout_s", "float8"),
                  ("run_at", "float8"), ("parent_id", "bigint"), ("budget", "text"),
                  ("deadline_at", "float8"), ("thread", "text"), ("tenant", "text"),
-                 ("traceparent", "text"), ("version", "text"), ("major", "integer"))
+                 ("traceparent", "text"), ("version", "text"), ("major", "integer"),
+                 ("limits", "text"))
 
 
 # The fields that differ from run to run in a uniform batch (INSERT_UNIFORM).
@@ -171,10 +172,10 @@ WITH input AS (
 {keyed}), inserted AS (
     INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,
                       run_at, created_at, parent_id, budget, deadline_at, thread, tenant,
-                      traceparent, version, major, last_seq{born_columns})
+                      traceparent, version, major, limits, last_seq{born_columns})
     OVERRIDING SYSTEM VALUE
     SELECT n.id, key, task, queue, priority, {state}, args, max_attempts, timeout_s, run_at, {now},
-           parent_id, budget, deadline_at, thread, tenant, traceparent, version, major,
+           parent_id, budget, deadline_at, thread, tenant, traceparent, version, major, limits,
            {last_seq}{born_values}
     FROM numbered n {join}
 {returning}), submitted AS (
@@ -242,6 +243,9 @@ picked AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT t.id, t.priority, t.run_at FROM runs t
         WHERE t.state = 'queued' AND t.queue = q.name AND t.run_at <= NOW($3)
+          -- A run that carries concurrency limits is the limited claim's (LIMITED_CLAIM),
+          -- never this one's: a filter on the row the walk reads anyway.
+          AND t.limits IS NULL
           AND t.task = ANY($2::text[])
           AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p WHERE p.root = $9::text AND p.queue = q.name)
           -- Only a major the task's code can run, as "<major>:<task>" keys ($8; NULL: any
@@ -285,6 +289,99 @@ picked AS MATERIALIZED (
 )"""
 CLAIM = f"WITH {_CLAIM_CTES}\nSELECT *, (SELECT count(*) FROM notified) FROM claimed\n"
 
+# The limited claim (runs that carry concurrency limits, store._limit_rules), in a
+# transaction that holds LIMITED_LOCK: one limited claim at a time per schema, so the
+# runs running under a key, counted by the statement after the lock (a snapshot of its
+# own under READ COMMITTED), cannot be raised by another claim before this one commits.
+# Ends and takeovers need no lock: they only lower the counts. Runs without limits never
+# take this path (nor this lock).
+# JIT off for the transaction (as on the claiming pool, GENERIC_PLAN): LIMITED_DUE over a
+# backlog of 20,000 runs is estimated costly enough to be compiled, 90 ms of JIT for a
+# 6 ms scan, at every claim.
+LIMITED_LOCK = "SELECT pg_advisory_xact_lock($1::int, $2::int), set_config('jit', 'off', true)"
+# What makes a run of a limited task that carries limits one a limited claim may take,
+# as CLAIM's probe judges it: $1 queues, $2 tasks, $3 now, $4 majors, $5 fleet.
+_LIMITED_TAKES = """t.state = 'queued' AND t.limits IS NOT NULL AND t.queue = ANY($1::text[])
+  AND t.run_at <= NOW($3) AND t.task = ANY($2::text[])
+  AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p WHERE p.root = $5::text AND p.queue = t.queue)
+  AND ($4::text[] IS NULL OR t.major IS NULL OR (t.major::text || ':' || t.task) = ANY($4::text[]))
+  AND (t.deadline_at IS NULL OR t.deadline_at >= NOW($3))
+  AND (t.thread IS NULL OR NOT EXISTS (
+        SELECT 1 FROM runs o WHERE o.thread = t.thread
+        AND o.tenant IS NOT DISTINCT FROM t.tenant AND o.id <> t.id
+        AND o.state IN ('queued', 'running')
+        AND (o.state = 'running' OR coalesce(o.turn, o.id) < coalesce(t.turn, t.id)
+             OR (coalesce(o.turn, o.id) = coalesce(t.turn, t.id) AND o.id < t.id))))"""
+# The due runs of limited tasks that carry limits (runs_limited_due), in claim order,
+# read in pages while the pick wants more. $9: the limits texts held back
+# (limit_rules.full, pick's `held`), left out of the walk.
+LIMITED_DUE = f"""
+SELECT t.id, t.priority, t.run_at, t.limits FROM runs t
+WHERE {_LIMITED_TAKES}
+  AND (t.priority, t.run_at, t.id) > ($6::smallint, $7::float8, $8::bigint)
+  AND t.limits <> ALL($9::text[])
+ORDER BY t.priority, t.run_at, t.id
+LIMIT 200
+"""
+# The distinct limits texts of the queued runs, at most $1 (limit_rules.TEXTS_CAP): a
+# loose scan of runs_limited_keys, one probe a text however many runs each has.
+LIMITED_TEXTS = """
+WITH RECURSIVE texts(l, n) AS (
+    (SELECT limits, 1 FROM runs WHERE state = 'queued' AND limits IS NOT NULL ORDER BY limits LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.limits FROM runs r WHERE r.state = 'queued' AND r.limits IS NOT NULL AND r.limits > t.l
+            ORDER BY r.limits LIMIT 1), t.n + 1
+    FROM texts t WHERE t.l IS NOT NULL AND t.n < $1
+)
+SELECT l FROM texts WHERE l IS NOT NULL
+"""
+# The first runs a claim may take of each text of $6 ($7 of each: limit_rules.heads), each
+# read along runs_limited_keys, merged in claim order.
+LIMITED_HEADS = f"""
+SELECT c.id, c.priority, c.run_at, c.limits FROM unnest($6::text[], $7::int[]) AS x(l, n)
+CROSS JOIN LATERAL (
+    SELECT t.id, t.priority, t.run_at, t.limits FROM runs t
+    WHERE t.limits = x.l AND {_LIMITED_TAKES}
+    ORDER BY t.priority, t.run_at, t.id
+    LIMIT x.n
+) c
+ORDER BY c.priority, c.run_at, c.id
+"""
+# The passes of fair keys and V (store._fair_rules), kept in flow_keys; written back by
+# the fair claim under the limited claim's lock.
+FAIR_STATE = "SELECT slot, at FROM flow_keys WHERE slot = ANY($1::text[])"
+FAIR_SET = """
+INSERT INTO flow_keys (slot, at) SELECT * FROM unnest($1::text[], $2::float8[])
+ON CONFLICT (slot) DO UPDATE SET at = excluded.at
+"""
+# Whether a limited claim has anything to look at (runs_limited_due), read before its lock
+# is taken: an idle worker with limited tasks costs one probe, not a locked transaction.
+LIMITED_ANY = """
+SELECT 1 FROM runs t
+WHERE t.state = 'queued' AND t.limits IS NOT NULL AND t.queue = ANY($1::text[])
+  AND t.run_at <= NOW($3) AND t.task = ANY($2::text[])
+LIMIT 1
+"""
+# The picked runs claimed as CLAIM claims (still queued: a cancel meanwhile wins).
+LIMITED_CLAIM = f"""
+WITH claimed AS (
+    UPDATE runs r SET state = 'running', fence = r.fence + 1, attempt = greatest(r.attempt, 1),
+        owner = $2, lease_expires_at = NOW($1) + $3::float8, started_at = NOW($1),
+        cancel_requested = false, wake_requested = false, last_seq = r.last_seq + 1
+    WHERE r.id = ANY($4::bigint[]) AND r.state = 'queued'
+      AND EXISTS (SELECT 1 FROM workers w WHERE w.id = $2::bigint)
+    RETURNING {R_COLUMNS}
+), started AS (
+    INSERT INTO events (run_id, seq, kind, data, at)
+    SELECT id, last_seq, 'started',
+           json_build_object('attempt', attempt, 'worker', $2::bigint, 'fence', fence)::text, started_at
+    FROM claimed
+), notified AS (
+    {notify_ids("$5", "claimed")}
+)
+SELECT *, (SELECT count(*) FROM notified) FROM claimed
+"""
+
 # The new expiry is `now` (the injected time, else the database's clock) plus the lease.
 EXTEND = """
 UPDATE runs r SET lease_expires_at = NOW($1) + $5::float8
@@ -310,7 +407,7 @@ mine AS MATERIALIZED (
     SELECT v.* FROM (
         SELECT (e->>0)::bigint AS id, (e->>1)::bigint AS fence, e->>2 AS state,
                e->>3 AS result, e->>4 AS error, (e->>5)::float8 AS run_at,
-               (e->>6)::bool AS release, e->>7 AS kind, e->>8 AS data
+               (e->>6)::bool AS release, e->>7 AS kind, e->>8 AS data, e->>9 AS waiting
         FROM jsonb_array_elements($2::jsonb) AS j(e)) v  -- one row per end, as INSERT_MANY's
     {still_ours("v.id")}
 ), finished AS (
@@ -322,21 +419,30 @@ mine AS MATERIALIZED (
                      ELSE {stop_error_case("v.error", "r")} END,
         finished_at = CASE WHEN {ENDS_AS} = 'queued' THEN NULL ELSE $1::float8 END,
         run_at = CASE WHEN v.state <> 'queued' THEN r.run_at
-                      WHEN r.wake_requested THEN least(v.run_at, $1::float8) ELSE v.run_at END,
+                      WHEN r.pause_requested AND {ENDS_AS} = 'queued' THEN {PAUSED_AT}
+                      WHEN r.wake_requested AND v.waiting IS DISTINCT FROM '{PAUSED}'
+                      THEN least(v.run_at, $1::float8) ELSE v.run_at END,
         attempt = r.attempt + ({ENDS_AS} = 'queued' AND NOT v.release)::int,
         wake_requested = false,
+        waiting = CASE WHEN {ENDS_AS} = 'queued' THEN
+                      (CASE WHEN r.pause_requested THEN '{PAUSED}' ELSE v.waiting END) END,
+        pause_requested = false,
         last_seq = r.last_seq + 1
     FROM mine v WHERE r.id = v.id AND {by_key("mine", "id")}
     RETURNING r.id, r.state, r.last_seq, r.parent_id, v.state AS asked,
-              CASE WHEN r.state = v.state THEN v.kind ELSE r.state END AS kind,
-              CASE WHEN r.state = v.state THEN v.data ELSE '{{}}' END AS data, r.thread, r.interrupt
+              CASE WHEN r.waiting = '{PAUSED}' AND v.waiting IS DISTINCT FROM '{PAUSED}' THEN 'paused'
+                   WHEN r.state = v.state THEN v.kind ELSE r.state END AS kind,
+              CASE WHEN r.state = v.state THEN v.data ELSE '{{}}' END AS data, r.thread, r.interrupt,
+              r.limits IS NOT NULL AS limited
 ), logged AS (
     INSERT INTO events (run_id, seq, kind, data, at)
     SELECT id, last_seq, kind, data, $1::float8 FROM finished
 ), ended AS (
     {notify_ids("$3", "finished WHERE state <> 'queued'")}
 ), requeued AS (
-    SELECT pg_notify($4, '') FROM finished WHERE state = 'queued' LIMIT 1
+    -- Work is due again: a requeue, or the end of a limited run (its slot is free, and
+    -- runs held back by its limits may go: claimers are woken now, not at their poll).
+    SELECT pg_notify($4, '') FROM finished WHERE state = 'queued' OR limited LIMIT 1
 ), grown AS (
     {notify_ids("$5", "finished")}
 )"""

@@ -27,24 +27,28 @@ import asyncpg
 
 from ...core._clock import Clock, StoreClock
 from ...core._waiting import halt
-from ...errors import SchemaError, StoreError, StoreUnreachable
+from ...errors import InvalidInput, SchemaError, StoreError, StoreUnreachable
 from ...runs import Run
 from .._bus import Bus
 from .._hub import CHANNELS, Hub
 from .._liveness import Unmarked, gone_here
 from .._migrations import Migration, load_migrations, load_schema
+from .._moved import refusal_in
 from .._params import RunInsertParams, RunRescueParams
 from ..sql._dialect import POSTGRES, Dialect
 from ..sql._shared import SqlStore
 from . import _sql as sql
-from ._base import SCHEMA_KEY, TRANSIENT
+from ._base import DELIVERED, SCHEMA_KEY, TRANSIENT
+from ._foreign import caller_connection
 from ._journal import PostgresJournal
 from ._kept import Kept
 from ._listening import PostgresListening
 from ._marks import Marks
+from ._own import OwnSession
 from ._pooling import refuse_transaction_pooler, require_same_database
 from ._pooling import safe_dsn as _safe
 from ._runs import PostgresRuns
+from ._signals import PostgresSignals
 from ._watch import Watch
 from ._workers import PostgresWorkers
 
@@ -55,6 +59,14 @@ DEFAULT_SCHEMA = "runwright"  # the schema a URL without ?schema= uses
 MIGRATIONS = load_migrations("runwright.store.postgres")
 WHOLE_SCHEMA = load_schema("runwright.store.postgres", MIGRATIONS)
 SWEEP_IDLE_S = 10  # the longest an unrunnable sweep may sit idle holding it
+# A pooled session unused this long is closed: a burst grows the pools to their bounds
+# (`pool_size`, and CLAIMING_SIZE beside), and once it has passed a worker is back to its
+# steady state (its own session, its rescuer's waiter, the pool's kept session: README,
+# "Sessions"). Short, as the reconnect a new burst pays is one round trip of a few.
+POOL_IDLE_S = 2.0
+CLAIMING_SIZE = 2  # the claiming pool's bound: claims run one or two at a time
+OWN_SESSIONS = 2  # a worker's besides the pools: its own (_own.py), its rescuer's waiter
+SESSIONS_AT_REST = OWN_SESSIONS + 1  # and the pool's kept session (see _kept.py)
 
 
 class _Connection:
@@ -90,7 +102,8 @@ class _Connection:
         await self.raw.execute("SELECT pg_notify($1, $2)", self._channels[topic], _id_payload(run_ids))
 
 
-class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresListening, SqlStore):
+class PostgresStore(PostgresRuns, PostgresJournal, PostgresSignals, PostgresWorkers, PostgresListening,
+                    SqlStore):
     """Store on a PostgreSQL schema. See `runwright.store._interface.Store`."""
 
     dialect = POSTGRES
@@ -121,7 +134,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
         # same database (pg_locks is filtered by database too, see _dead_worker_ids).
         self.lock_namespace = zlib.crc32(f"runwright:{schema}".encode()) & 0x7FFFFFFF
         self.channels = {name: f"runwright.{schema}.{name}"
-                         for name in CHANNELS}
+                         for name in (*CHANNELS, DELIVERED)}
         self._pool_size = pool_size
         # application_name lets an operator (or a test) find this store's sessions, and
         # those of one process: `runwright:<schema>:<pid>`. No search_path: statements
@@ -136,7 +149,12 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
         self._listener_ready: asyncio.Future[None] | None = None  # its first session listens
         self._listening: asyncpg.Connection | None = None  # its session, while it has one
         self._widening = asyncio.Lock()
-        self._marks = Marks(self._connect, self.lock_namespace, TRANSIENT,
+        self._own = OwnSession(self._connect)  # the LISTENs' and the marks' (see _own.py)
+        self._fleet_heard = {}
+        self._hearing = []
+        self._deaf = False
+        self._lingering_here = {}
+        self._marks = Marks(self._own, self.lock_namespace, TRANSIENT,
                             self._sql("SELECT EXISTS (SELECT 1 FROM workers WHERE id = $1)"))
         self._unmarked = Unmarked()
         self._watches: dict[int, Watch] = {}  # by the id of the worker whose rescuer waits
@@ -156,6 +174,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
         # session's turn with us (DuplicatePreparedStatementError on the next client);
         # with the cache off, asyncpg parses each statement in the round trip that runs it.
         cache = {"statement_cache_size": 0} if self.pooled else {}
+        self._own.open()
         # The pool's first session is made while the URLs are checked: opening costs
         # one connection's time less (a tenth of opening a fresh database).
         pool = asyncio.ensure_future(self._create_pool(1, self._pool_size, self._settings, cache))
@@ -170,7 +189,8 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
             if isinstance(made, BaseException):
                 raise made
             if not self.pooled:  # no session is made until a claim asks for one
-                self._claiming = await self._create_pool(0, 2, {**self._settings, **GENERIC_PLAN}, {})
+                self._claiming = await self._create_pool(0, CLAIMING_SIZE, {**self._settings, **GENERIC_PLAN},
+                                                         {})
         except asyncpg.InvalidCatalogNameError as exc:  # reached, but it has no such database
             await self.close()
             raise SchemaError(f"postgresql: {exc} at {_safe(self.dsn)}: create it first "
@@ -193,7 +213,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
                            options: dict[str, Any]) -> asyncpg.Pool:
         pool: asyncpg.Pool = await asyncpg.create_pool(
             self.dsn, min_size=min_size, max_size=max_size, timeout=10, server_settings=settings,
-            reset=_no_reset, **options)
+            reset=_no_reset, max_inactive_connection_lifetime=POOL_IDLE_S, **options)
         return pool
 
     async def _check_urls(self) -> None:
@@ -208,28 +228,27 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
     async def _observe_clock(self, conn: asyncpg.Connection) -> None:
         """Measure this machine's clock against the database's (see StoreClock)."""
         if isinstance(self.clock, StoreClock):
-            sent_s = time.time()
             server_s = await conn.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
-            self.clock.observe(server_s, sent_s, time.time())
+            self.clock.observe(server_s, time.time())
 
     async def sessions_cut(self) -> int:
-        """Terminate this process's sessions on the server, its fleet bus's too, as a cut
-        network would (the blip `runwright verify --fleet` asks a member for): how many."""
+        """Terminate this process's sessions on the server (its fleet bus has none of its
+        own), as a cut network would (the blip `runwright verify --fleet` asks a member
+        for): how many."""
         conn = await self._connect()
         try:
             return int(await conn.fetchval(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> "
-                "pg_backend_pid() AND (application_name = $1 OR starts_with(application_name, $2))",
-                self.session_name, f"runwright-fleet:{os.getpid()}:") or 0)
+                "pg_backend_pid() AND application_name = $1", self.session_name) or 0)
         finally:
             await conn.close()
 
     def bus(self, root: str) -> Bus:
-        """The fleet's bus on this schema: LISTEN/NOTIFY and `fleet_slots`, on connections
-        of its own to the session URL (the `direct=` one behind a transaction pooler)."""
+        """The fleet's bus on this schema: LISTEN/NOTIFY and `fleet_slots`, on the store's
+        own connections (its pool, its listening session)."""
         from ._bus import PostgresBus
 
-        return PostgresBus(self.direct_dsn, self.schema, root)
+        return PostgresBus(self, root)
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -239,6 +258,7 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
             await watch.close()
         self._watches.clear()
         await self._marks.close()
+        await self._own.close()
         if self._kept is not None:
             await self._kept.close()
             self._kept = None
@@ -269,6 +289,12 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
             # A deadlock or serialization failure: PostgreSQL rolled the transaction back
             # whole, so trying again is safe; the loops and finishes retry a StoreError.
             raise StoreError(f"postgresql: {type(exc).__name__}: {exc}") from exc
+        except asyncpg.RaiseError as exc:
+            # A write to a store `runwright move` sealed: its triggers raise the line.
+            moved = refusal_in(str(exc))
+            if moved is None:
+                raise
+            raise moved from exc
 
     @asynccontextmanager
     async def _reading(self) -> AsyncIterator[_Connection]:
@@ -279,6 +305,15 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
     async def _transaction(self) -> AsyncIterator[_Connection]:
         async with self._conn() as conn, conn.transaction():
             yield _Connection(conn, self.channels, self._sql)
+
+    async def _caller_sql(self, connection: Any) -> _Connection:
+        conn = caller_connection(connection)
+        # A connection to another database would fail at the first statement naming a
+        # table of ours, mid-write: told apart first, in one line.
+        if await conn.fetchval("SELECT to_regclass($1)", f'"{self.schema}".runs') is None:
+            raise InvalidInput(f"connection= reaches no runwright schema {self.schema!r}: it must be a "
+                               f"connection to the store's database")
+        return _Connection(conn, self.channels, self._sql)
 
     def _rolled_back(self, exc: StoreError) -> bool:
         return isinstance(exc.__cause__, asyncpg.TransactionRollbackError)
@@ -318,6 +353,13 @@ class PostgresStore(PostgresRuns, PostgresJournal, PostgresWorkers, PostgresList
         await conn.execute(
             "DELETE FROM workers WHERE id IN (SELECT d.id FROM unnest($1::bigint[]) AS d(id)"
             " WHERE pg_try_advisory_xact_lock($2, d.id::int))", dead, self.lock_namespace)
+
+    async def _text_columns(self, conn: Any) -> list[tuple[str, str]]:
+        rows = await conn.fetch(
+            "SELECT c.table_name, c.column_name FROM information_schema.columns c "
+            "WHERE c.table_schema = $1 AND c.data_type IN ('text', 'json', 'jsonb', 'character varying') "
+            "AND c.table_name <> 'schema_versions' ORDER BY 1, 2", self.schema)
+        return [(row[0], row[1]) for row in rows if row[0] in sql.TABLES]
 
     async def _lock_reclaimed(self, conn: Any) -> None:
         """Under read committed, two passes that both read the ranges would both rewrite

@@ -41,7 +41,20 @@ CREATE TABLE runs (
     trimmed_seq      integer NOT NULL DEFAULT 0,
     -- its place in its thread's order when it went ahead of waiting runs (NULL: its id;
     -- migration 18)
-    turn             double precision
+    turn             double precision,
+    -- what it waits on while queued and not yet due (runs.WaitReason; migration 20)
+    waiting          text,
+    -- the run it was forked from (RunHandle.fork; migration 23)
+    forked_from      bigint,
+    -- a stop at the next step boundary that pauses it, and the due time a paused run
+    -- had when it was paused (migration 24)
+    pause_requested  boolean NOT NULL DEFAULT false,
+    held_run_at      double precision,
+    -- the wait that lingers in its slot for a signal, which a send delivers into
+    -- (migration 25: see signal_keep)
+    lingering        jsonb,
+    -- its concurrency limits, JSON [[name, key, max], ...] (NULL: none; migration 26)
+    limits           text
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -53,6 +66,8 @@ CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'runni
 CREATE INDEX runs_state ON runs (state, id) WHERE state NOT IN ('running', 'succeeded');
 
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+-- A run's forks (migration 23).
+CREATE INDEX runs_forked_from ON runs (forked_from) WHERE forked_from IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
 -- The summary's latency sample: the latest ended runs, a range of this index.
@@ -171,6 +186,29 @@ CREATE TABLE questions (
 -- The pending questions, oldest first: what an approver's inbox lists.
 CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;
 
+-- A signal sent to a run (run.signal, signal-with-start), numbered per run in the order
+-- sent. Pending until a wait of the run takes it: `position` is then the journal position
+-- of that wait (one signal per position), so a replay finds the same one. `key` makes a
+-- send idempotent: one signal per key of a run. A pending signal its sender withdrew (an
+-- update given up on) is kept, marked, and never taken.
+CREATE TABLE signals (
+    run_id   bigint  NOT NULL,
+    seq      bigint  NOT NULL,
+    name     text    NOT NULL,
+    payload  text    NOT NULL,
+    sent_at  double precision NOT NULL,
+    key      text,
+    sent_by  text,
+    position integer,
+    taken_at double precision,
+    withdrawn_at double precision,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE UNIQUE INDEX signals_key ON signals (run_id, key) WHERE key IS NOT NULL;
+CREATE UNIQUE INDEX signals_position ON signals (run_id, position) WHERE position IS NOT NULL;
+-- What a wait takes: the oldest pending signal of a name.
+CREATE INDEX signals_pending ON signals (run_id, name, seq) WHERE position IS NULL AND withdrawn_at IS NULL;
+
 -- A named lease: one process at a time does what it guards (the retention sweep), and
 -- a holder that dies loses it when it lapses.
 CREATE TABLE leases (
@@ -238,3 +276,168 @@ CREATE TABLE fleet_paused_queues (
     paused_at double precision NOT NULL,
     PRIMARY KEY (root, queue)
 );
+
+-- A run's wait for an event, registered (fenced) under its journal position before it
+-- waits, so a replay finds the same one. A publish of `name` in `tenant` ('' = no tenant)
+-- whose data fits `match_json` delivers to it while it is `waiting`, as a signal of the
+-- run, and marks it `delivered` (`event_id`); a wait whose timeout passed is `closed`.
+CREATE TABLE event_waits (
+    run_id        bigint  NOT NULL,
+    position      integer NOT NULL,
+    tenant        text    NOT NULL,
+    name          text    NOT NULL,
+    match_json    text    NOT NULL,
+    registered_at double precision NOT NULL,
+    state         text    NOT NULL,
+    event_id      text,
+    PRIMARY KEY (run_id, position)
+);
+-- What a publish reads: the waiting registrations of its tenant and name.
+CREATE INDEX event_waits_waiting ON event_waits (tenant, name, run_id) WHERE state = 'waiting';
+
+-- A published event, kept by its id within its tenant: published again, it delivers
+-- nothing again (the runs it woke and could not deliver to are its first publish's).
+CREATE TABLE published_events (
+    tenant       text NOT NULL,
+    id           text NOT NULL,
+    name         text NOT NULL,
+    data         text NOT NULL,
+    published_at double precision NOT NULL,
+    published_by text,
+    woken        text NOT NULL,
+    full_runs    text NOT NULL,
+    PRIMARY KEY (tenant, id)
+);
+-- What retention forgets first: the ids published longest ago.
+CREATE INDEX published_events_at ON published_events (published_at);
+
+-- Keep signal p_name of run p_run when the rulebook would (rules.plan_signal): the run
+-- exists, is the sender's tenant's (p_tenant NULL: any), has not ended (p_ended), no
+-- signal of the run has p_key, and fewer than p_max_pending wait. Then the signal, its
+-- `signalled` event (p_logged, the rulebook's data, its "signal" set to the number kept)
+-- and the run's wake (sql.WAKE's) are written and notified (the queue only when the run
+-- waits queued), delivered into the run's lingering wait of that name if there is one
+-- (not where the journal holds that position already; its entry told on p_delivered),
+-- and the signal returned as kept;
+-- else nothing is written and nothing returned (the caller then sends the slow way, in a
+-- transaction of its own whose reads the rulebook judges, and raises as it decides).
+-- A function for its snapshots: under READ COMMITTED each statement of a function reads
+-- anew, so the reads after the run's lock see every signal kept by the senders it waited
+-- behind (one statement's reads keep the snapshot from before its lock wait, and two
+-- racing senders numbered a signal alike). Its tables are this schema's, whatever the
+-- caller's search_path (FROM CURRENT: the migration's).
+CREATE FUNCTION signal_keep(p_run bigint, p_tenant text, p_name text, p_payload text,
+                            p_now double precision, p_key text, p_by text, p_max_pending integer,
+                            p_ended text[], p_logged jsonb, p_events text, p_queued text,
+                            p_delivered text)
+RETURNS SETOF signals LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    v_state text;
+    v_tenant text;
+    v_fence bigint;
+    v_wait jsonb;
+    v_seq bigint;
+    v_logged_seq integer;
+    v_queue text;
+    v_kept signals;
+    v_taken signals;
+    v_entry text;
+    v_told text;
+BEGIN
+    SELECT r.state, r.tenant, r.fence, r.lingering INTO v_state, v_tenant, v_fence, v_wait
+    FROM runs r WHERE r.id = p_run FOR UPDATE;
+    IF NOT FOUND OR v_state = ANY (p_ended) OR (p_tenant IS NOT NULL AND v_tenant IS DISTINCT FROM p_tenant) THEN
+        RETURN;
+    END IF;
+    IF p_key IS NOT NULL AND EXISTS (SELECT 1 FROM signals s WHERE s.run_id = p_run AND s.key = p_key) THEN
+        RETURN;
+    END IF;
+    IF (SELECT count(*) FROM signals s
+        WHERE s.run_id = p_run AND s.position IS NULL AND s.withdrawn_at IS NULL) >= p_max_pending THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(max(s.seq), 0) + 1 INTO v_seq FROM signals s WHERE s.run_id = p_run;
+    INSERT INTO signals (run_id, seq, name, payload, sent_at, key, sent_by)
+    VALUES (p_run, v_seq, p_name, p_payload, p_now, p_key, p_by)
+    RETURNING * INTO v_kept;
+    UPDATE runs r SET last_seq = r.last_seq + 1,
+        run_at = CASE WHEN r.state = 'queued' AND r.waiting = 'signal' AND r.run_at > p_now THEN p_now
+                      ELSE r.run_at END,
+        wake_requested = CASE WHEN r.state = 'running' THEN true ELSE r.wake_requested END
+    WHERE r.id = p_run
+    RETURNING r.last_seq, r.queue INTO v_logged_seq, v_queue;
+    INSERT INTO events (run_id, seq, kind, data, at)
+    VALUES (p_run, v_logged_seq, 'signalled', jsonb_set(p_logged, '{signal}', to_jsonb(v_seq))::text, p_now);
+    IF v_state = 'running' AND v_wait->>'name' = p_name AND (v_wait->>'fence')::bigint = v_fence
+       AND NOT EXISTS (SELECT 1 FROM steps st
+                       WHERE st.run_id = p_run AND st.position = (v_wait->>'position')::integer) THEN
+        -- The oldest pending signal of the name, as the wait's own take would pick (this
+        -- one, unless one came the slow way meanwhile), taken and journaled as the take
+        -- writes it (see _signals.TAKE), the `step` event after the `signalled` one.
+        UPDATE signals s SET position = (v_wait->>'position')::integer, taken_at = p_now
+        WHERE s.run_id = p_run AND s.seq = (
+            SELECT min(p.seq) FROM signals p
+            WHERE p.run_id = p_run AND p.name = p_name AND p.position IS NULL AND p.withdrawn_at IS NULL)
+        RETURNING * INTO v_taken;
+        v_entry := json_build_object('payload', v_taken.payload::json, 'seq', v_taken.seq,
+                                     'sent_at', v_taken.sent_at)::text;
+        UPDATE runs r SET last_seq = r.last_seq + 1, lingering = NULL WHERE r.id = p_run
+        RETURNING r.last_seq INTO v_logged_seq;
+        INSERT INTO steps (run_id, position, name, status, result, error, fence, created_at)
+        VALUES (p_run, (v_wait->>'position')::integer, v_wait->>'step', 'done', v_entry, NULL, v_fence,
+                p_now);
+        INSERT INTO events (run_id, seq, kind, data, at)
+        VALUES (p_run, v_logged_seq, 'step', v_wait->>'logged', p_now);
+        -- The entry to the wait's process, when it fits a notification (under 8000 bytes;
+        -- else the woken wait reads it): the wake then costs no read. Before the log's
+        -- notification, which wakes the wait.
+        v_told := concat_ws(',', p_run, v_fence, v_wait->>'position', v_entry);
+        IF octet_length(v_told) < 8000 THEN
+            PERFORM pg_notify(p_delivered, v_told);
+        END IF;
+    END IF;
+    PERFORM pg_notify(p_events, p_run::text);
+    -- Work for the workers only when the run waits queued (parked, it is due now): one
+    -- running (lingering in its slot for this signal) gives them nothing to claim.
+    IF v_state = 'queued' THEN
+        PERFORM pg_notify(p_queued, v_queue);
+    END IF;
+    RETURN NEXT v_kept;
+END
+$$;
+-- Concurrency limits per key (migration 26): the limited claim counts running runs by
+-- the limits of runs_limited_running and walks runs_limited_due; neither holds a run
+-- without limits.
+CREATE INDEX runs_limited_running ON runs (id) WHERE state = 'running' AND limits IS NOT NULL;
+CREATE INDEX runs_limited_due ON runs (queue, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- An operator's max for a limit ("<name>") or one key of it ("<name>:<key>").
+CREATE TABLE limit_overrides (
+    target text PRIMARY KEY,
+    max    integer NOT NULL
+);
+-- Flow control per key at submission (migration 27): a key's latest run and its due time.
+CREATE TABLE flow_keys (
+    slot   text PRIMARY KEY,
+    run_id bigint,
+    at     double precision
+);
+-- The claim of runs without limits walks only those (migration 28): a backlog of limited
+-- runs held behind a full key is never stepped over by it.
+CREATE INDEX runs_free_due ON runs (queue, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NULL;
+-- A limited claim that holds a full key back reads each other key's first runs along it.
+CREATE INDEX runs_limited_keys ON runs (limits, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- When a worker's next limited run comes due, its due ones held back by their keys.
+CREATE INDEX runs_limited_at ON runs (queue, run_at)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- Rates per key (migration 29): one row per start under a rate, until its window ends.
+CREATE TABLE rate_spent (
+    slot   text NOT NULL,
+    until  double precision NOT NULL,
+    run_id bigint NOT NULL,
+    cost   double precision NOT NULL,
+    PRIMARY KEY (slot, until, run_id)
+);
+CREATE INDEX rate_spent_until ON rate_spent (until);

@@ -18,6 +18,7 @@ from .._liveness import Unmarked
 from .._params import ThreadGetParams, ThreadInfo, WorkerInfo
 from ._codec import arg
 from ._errors import FAILURES, store_error
+from ._keeper import LivenessKeeper
 from ._scripts import Scripts
 
 __all__ = ["LIST_CHUNK", "STALE", "RedisBase", "Stale", "due_key"]
@@ -46,9 +47,8 @@ class RedisBase:
     prefix: str
     liveness_s: float
     _scripts: Scripts | None
-    _alive_ids: set[int]
-    _refresher: asyncio.Task[None] | None
-    _closing: bool
+    _client_url: str
+    _keeper: LivenessKeeper | None
     _unmarked: Unmarked
 
     if TYPE_CHECKING:  # the store's own (_store.py), and one concern's that another reads
@@ -56,6 +56,9 @@ class RedisBase:
         def redis(self) -> aioredis.Redis: ...
 
         def key(self, name: str) -> str: ...
+
+        @property
+        def session_name(self) -> str: ...
 
         async def run_get(self, run_id: int) -> Run | None: ...
 
@@ -107,11 +110,10 @@ class RedisBase:
         judged = self.clock.judged(given)
         if judged is not None:
             return judged
-        sent_s = time.time()
         seconds, micros = await self._call(self.redis.time)
         server_s = float(seconds + micros / 1_000_000)
         if isinstance(self.clock, StoreClock):
-            self.clock.observe(server_s, sent_s, time.time())
+            self.clock.observe(server_s, time.time())
         return server_s
 
     def _now_arg(self, given: float | None) -> str:

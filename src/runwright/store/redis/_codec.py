@@ -67,11 +67,14 @@ def _int(value: str | None) -> int | None:
 # started_at, cancel_requested, and finished_at, which a queued run never has). A field
 # asked of a hash costs a scan of it (an absent one, all of it), so what the claim
 # overwrites is not read first. The scripts get this list as CLAIM_READS (see
-# _scripts.py), so it is written once.
+# _scripts.py), so it is written once. Not read either: `waiting` (stale once a run is
+# claimed) and `forked_from` (absent on most runs, so asking for it would scan every claimed
+# run's hash; an attempt does not need it): a claimed Run has None there.
 CLAIM_READS = ("id", "key", "task", "queue", "priority", "state", "args", "attempt", "max_attempts",
                "fence", "run_at", "created_at", "timeout_s", "result", "error", "recoveries",
                "last_seq", "parent_id", "budget", "deadline_at", "thread", "interrupt", "tenant",
-               "traceparent", "version", "major")  # major: read by the claim's Lua, not a Run field
+               "traceparent", "version", "major",  # major: read by the claim's Lua, not a Run field
+               "limits")
 
 
 def run_from_claim(v: Sequence[str | None], owner: int, started_at: float, lease: float) -> Run:
@@ -82,7 +85,7 @@ def run_from_claim(v: Sequence[str | None], owner: int, started_at: float, lease
         int(v[8]), int(v[9]), float(v[10]), float(v[11]),  # type: ignore[arg-type]
         _float(v[12]), owner, lease, started_at, None, v[13], v[14], int(v[15]),  # type: ignore[arg-type]
         False, int(v[16]), _int(v[17]), v[18],  # type: ignore[arg-type]
-        _float(v[19]), v[20], v[21], v[22], v[23], v[24],
+        _float(v[19]), v[20], v[21], v[22], v[23], v[24], limits=v[26],
     )
 
 
@@ -96,7 +99,8 @@ def run_from_hash(fields: dict[str, str] | Sequence[str]) -> Run:
         _float(h.get("finished_at")), h.get("result"), h.get("error"), int(h["recoveries"]),
         h.get("cancel_requested") == "1", int(h["last_seq"]), _int(h.get("parent_id")),
         h.get("budget"), _float(h.get("deadline_at")), h.get("thread"), h.get("interrupt"),
-        h.get("tenant"), h.get("traceparent"), h.get("version"),
+        h.get("tenant"), h.get("traceparent"), h.get("version"), h.get("waiting"),
+        h.get("pause_requested") == "1", _int(h.get("forked_from")), h.get("limits"),
     )
 
 

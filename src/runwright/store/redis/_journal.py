@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, AsyncContextManager, Sequence
 
+from ...core._events import EventPublished
 from ...core._journal import Event, StepRecord
+from ...core._signals import Signal
+from ...errors import TransactionsUnsupported
+from ...runs import Run
 from .. import _rules as rules
+from .._event_params import EventPublishParams
 from .._hub import events_topic
-from .._params import EventAppendParams, EventListParams, StepRecordParams
+from .._params import (
+    EventAppendParams,
+    EventListParams,
+    RunInsertParams,
+    SignalSendParams,
+    StepRecordParams,
+    StepTransaction,
+)
 from ._base import RedisBase
 from ._codec import event_from_entry, step_from_entry, step_identity
 
@@ -16,6 +28,23 @@ __all__ = ["RedisJournal"]
 
 class RedisJournal(RedisBase):
     """The journal and the log (`JournalStore`)."""
+
+    keeps_transactions = False  # no transaction with the application's tables
+
+    def step_transaction(self) -> AsyncContextManager[StepTransaction]:
+        raise TransactionsUnsupported(rules.NO_TRANSACTIONS)
+
+    async def run_insert_in(self, connection: Any, params: Sequence[RunInsertParams]) -> list[Run]:
+        raise TransactionsUnsupported(rules.NO_TRANSACTIONS)
+
+    async def step_record_in(self, connection: Any, record: StepRecordParams) -> None:
+        raise TransactionsUnsupported(rules.NO_TRANSACTIONS)
+
+    async def signal_send_in(self, connection: Any, params: SignalSendParams) -> Signal:
+        raise TransactionsUnsupported(rules.NO_TRANSACTIONS)
+
+    async def event_publish_in(self, connection: Any, params: EventPublishParams) -> EventPublished:
+        raise TransactionsUnsupported(rules.NO_TRANSACTIONS)
 
     async def step_record_many(self, params: Sequence[StepRecordParams]) -> list[bool]:
         if not params:

@@ -3,8 +3,9 @@ retry, rescue and deadlines."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import RunNotFound, StoreError
 from ...runs import Run, RunState
@@ -17,7 +18,9 @@ from .._params import (
     RunExtendParams,
     RunExtendResult,
     RunFinishParams,
+    RunPauseParams,
     RunRescueParams,
+    RunResumeParams,
     RunRetryParams,
     ThreadGetParams,
 )
@@ -33,12 +36,27 @@ class RedisLifecycle(RedisBase):
     # -- the hot path ---------------------------------------------------------------
 
     async def run_claim(self, params: RunClaimParams) -> list[Run]:
-        return _claimed(params, await self._script("claim", *self._claim_args(params)))
+        runs = _claimed(params, await self._script("claim", *self._claim_args(params)))
+        return await self._claim_limited(params, runs)
+
+    async def _claim_limited(self, params: RunClaimParams, runs: list[Run]) -> list[Run]:
+        """`runs` and, for a claim that names limited tasks and wants more, the runs of
+        those tasks the limited claim takes (claim.lua's `claim_limited`): due sets are
+        per task, so a limited task's runs are never walked by the claim without limits."""
+        if not params.limited or len(runs) >= params.limit:
+            return runs
+        limited = dataclasses.replace(params, limit=params.limit - len(runs), tasks=list(params.limited),
+                                      limited=())
+        script = "claim_fair" if params.fair else "claim_limited"
+        return runs + _claimed(limited, await self._script(script, *self._claim_args(limited)))
 
     def _claim_args(self, params: RunClaimParams) -> list[Any]:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
+        tasks = params.tasks
+        if params.limited:  # theirs is the limited claim (claim_limited's tasks are these)
+            tasks = [task for task in tasks if task not in params.limited]
         return [self._now_arg(params.now), params.limit, params.worker_id, float(params.lease_s),
-                params.fleet or "", len(params.queues), *params.queues, len(params.tasks), *params.tasks,
+                params.fleet or "", len(params.queues), *params.queues, len(tasks), *tasks,
                 *keys]
 
     async def run_extend(self, params: RunExtendParams) -> RunExtendResult:
@@ -64,7 +82,8 @@ class RedisLifecycle(RedisBase):
             args += [stop.flag, stop.ends_as.value, stop.error]
         args.append(json.dumps([
             [str(p.run_id), str(p.fence), p.state, p.result, p.error,
-             None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data]
+             None if p.run_at is None else repr(float(p.run_at)), p.release, p.kind, p.event_data,
+             p.waiting]
             for p in params]))
         return args
 
@@ -79,7 +98,7 @@ class RedisLifecycle(RedisBase):
                  ("claim", [arg(a) for a in self._claim_args(claim)])]
         refused, rows = await self._call(self._scripts.call_many, self.redis, calls)
         self.hub.fire_finished(params)
-        return [int(i) for i in refused], _claimed(claim, rows)
+        return [int(i) for i in refused], await self._claim_limited(claim, _claimed(claim, rows))
 
     # -- cancel, retry --------------------------------------------------------------------
 
@@ -92,7 +111,8 @@ class RedisLifecycle(RedisBase):
     async def run_cancel(self, params: RunCancelParams) -> Run:
         # The script reads the family and applies rules.plan_cancel to it in one step.
         reply = await self._script("cancel", self._now_arg(params.now), params.run_id,
-                                   rules.cancelled_error(), json.dumps({"reason": "cancelled on request"}))
+                                   rules.cancelled_error(params.reason),
+                                   json.dumps({"reason": params.reason}))
         if reply[0] == "missing":
             raise RunNotFound(f"run {params.run_id} not found")
         run = run_from_hash(reply[1])
@@ -125,6 +145,35 @@ class RedisLifecycle(RedisBase):
             return run_from_hash(reply[1])
 
         return await self._decided(attempt, f"run {params.run_id}: its state during the retry")
+
+    # -- pause, resume ----------------------------------------------------------------
+
+    async def run_pause(self, params: RunPauseParams) -> Run:
+        return await self._pausing(params.run_id, params.now, rules.plan_pause,
+                                   lambda run: {"by": params.by, "waited": run.waiting}, "pause")
+
+    async def run_resume(self, params: RunResumeParams) -> Run:
+        return await self._pausing(params.run_id, params.now, rules.plan_resume,
+                                   lambda run: {"by": params.by}, "resume")
+
+    async def _pausing(self, run_id: int, now: float | None, plan: Callable[[Run], str],
+                       data: Callable[[Run], dict[str, Any]], what: str) -> Run:
+        """Read the run, decide (the rulebook), apply in `pause.lua`, which re-checks."""
+        async def attempt() -> Run | Stale:
+            fields = await self._call(self.redis.hgetall, self.key(f"run:{run_id}"))
+            if not fields:
+                raise RunNotFound(f"run {run_id} not found")
+            run = run_from_hash(fields)
+            action = plan(run)
+            if action == rules.PauseAction.NOTHING:
+                return run
+            reply = await self._script("pause", self._now_arg(now), run.id, action, json.dumps(data(run)))
+            if reply[0] != "ok":
+                return STALE
+            self.hub.fire_all()
+            return run_from_hash(reply[1])
+
+        return await self._decided(attempt, f"run {run_id}: its state during the {what}")
 
     # -- rescue and deadlines -----------------------------------------------------------
 

@@ -1,15 +1,19 @@
-"""The Redis store's retention: reclaiming runs and tombstones, trimming logs and histories."""
+"""The Redis store's retention: reclaiming runs, tombstones and flow control keys' records,
+trimming logs and histories."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
+from ...core._payloads import blob_names
 from ...runs import Run
+from .. import _flow_rules as flow_rules
 from .. import _rules as rules
 from .._params import (
     EventsTrimmed,
     EventTrimParams,
+    FlowKeyReclaimParams,
     LeaseTakeParams,
     RunReclaimed,
     RunReclaimParams,
@@ -24,7 +28,7 @@ from ._codec import identity, run_from_hash
 
 __all__ = ["RedisRetention"]
 
-SCAN_PAGES = 10  # pages of `threads` one retention call of a kind looks through, at most
+SCAN_PAGES = 10  # pages of `threads` (or `flow`) one retention call of a kind looks through, at most
 
 
 class RedisRetention(RedisBase):
@@ -169,19 +173,78 @@ class RedisRetention(RedisBase):
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return any(lo <= run_id <= hi for lo, hi in await self._reclaimed_ranges())
 
-    async def _thread_pages(self, cursor_key: str, count: int, dry_run: bool,
+    async def blob_references(self) -> set[str]:
+        # Every key of the deployment, whatever its type, read whole: no list of the keys
+        # that hold payloads to forget one. A page of SCAN at a time, its types in one
+        # pipeline and its values in another. SCAN may return a key twice: harmless.
+        names: set[str] = set()
+        redis, cursor = self.redis, 0
+        pattern = _glob_escaped(self.prefix) + "*"
+        while True:
+            cursor, keys = await self._call(redis.scan, cursor, pattern, 1000)
+            if keys:
+                for value in await self._values(keys):
+                    if value is not None:
+                        names |= blob_names(_text(value))
+            if not int(cursor):
+                return names
+
+    async def _values(self, keys: list[Any]) -> list[Any]:
+        """Every value the keys hold, each read as its type is."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.type(key)
+        kinds = [_text(kind) for kind in await self._call(pipe.execute)]
+        pipe = self.redis.pipeline(transaction=False)
+        read: dict[str, Callable[[Any], Any]] = {"hash": pipe.hvals, "string": pipe.get, "set": pipe.smembers,
+                "list": lambda key: pipe.lrange(key, 0, -1), "zset": lambda key: pipe.zrange(key, 0, -1),
+                "stream": pipe.xrange}
+        for key, kind in zip(keys, kinds):
+            if kind in read:
+                read[kind](key)
+        values: list[Any] = []
+        for kind, got in zip([k for k in kinds if k in read], await self._call(pipe.execute)):
+            if kind == "stream":
+                values += [value for _, fields in got for value in fields.values()]
+            elif kind == "string":
+                values.append(got)
+            else:
+                values += list(got)
+        return values
+
+    async def _thread_pages(self, cursor_key: str, count: int, dry_run: bool, hash_key: str = "threads",
                             ) -> AsyncIterator[list[tuple[str, str]]]:
-        """Pages of `threads` (identity, number) from where the last scan of this kind
-        stopped, at most SCAN_PAGES of them, until the scan wraps to the start (a dry run
-        leaves the cursor where it was)."""
+        """Pages of `threads` (identity, number), or of another hash, from where the last
+        scan of this kind stopped, at most SCAN_PAGES of them, until the scan wraps to the
+        start (a dry run leaves the cursor where it was)."""
         cursor = int(await self._call(self.redis.get, self.key(cursor_key)) or 0)
         for _ in range(SCAN_PAGES):
-            cursor, page = await self._call(self.redis.hscan, self.key("threads"), cursor, None, count)
+            cursor, page = await self._call(self.redis.hscan, self.key(hash_key), cursor, None, count)
             if not dry_run:
                 await self._call(self.redis.set, self.key(cursor_key), cursor)
             yield list(page.items())
             if int(cursor) == 0:
                 return
+
+    async def flow_key_reclaim(self, params: FlowKeyReclaimParams) -> int:
+        now = await self._now(params.now)  # the plan's; the script judges again
+        found: list[tuple[str, str]] = []
+        async for page in self._thread_pages("flow_cursor", params.limit, params.dry_run, "flow"):
+            pipe = self.redis.pipeline(transaction=False)
+            for _, pointer in page:
+                pipe.hget(self.key(f"run:{pointer.split('|')[0]}"), "state")
+            states = await self._call(pipe.execute) if page else []
+            found += [(slot, pointer) for (slot, pointer), state in zip(page, states)
+                      if flow_rules.unneeded(slot, _at_of(pointer), state, now)]
+            if len(found) >= params.limit:
+                break
+        found = found[:params.limit]
+        if params.dry_run or not found:
+            return len(found)
+        gone = await self._script("flow_reclaim", self._now_arg(params.now), flow_rules.MAX_PERIOD_S,
+                                  ",".join(flow_rules.KEEPING_STATES),
+                                  *[part for pair in found for part in pair])
+        return len(gone)
 
     async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
         cut_off = await self._now(params.now) - params.max_age_s  # the plan's; the script judges
@@ -231,3 +294,18 @@ def _thread_of(ident: str) -> tuple[str | None, str]:
     """(tenant or None, name) of a thread identity (codec.identity)."""
     tenant, name = json.loads(ident)
     return tenant or None, name
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _glob_escaped(text: str) -> str:
+    """`text` matched literally by a SCAN pattern (the prefix holds `{` `}`, and a
+    namespace may hold `*`, `?`, `[`)."""
+    return "".join(f"\\{char}" if char in "*?[]\\" else char for char in text)
+
+
+def _at_of(pointer: str) -> float | None:
+    at = pointer.split("|")[1]
+    return float(at) if at else None

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Callable, Iterable, Sequence
 
 from ...errors import LeaseLost, ThreadDeleted
 from ...runs import Run, RunState
+from .. import _flow_rules as flow_rules
 from .. import _rules as rules
 from .._hub import QUEUED
 from .._params import (
@@ -16,6 +18,7 @@ from .._params import (
     RunCountParams,
     RunEndedParams,
     RunInsertParams,
+    RunLimitedTasksParams,
     RunListParams,
     RunNextDueParams,
     RunQueueStatsParams,
@@ -39,6 +42,9 @@ class RedisRuns(RedisBase):
         params = list(items)
         if not params:
             return []
+        if flow_rules.has_flow(params):  # opt-in: decided per run, applied by a script (see _insert_flow)
+            return [await self._insert_flow(p) if p.flow is not None else (await self._insert_plain(p))
+                    for p in params]
         args: list[Any] = [self._now_arg(params[0].now), len(params)]
         for p in params:
             args += _insert_fields(p)
@@ -49,6 +55,62 @@ class RedisRuns(RedisBase):
             raise LeaseLost(int(rows[1]), int(rows[2]))
         self.hub.fire(QUEUED)
         return [_existed(run_from_hash(flat), bool(existed)) for existed, flat in rows]
+
+    async def _insert_plain(self, p: RunInsertParams) -> Run:
+        (run,) = await self.run_insert_many([p])
+        return run
+
+    async def _insert_flow(self, p: RunInsertParams) -> Run:
+        """A run with flow control: its key's pointer and standing run read (flow_probe),
+        the decision made (store._flow_rules), and applied by insert_flow, which re-checks
+        what it was made on; a batch of such runs is written run by run."""
+        assert p.flow is not None
+        flow = flow_rules.parsed(p.flow)
+        ident = identity(p.tenant, p.key)
+        fenced = rules.fenced_parents([p])
+
+        async def attempt() -> Run | Stale:
+            named, pointer, flat = await self._script("flow_probe", flow.slot, ident)
+            if named and not p.key_is_fresh:
+                return _existed(run_from_hash(named), True)
+            found = as_dict(flat) if flat else {}
+            # Its arguments too: a debounce's merge, a batch's count are made on them (none lost to a race).
+            seen = "|".join([pointer, found.get("state", ""), found.get("started_at", ""),
+                             found.get("waiting", ""), found.get("args", "")]) if pointer else ""
+            standing = (flow_rules.Standing(run_from_hash(found), float(pointer.split("|")[1]))
+                        if found else None)
+            now = await self._now(p.now)
+            plan = flow_rules.plan(flow, standing, now if p.run_at is None else p.run_at, now, p.task,
+                                   flow_rules.items_of(p, standing))
+            if plan.action == "drop":
+                assert standing is not None
+                standing.run.outcome = plan.outcome
+                return standing.run
+            update = plan.action == "update"
+            args = p.args
+            if update and p.merge is not None:
+                assert standing is not None
+                args = p.merge(standing.run.args, p.args)
+            reason = flow_rules.replaced_reason("@ID@")  # the new run's id, filled in by the script
+            reply = await self._script(
+                "insert_flow", self._now_arg(p.now), flow.slot, seen, plan.action, plan.run_at,
+                plan.cancel, plan.waiting, json.dumps({"reason": reason}), rules.cancelled_error(reason),
+                standing.run.id if update and standing else NIL, args if update else NIL,
+                json.dumps({"run_at": plan.run_at}), plan.outcome,
+                *_insert_fields(dataclasses.replace(p, run_at=plan.run_at)),
+                len(fenced), *(value for pair in fenced for value in pair))
+            if reply[0] == "stale":
+                return STALE
+            if reply[0] == "lost":
+                raise LeaseLost(int(reply[1]), int(reply[2]))
+            run = run_from_hash(reply[1])
+            if reply[0] == "existed":
+                return _existed(run, True)
+            run.outcome, run.replaced = plan.outcome, plan.cancel
+            self.hub.fire_all()  # queued, and the done topic of a replaced run
+            return run
+
+        return await self._decided(attempt, f"the flow control key {flow.key!r}")
 
     async def run_insert_threaded(self, params: RunInsertParams) -> Run:
         name = params.thread
@@ -98,8 +160,11 @@ class RedisRuns(RedisBase):
         return [run_from_hash(h) for h in runs if h]
 
     async def run_list(self, params: RunListParams) -> list[Run]:
-        conditions = rules.list_conditions(params)
+        timed = params.waiting is not None or params.due  # else no clock read (a round trip)
+        conditions = rules.list_conditions(params, await self._now(params.now) if timed else 0.0)
         number = await self._listed_thread(params)
+        if params.forked_from is not None:  # a run's forks: its set, not a scan of every run
+            return await self._listed_forks(params, conditions)
         top = f"({params.before_id}" if params.before_id is not None else "+inf"
         out: list[Run] = []
         while len(out) < params.limit:
@@ -112,6 +177,24 @@ class RedisRuns(RedisBase):
                         number is None or fields.get("thread_no") == number):
                     out.append(run)
             top = f"({ids[-1]}"
+        return out[:params.limit]
+
+    async def _listed_forks(self, params: RunListParams,
+                            conditions: list[tuple[str, str, object]]) -> list[Run]:
+        """The forks of `params.forked_from` that hold `conditions`, newest first: read from
+        the set fork.lua keeps (a fork removed by retention leaves it with its run)."""
+        members = await self._call(self.redis.smembers, self.key(f"forks:{params.forked_from}"))
+        ids = sorted((int(m) for m in members), reverse=True)
+        if params.before_id is not None:
+            ids = [i for i in ids if i < params.before_id]
+        out: list[Run] = []
+        for start in range(0, len(ids), LIST_CHUNK):
+            for fields in await self._hashes(ids[start:start + LIST_CHUNK]):
+                run = run_from_hash(fields) if fields else None
+                if run is not None and all(_holds(run, c) for c in conditions):
+                    out.append(run)
+            if len(out) >= params.limit:
+                break
         return out[:params.limit]
 
     async def _listed_thread(self, params: RunListParams) -> str | None:
@@ -197,9 +280,15 @@ class RedisRuns(RedisBase):
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
-        value = await self._script("next_due", params.fleet or "", len(params.queues), *params.queues,
+        # "unlimited" needs nothing apart: a limited task's runs are in its own due sets.
+        later = "" if params.runs != "limited_later" else ("*" if params.now is None else repr(params.now))
+        value = await self._script("next_due", params.fleet or "", later, len(params.queues), *params.queues,
                                    len(params.tasks), *params.tasks, *keys)
         return None if value is None else float(value)
+
+    async def run_limited_tasks(self, params: RunLimitedTasksParams) -> set[str]:
+        found = await self._script("limited_tasks", len(params.queues), *params.queues, *params.tasks)
+        return {str(task) for task in found}
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
         flat = await self._script("count_due", float(params.due_before), *params.queues)
@@ -289,13 +378,20 @@ def _insert_fields(p: RunInsertParams) -> list[Any]:
     return [identity(p.tenant, p.key), p.key, p.task, p.queue, int(p.priority), p.args,
             int(p.max_attempts), _float_or_none(p.timeout_s), _float_or_none(p.run_at),
             p.parent_id, p.budget, _float_or_none(p.deadline_at), p.thread, p.tenant,
-            rules.submitted_event(stub), thread, p.traceparent, p.version, p.major]
+            rules.submitted_event(stub), thread, p.traceparent, p.version, p.major, p.limits]
 
 
 def _existed(run: Run, existed: bool) -> Run:
     run.existed = existed
     return run
 
+
+def _ascii_lower(text: str) -> str:
+    """`text` with A-Z lowered and nothing else, as SQLite's lower() does."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = {ord(c): ord(c) + 32 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}
 
 # The columns of `rules.list_conditions` that are expressions, not plain fields.
 _COLUMN_READERS: dict[str, Callable[[Run], Any]] = {
@@ -311,12 +407,20 @@ def _holds(run: Run, condition: tuple[str, str, object]) -> bool:
     held: Any = reader(run) if reader is not None else getattr(run, column)
     if op == "in":
         return held in value  # type: ignore[operator]
+    if op == "null":
+        return held is None
     if held is None:
         return False
+    if op == "contains":  # a search, as SQL's lower(column) LIKE: ASCII letters in any case
+        return str(value) in _ascii_lower(str(held))
     if op == "=":
         return bool(held == value)
     if op == "<":
         return bool(held < value)
+    if op == "<=":
+        return bool(held <= value)
+    if op == ">":
+        return bool(held > value)
     if op == ">=":
         return bool(held >= value)
     raise ValueError(f"unknown list condition {condition!r}")

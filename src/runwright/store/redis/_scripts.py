@@ -22,15 +22,24 @@ from ._codec import CLAIM_READS
 __all__ = ["SCRIPT_NAMES", "Scripts"]
 
 SCRIPT_NAMES = (
-    "bucket_take", "cancel", "claim", "count_due", "due_kinds", "event_append", "event_page",
-    "event_read", "event_trim", "expire", "extend", "fail_unrunnable", "finish",
-    "insert", "insert_threaded", "lease_take", "migrate", "next_due", "question_answer",
+    "bucket_take", "cancel", "claim", "count_due", "due_kinds", "event_append", "event_close", "event_page",
+    "event_publish", "event_read", "event_reclaim", "event_trim", "event_wait", "expire", "extend",
+    "fail_unrunnable", "finish", "flow_probe", "flow_reclaim", "fork",
+    "insert", "insert_flow", "insert_threaded",
+    "lease_take", "limited_tasks", "limits_backfill", "migrate", "move_events", "move_questions",
+    "move_runs", "move_steps", "next_due", "pause", "question_answer",
     "question_open", "rescue", "rescue_scan", "retry", "run_reclaim",
-    "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "step",
+    "schedule_advance", "schedule_delete", "schedule_pause", "schedule_save", "signal_send",
+    "signal_start", "signal_take", "signal_withdraw", "step",
     "thread_append", "thread_backfill", "thread_delete", "thread_facts", "thread_forget",
     "thread_probe", "thread_reclaim", "thread_trim_messages", "worker_deregister",
     "worker_heartbeat", "worker_register",
 )
+
+
+def _prelude(name: str) -> str:
+    """What a script is given before its text: claim.lua is the limited claim or not."""
+    return "local LIMITED = false\nlocal FAIR = false\n" if name == "claim" else ""
 
 
 def _source(name: str) -> str:
@@ -47,7 +56,8 @@ def _born_cancelled() -> str:
     states = ", ".join(f"[ {_lua_string(state)} ] = true" for state in rules.CANCELS_CHILDREN)
     return (f"local CANCELS_CHILDREN = {{{states}}}\n"
             f"local BORN_CANCELLED_ERROR = {_lua_string(rules.born_cancelled_error())}\n"
-            f"local BORN_CANCELLED_DATA = {_lua_string(json.dumps(rules.BORN_CANCELLED_EVENT))}\n")
+            f"local BORN_CANCELLED_DATA = {_lua_string(json.dumps(rules.BORN_CANCELLED_EVENT))}\n"
+            f"local PAUSED = {_lua_string(rules.PAUSED)}\nlocal PAUSED_AT = {_lua_string(rules.PAUSED_AT)}\n")
 
 
 class Scripts:
@@ -59,7 +69,17 @@ class Scripts:
                f"{_born_cancelled()}{_source('lib')}")
         self._keys = [first_key]
         self._scripts: dict[str, AsyncScript] = {
-            name: client.register_script(f"{lib}\n{_source(name)}") for name in SCRIPT_NAMES}
+            name: client.register_script(f"{lib}\n{_prelude(name)}{_source(name)}") for name in SCRIPT_NAMES}
+        # The limited claim: claim.lua for the runs that carry concurrency limits (see there).
+        self._scripts["claim_limited"] = client.register_script(
+            f"{lib}\nlocal LIMITED = true\nlocal FAIR = false\n{_source('claim')}")
+        # The fair claim: the limited claim that takes fair runs key by key (store._fair_rules).
+        self._scripts["claim_fair"] = client.register_script(
+            f"{lib}\nlocal LIMITED = true\nlocal FAIR = true\n{_source('claim')}")
+
+    def source(self, name: str) -> str:
+        """A script's whole text, its helpers included (for a client of another kind)."""
+        return str(self._scripts[name].script)
 
     async def load_all(self, client: Redis) -> None:
         """Load every script up front, so the hot path only ever sends SHAs."""

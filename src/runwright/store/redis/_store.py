@@ -33,6 +33,7 @@ Keys (after the prefix):
     ended                                runs ended in the last hour, by finished_at; the
                                          newest ENDED_KEEP of them
     children:<id>                        a run's child runs
+    forks:<id>                           a run's forks (fork.lua), which a list of them reads
     emarks:<id>                          a run's emits: [mark, kind] -> the seq of its first
                                          append (see event_append.lua)
     ev:<id>                              a run's log: seq n is index n-1, or n-trimmed_seq
@@ -59,7 +60,25 @@ Keys (after the prefix):
     trim_cursor                          where the next trim of long logs scans `runs` from
     tomb_cursor, tmsg_cursor             where retention's scans of `threads` resume (HSCAN
                                          cursors: tombstones, long histories)
+    flow                                 flow control keys: "<kind>:<name>:<key>" ->
+                                         "<run id>|<due time>", the key's latest run
+                                         (store._flow_rules); retention removes those no
+                                         decision needs (flow_reclaim.lua)
+    flow_cursor                          where retention's scan of `flow` resumes
     bucket:<name>                        a rate limit's token bucket {tokens, updated_at}
+    ldue:<n>:<limits>:<due set>          the queued runs of a due set (the key after "due:")
+                                         that carry one limits text (n: its length in
+                                         bytes), by run_at: also in the due set itself
+    lheads:<due set>                     the texts with runs in a due set, by their first
+                                         run's run_at (what the limited claim walks)
+    lqueued                              due set key -> how many of its runs carry limits
+    lheld                                run id -> limits, of each running run that carries
+                                         concurrency limits (what the limited claim counts;
+                                         a run leaves it in the script that ends its running)
+    limit_overrides                      "<name>" or "<name>:<key>" -> the operator's max;
+                                         "fair/<name>[:<key>]" -> a fair key's weight
+    fair                                 "fair/<name>:<key>" -> the key's pass, "fair/" -> V
+                                         (store._fair_rules; written by the fair claim)
     schema_version
 Channels: queued, done, cancel, events (payload: comma-separated run ids).
 """
@@ -67,20 +86,24 @@ Channels: queued, done, cancel, events (payload: comma-separated run ids).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 
 import redis.asyncio as aioredis
 
 from ...core._clock import Clock, StoreClock
-from ...core._waiting import halt
 from ...errors import StoreUnreachable
 from .. import _rules as rules
 from .._bus import Bus
 from .._hub import Hub
 from .._liveness import Unmarked
+from .._moved import MARK, refusal_of_mark
 from ._base import LIST_CHUNK
 from ._errors import FAILURES
+from ._events import RedisEvents
+from ._forks import RedisForks
 from ._journal import RedisJournal
+from ._keeper import LivenessKeeper
 from ._lifecycle import RedisLifecycle
 from ._limits import RedisLimits
 from ._listener import Listener
@@ -90,24 +113,33 @@ from ._retention import RedisRetention
 from ._runs import RedisRuns
 from ._schedules import RedisSchedules
 from ._scripts import Scripts
+from ._signals import RedisSignals
 from ._threads import RedisThreads
 from ._workers import RedisWorkers
 
 __all__ = ["DEFAULT_LIVENESS_S", "DEFAULT_NAMESPACE", "RedisStore"]
 
 # How long a worker's liveness key outlives its last refresh: a SIGKILLed worker's runs
-# are taken over this long after it died (plus one rescue tick). Refreshed 4 times per
-# TTL, so a loaded event loop has slack before it is taken for dead, and a lapsed key is
-# a death only once it stays lapsed MISSING_GRACE_S (_liveness.py). Defaults to 1 s.
+# are taken over this long after it died, plus MISSING_GRACE_S (a lapsed key is a death
+# only once it stays lapsed that long: _liveness.py) and a rescue tick. Refreshed 4 times
+# per TTL by a thread of the process (_keeper.py). Defaults to 1 s.
 DEFAULT_LIVENESS_S = 1.0
 DEFAULT_NAMESPACE = "runwright"  # the namespace a URL without ?namespace= uses
 # Redis keeps no tables: the version names the key layout above. 2: due sets per major,
 # workers' versions and majors (layout 1 is read as it was, so moving to 2 rewrites nothing).
 # 3: threads listed (tlist*, truns:<n>, a thread's ident); migrating to it indexes the
 # threads and runs layout 2 wrote, a chunk a script (see `_backfill_thread_lists`).
-SCHEMA_VERSION = 3
+# 4: concurrency limits (a run's `limits`, lheld, limit_overrides); moving to it rewrites
+# nothing, and an older process, which would claim a limited run as any other, refuses it.
+# 5: the due sets of limits texts (ldue, lheads, lqueued), so a full key's backlog costs the
+# limited claim one look; migrating to it indexes the queued runs layout 4 wrote, a chunk
+# a script (see `_backfill_limit_texts`).
+# 6: rates per key (a rate's entry in a run's `limits`, rate:<slot>); moving to it rewrites
+# nothing, and an older process, which would take a rate for a concurrency limit, refuses it.
+SCHEMA_VERSION = 6
 VERSIONED_RUNS = 2  # the layout that records the version of the app that submitted a run
 LISTED_THREADS = 3  # the layout that lists threads
+LIMIT_TEXTS = 5  # the layout that keeps the due sets of limits texts
 POOL_CONNECTIONS = 64  # per store; Redis answers one command at a time anyway
 POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 # The newest ends kept for the latency sample (`ended`): five times what its largest
@@ -115,12 +147,15 @@ POOL_WAIT_S = 30.0  # for a free connection, before the call counts as an outage
 ENDED_KEEP = 100_000
 
 
-class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQuestions,
-                 RedisRetention, RedisSchedules, RedisQueues, RedisWorkers, RedisLimits):
+class RedisStore(RedisRuns, RedisForks, RedisLifecycle, RedisJournal, RedisThreads, RedisQuestions,
+                 RedisSignals, RedisEvents, RedisRetention, RedisSchedules, RedisQueues, RedisWorkers,
+                 RedisLimits):
     """Store on one Redis namespace. See `runwright.store._interface.Store`."""
 
     schema_version_known = SCHEMA_VERSION
+    schema_noun = "key layout"  # Redis has no schema: its versions number how keys are laid out
     ended_keep = ENDED_KEEP  # read when the scripts are loaded, at open()
+    heed_moves = True  # a move writing into this namespace sets it False on its own store
     has_sessions = True  # clients named `runwright:<namespace>:<pid>` (see sessions_cut)
     # Redis runs one script at a time, and a claim's script costs about 17 µs a run: a
     # claim of 500 held the server 8 ms, while the other workers' finishes and claims
@@ -141,9 +176,7 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         self._redis: aioredis.Redis | None = None
         self._scripts: Scripts | None = None
         self._listener: Listener | None = None
-        self._alive_ids: set[int] = set()
-        self._refresher: asyncio.Task[None] | None = None
-        self._closing = False
+        self._keeper: LivenessKeeper | None = None  # from the first worker registered
         self._unmarked = Unmarked()
 
     # -- connections ----------------------------------------------------------------
@@ -191,7 +224,6 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         return self.prefix + name
 
     async def open(self, create: bool = True) -> None:
-        self._closing = False
         self._redis = self._client()
         self._scripts = Scripts(self._redis, self.key("ids"), self.ended_keep)
         try:
@@ -203,9 +235,18 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
             raise StoreUnreachable(f"redis: cannot connect to {_safe(self._client_url)}: {exc}") from exc
         try:
             await self._check_schema_known()
+            if self.heed_moves:
+                await self._refuse_if_moving()
         except BaseException:
             await self.close()
             raise
+
+    async def _refuse_if_moving(self) -> None:
+        """A namespace `runwright move` is writing into refuses its processes until it is
+        done, as a SQL target does (the move's mark: store._moved; one read, at open)."""
+        moved = refusal_of_mark(await self._call(self.redis.hget, self.key(f"lease:{MARK}"), "holder"))
+        if moved is not None:
+            raise moved
 
     def bus(self, root: str) -> Bus:
         """The fleet's bus in this namespace: pub/sub and a hash per life, on a client of
@@ -215,10 +256,9 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         return RedisBus(self._client_url, self.prefix, root)
 
     async def close(self) -> None:
-        self._closing = True
-        if self._refresher is not None:
-            await halt(self._refresher)
-            self._refresher = None
+        if self._keeper is not None:
+            await asyncio.to_thread(self._keeper.stop)
+            self._keeper = None
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
@@ -232,17 +272,21 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
         return int(await self._call(self.redis.get, self.key("schema_version")) or 0)
 
     async def _check_schema_known(self) -> None:
-        rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where)
+        rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where,
+                                 self.schema_noun)
 
     async def require_schema(self) -> None:
-        rules.check_schema_current(await self.schema_version(), self.schema_version_known, self.where)
+        rules.check_schema_current(await self.schema_version(), self.schema_version_known, self.where,
+                                   self.schema_noun)
 
     async def migrate(self) -> list[int]:
         await self._check_schema_known()
         if await self.schema_version() < LISTED_THREADS:
             await self._backfill_thread_lists()  # before the version says it is done
+        if await self.schema_version() < LIMIT_TEXTS:
+            await self._backfill_limit_texts()
         found = int(await self._script("migrate", self.schema_version_known))
-        rules.check_schema_known(found, self.schema_version_known, self.where)
+        rules.check_schema_known(found, self.schema_version_known, self.where, self.schema_noun)
         return list(range(found + 1, self.schema_version_known + 1))
 
     async def _backfill_thread_lists(self) -> None:
@@ -261,6 +305,21 @@ class RedisStore(RedisRuns, RedisLifecycle, RedisJournal, RedisThreads, RedisQue
                                       LIST_CHUNK):
             await self._script("thread_backfill", "runs", *ids)
             top = f"({ids[-1]}"
+
+    async def _backfill_limit_texts(self) -> None:
+        """Index the queued runs an older layout wrote that carry concurrency limits in
+        their texts' due sets: every due set of every queue, a chunk a script, so Redis is
+        never held long; idempotent, so a migration cut short is simply run again. The
+        queues: those the counters say hold queued runs."""
+        counts = await self._call(self.redis.hgetall, self.key("counts"))
+        queues = {json.loads(field)[1] for field, n in counts.items()
+                  if json.loads(field)[2] == "queued" and int(n) > 0}
+        for queue in sorted(queues):
+            for member in await self._call(self.redis.smembers, self.key(f"dues:{queue}")):
+                start = 0
+                while int(await self._script("limits_backfill", queue, member, start,
+                                             LIST_CHUNK)) == LIST_CHUNK:
+                    start += LIST_CHUNK
 
     # -- notifications ------------------------------------------------------------------
 

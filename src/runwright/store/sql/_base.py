@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from typing import Any, AsyncContextManager, Sequence
 
 from ...core._clock import Clock
-from ...errors import RunNotFound
+from ...errors import RunNotFound, StoreError
 from ...runs import Run, RunState
 from .._hub import Hub
 from .._migrations import Migration
@@ -31,12 +31,14 @@ class SqlBase(ABC):
     migrations: list[Migration]
     whole_schema: Migration  # schema.sql: what the migrations build (see migrate)
     schema_version_known: int
+    schema_noun = "schema"
     where: str  # names the database in messages ("schema 'x'", "file.db")
     # Where a run is found by its key, and what frees the keys of runs about to be removed:
     # an index on runs by default (its entries go with the rows); PostgreSQL keeps keys in
     # a table of their own (see its migration 16).
     get_by_key: str = q.GET_BY_KEY
     forget_keys: str | None = None
+    keeps_transactions = True  # the application's writes and ours in one transaction
     # A claim as large as a worker's free slots: the database's other sessions (SQLite's
     # other processes between transactions) go on meanwhile, and a worker of 500 slots
     # drained 1.6x (PostgreSQL) and 1.5x (SQLite) as fast as one of 64, 2 workers each.
@@ -51,6 +53,13 @@ class SqlBase(ABC):
     @abstractmethod
     def _transaction(self) -> AsyncContextManager[SqlConnection]:
         """The dialect's own (see the module docstring)."""
+
+    @abstractmethod
+    async def _caller_sql(self, connection: Any) -> SqlConnection:
+        """The dialect's own: the caller's open transaction on `connection` (its driver's
+        connection, unwrapped from SQLAlchemy's) as a SqlConnection, for a write of the
+        shared SQL inside it (a signal, a publish); InvalidInput, one line, for a
+        connection of another kind, in no transaction, or to another database."""
 
     @abstractmethod
     async def _insert_runs(self, conn: SqlConnection, params: Sequence[RunInsertParams],
@@ -74,6 +83,11 @@ class SqlBase(ABC):
         """Anything the dialect must do first in the migrating transaction (SQLite needs
         nothing; PostgreSQL takes the migrators' lock and makes its schema)."""
         return None
+
+    def _rolled_back(self, exc: StoreError) -> bool:
+        """Whether `exc` is a conflict the database rolled back whole (a deadlock, a
+        serialization failure), which the same operation may simply try again."""
+        return False
 
     async def _fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         async with self._reading() as conn:

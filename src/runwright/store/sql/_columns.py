@@ -24,7 +24,7 @@ RUN_COLUMNS = (
     "id, key, task, queue, priority, state, args, attempt, max_attempts, fence, run_at, "
     "created_at, timeout_s, owner, lease_expires_at, started_at, finished_at, result, error, "
     "recoveries, cancel_requested, last_seq, parent_id, budget, deadline_at, thread, interrupt, tenant, "
-    "traceparent, version"
+    "traceparent, version, waiting, pause_requested, forked_from, limits"
 )
 # The same, qualified by the alias `r`, for statements that join runs with another table.
 R_COLUMNS = ", ".join(f"r.{column.strip()}" for column in RUN_COLUMNS.split(","))
@@ -37,11 +37,13 @@ WORKER_COLUMNS = "id, host, pid, queues, tasks, started_at, heartbeat_at, versio
 
 def run_from_row(row: Sequence[Any]) -> Run:
     """Build a Run from a row selected with RUN_COLUMNS, in that order."""
-    return Run(
+    run = Run(
         row[0], row[1], row[2], row[3], row[4], RunState(row[5]), row[6], row[7], row[8],
         row[9], row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17],
-        row[18], row[19], bool(row[20]), *row[21:30],
+        row[18], row[19], bool(row[20]), *row[21:34],
     )
+    run.pause_requested = bool(row[31])
+    return run
 
 
 def schedule_from_row(row: Sequence[Any]) -> Schedule:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from typing import Any
 
+from ...core._payloads import blob_names
 from .. import _rules as rules
 from .._params import (
     EventsTrimmed,
     EventTrimParams,
+    FlowKeyReclaimParams,
     LeaseTakeParams,
     RunReclaimed,
     RunReclaimParams,
@@ -77,7 +80,7 @@ class SqlRetention(SqlBase):
         steps = int(await conn.fetchval("SELECT count(*) FROM steps WHERE run_id IN_ARRAY($1)", array))
         events = int(await conn.fetchval("SELECT count(*) FROM events WHERE run_id IN_ARRAY($1)", array))
         if not dry_run:
-            for table in ("steps", "events", "questions", "thread_events"):
+            for table in ("steps", "events", "questions", "thread_events", "signals", "event_waits"):
                 await conn.execute(f"DELETE FROM {table} WHERE run_id IN_ARRAY($1)", array)
             if self.forget_keys is not None:
                 await conn.execute(self.forget_keys, self.dialect.array([row[1] for row in gone]),
@@ -124,8 +127,34 @@ class SqlRetention(SqlBase):
                            self.clock.now(now))
         return True
 
+    async def blob_references(self) -> set[str]:
+        # Every text column of every table, filtered by the database to the values that
+        # hold an envelope at all: the columns are read from the catalog, so a payload
+        # column a migration adds is read without anyone listing it.
+        names: set[str] = set()
+        async with self._reading() as conn:
+            for table, column in await self._text_columns(conn):
+                rows = await conn.fetch(f"SELECT CAST({column} AS TEXT) FROM {table} "
+                                        f"WHERE CAST({column} AS TEXT) LIKE '%~rw1%'")
+                for row in rows:
+                    names |= blob_names(row[0])
+        return names
+
+    @abstractmethod
+    async def _text_columns(self, conn: SqlConnection) -> list[tuple[str, str]]:
+        """The dialect's own: (table, column) of every column that may hold text, from its
+        catalog."""
+
     async def run_was_reclaimed(self, run_id: int) -> bool:
         return bool(await self._fetch(q.RECLAIMED_HAS, run_id))
+
+    async def flow_key_reclaim(self, params: FlowKeyReclaimParams) -> int:
+        judged = self._judged_here(params.now)
+        async with self._reading() if params.dry_run else self._transaction() as conn:
+            slots = [row[0] for row in await conn.fetch(q.FLOW_UNNEEDED, judged, params.limit)]
+            if params.dry_run or not slots:
+                return len(slots)
+            return len(await conn.fetch(q.FLOW_RECLAIM, self.dialect.array(slots), judged))
 
     async def thread_tombstone_reclaim(self, params: ThreadTombstoneReclaimParams) -> TombstonesReclaimed:
         judged, age_s = self._judged_here(params.now), float(params.max_age_s)

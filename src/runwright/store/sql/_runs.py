@@ -18,10 +18,13 @@ from .._params import (
     RunCountParams,
     RunEndedParams,
     RunExpireParams,
+    RunLimitedTasksParams,
     RunListParams,
     RunNextDueParams,
+    RunPauseParams,
     RunQueueStatsParams,
     RunRescueParams,
+    RunResumeParams,
     RunRetryParams,
     RunUnrunnableParams,
     ThreadInfo,
@@ -52,7 +55,7 @@ class SqlRuns(SqlBase):
         return [run_from_row(r) for r in await self._fetch(q.GET_MANY, self.dialect.array(run_ids))]
 
     async def run_list(self, params: RunListParams) -> list[Run]:
-        where, args = self._where(rules.list_conditions(params))
+        where, args = self._where(rules.list_conditions(params, self.clock.now(params.now)))
         if params.thread is not None:
             args += [params.incarnation, params.tenant or "", params.thread]
             where += " AND " + q.THREAD_RUNS_FROM.format(held=len(args) - 2, tenant=len(args) - 1,
@@ -74,6 +77,11 @@ class SqlRuns(SqlBase):
             if op == "in":
                 args.append(self.dialect.array(value))  # type: ignore[arg-type]
                 clauses.append(f"{column} IN_ARRAY(${len(args)})")
+            elif op == "null":
+                clauses.append(f"{column} IS NULL")
+            elif op == "contains":  # a search: the value's wildcards match only themselves
+                args.append(rules.like_contains(str(value)))
+                clauses.append(f"lower({column}) LIKE ${len(args)} ESCAPE '\\'")
             else:
                 args.append(value)
                 clauses.append(f"{column} {op} ${len(args)}")
@@ -104,10 +112,19 @@ class SqlRuns(SqlBase):
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
         async with self._reading() as conn:
             keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
-            value = await conn.fetchval(q.NEXT_DUE, self.dialect.array(params.queues),
-                                        self.dialect.array(params.tasks), self.dialect.array(keys),
-                                        params.fleet)
+            args = [self.dialect.array(params.queues), self.dialect.array(params.tasks),
+                    self.dialect.array(keys), params.fleet]
+            if params.runs == "limited_later":
+                value = await conn.fetchval(q.NEXT_DUE_LIMITED, *args, self.clock.judged(params.now))
+            else:
+                statement = q.NEXT_DUE_UNLIMITED if params.runs == "unlimited" else q.NEXT_DUE
+                value = await conn.fetchval(statement, *args)
         return None if value is None else float(value)
+
+    async def run_limited_tasks(self, params: RunLimitedTasksParams) -> set[str]:
+        rows = await self._fetch(q.LIMITED_TASKS, self.dialect.array(params.queues),
+                                 self.dialect.array(params.tasks))
+        return {row[0] for row in rows}
 
     async def run_count_due_by_task(self, params: RunCountDueParams) -> dict[str, int]:
         rows = await self._fetch(q.COUNT_DUE_BY_TASK, self.dialect.array(params.queues),
@@ -115,11 +132,6 @@ class SqlRuns(SqlBase):
         return {task: count for task, count in rows}
 
     # -- cancel, retry ------------------------------------------------------------------
-
-    def _rolled_back(self, exc: StoreError) -> bool:
-        """Whether `exc` is a conflict the database rolled back whole (a deadlock, a
-        serialization failure), which the same operation may simply try again."""
-        return False
 
     async def run_cancel(self, params: RunCancelParams) -> Run:
         for attempt in range(CONFLICT_RETRIES):
@@ -150,7 +162,7 @@ class SqlRuns(SqlBase):
                 await conn.notify("cancel", [run_id])
             for member in plan.end_now:
                 await self._end_queued(conn, member.id, RunState.CANCELLED, now, "cancelled",
-                                       {"reason": "cancelled on request"}, error=rules.cancelled_error())
+                                       {"reason": params.reason}, error=rules.cancelled_error(params.reason))
             await self._wake_parents(conn, plan.end_now, now)
             run = await self._locked_run(conn, run.id)
         self.hub.fire_all()  # cancel, done and events topics of a whole family
@@ -190,6 +202,40 @@ class SqlRuns(SqlBase):
             run = await self._locked_run(conn, run.id)
         self.hub.fire(QUEUED)
         self.hub.fire(events_topic(run.id))
+        return run
+
+    # -- pause, resume --------------------------------------------------------------
+
+    async def run_pause(self, params: RunPauseParams) -> Run:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            run = await self._locked_run(conn, params.run_id)
+            action = rules.plan_pause(run)
+            if action == rules.PauseAction.HOLD:
+                await conn.execute(q.PAUSE_HOLD, run.id)
+                await self._log(conn, run.id, "paused", {"by": params.by, "waited": run.waiting}, now)
+            elif action == rules.PauseAction.REQUEST:
+                await conn.execute(q.PAUSE_REQUEST, run.id)
+                await self._log(conn, run.id, "pause_requested", {"by": params.by}, now)
+                await conn.notify("cancel", [run.id])  # its worker's watcher reads it at once
+            run = await self._locked_run(conn, run.id)
+        self.hub.fire_all()
+        return run
+
+    async def run_resume(self, params: RunResumeParams) -> Run:
+        now = self.clock.now(params.now)
+        async with self._transaction() as conn:
+            run = await self._locked_run(conn, params.run_id)
+            action = rules.plan_resume(run)
+            if action == rules.PauseAction.RELEASE:
+                held = await conn.fetchval(q.HELD_RUN_AT, run.id)
+                await conn.execute(q.RESUME_RELEASE, run.id, rules.resumed_run_at(run, held, now))
+                await conn.notify("queued")
+            else:
+                await conn.execute(q.RESUME_WITHDRAW, run.id)
+            await self._log(conn, run.id, "resumed", {"by": params.by}, now)
+            run = await self._locked_run(conn, run.id)
+        self.hub.fire_all()
         return run
 
     async def _retry_thread(self, conn: SqlConnection, run_id: int) -> ThreadInfo | None:

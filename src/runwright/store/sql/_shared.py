@@ -6,14 +6,17 @@ tuned for its database), how it tells a dead worker (`_dead_worker_ids`), and ho
 reads and applies schema versions. Everything else, which is where the rules are, lives
 here: it asks `rules` for the decision and applies it in the transaction it read in.
 
-That half is written by concern, one mixin a module of this folder (runs, journal, threads,
-questions, retention, schedules, queues, workers, limits, over `base`), composed below as
+That half is written by concern, one mixin a module of this folder (runs, forks, journal, threads,
+questions, signals, retention, schedules, queues, workers, limits, over `base`), composed below as
 the interface composes its protocols; the schema's operations are here.
 """
 
 from __future__ import annotations
 
 from .. import _rules as rules
+from .._moved import MARK, refusal_of_mark
+from ._events import SqlEvents
+from ._forks import SqlForks
 from ._journal import SqlJournal
 from ._limits import SqlLimits
 from ._questions import SqlQuestions
@@ -21,14 +24,17 @@ from ._queues import SqlQueues
 from ._retention import SqlRetention
 from ._runs import SqlRuns
 from ._schedules import SqlSchedules
+from ._signals import SqlSignals
 from ._threads import SqlThreads
 from ._workers import SqlWorkers
 
 __all__ = ["SqlStore"]
 
+LEASES_SINCE = 10  # the migration that made `leases`, where a move keeps its mark
 
-class SqlStore(SqlRuns, SqlJournal, SqlThreads, SqlQuestions, SqlRetention, SqlSchedules, SqlQueues,
-               SqlWorkers, SqlLimits):
+
+class SqlStore(SqlRuns, SqlForks, SqlJournal, SqlThreads, SqlQuestions, SqlSignals, SqlEvents, SqlRetention,
+               SqlSchedules, SqlQueues, SqlWorkers, SqlLimits):
     """The shared half of a SQL store; see the module docstring for the dialect's half."""
 
     # -- schema -------------------------------------------------------------------------
@@ -42,8 +48,20 @@ class SqlStore(SqlRuns, SqlJournal, SqlThreads, SqlQuestions, SqlRetention, SqlS
     async def require_schema(self) -> None:
         rules.check_schema_current(await self.schema_version(), self.schema_version_known, self.where)
 
+    # False only in `runwright move`, which opens a sealed or receiving store on purpose.
+    heed_moves = True
+
     async def _check_schema_known(self) -> None:
-        rules.check_schema_known(await self.schema_version(), self.schema_version_known, self.where)
+        version = await self.schema_version()
+        rules.check_schema_known(version, self.schema_version_known, self.where)
+        if self.heed_moves and version >= LEASES_SINCE:
+            # Once, at open: a store `runwright move` sealed or left as a tombstone says
+            # where the deployment went before this process writes anything to it.
+            async with self._reading() as conn:
+                holder = await conn.fetchval("SELECT holder FROM leases WHERE name = $1", MARK)
+            moved = refusal_of_mark(holder)
+            if moved is not None:
+                raise moved
 
     async def migrate(self, upto: int | None = None) -> list[int]:
         """Apply the migrations this database lacks, up to version `upto` (default: all),

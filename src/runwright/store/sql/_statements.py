@@ -8,7 +8,8 @@ fenced by `(id, fence)` and `state = 'running'`.
 
 from __future__ import annotations
 
-from .._rules import REQUEUE_STOPS, RETRYABLE
+from .._flow_rules import KEEPING_STATES, MAX_PERIOD_S
+from .._rules import PAUSED, PAUSED_AT, REQUEUE_STOPS, RETRYABLE
 from ._columns import RUN_COLUMNS, SCHEDULE_COLUMNS, WORKER_COLUMNS
 
 __all__ = [
@@ -16,6 +17,12 @@ __all__ = [
     "BUCKET_ENSURE",
     "BUCKET_LOCK",
     "BUCKET_SET",
+    "LIMITED_QUEUED",
+    "LIMITED_RUNNING",
+    "LIMIT_OVERRIDES",
+    "RATE_SPENT_LIVE",
+    "LIMIT_SET",
+    "LIMIT_UNSET",
     "BUMP_SEQ",
     "COUNT_DUE_BY_TASK",
     "DEADLINE_PASSED",
@@ -27,6 +34,12 @@ __all__ = [
     "EXPIRE",
     "FAIL_UNRUNNABLE",
     "FAMILY",
+    "FLOW_DEBOUNCE",
+    "FLOW_ENSURE",
+    "FLOW_LOCK",
+    "FLOW_RECLAIM",
+    "FLOW_UNNEEDED",
+    "FLOW_SET",
     "GET_BY_KEY",
     "GET_MANY",
     "GET_RUN",
@@ -40,7 +53,10 @@ __all__ = [
     "MESSAGE_DROP",
     "MESSAGE_RUNS",
     "MESSAGE_RUNS_LOCK",
+    "LIMITED_TASKS",
     "NEXT_DUE",
+    "NEXT_DUE_LIMITED",
+    "NEXT_DUE_UNLIMITED",
     "OWNS_RUN",
     "QUEUES_PAUSED",
     "QUEUE_PAUSE",
@@ -56,11 +72,17 @@ __all__ = [
     "RECLAIM_CAPPED",
     "RECLAIM_OLD",
     "RECLAIM_LOCK",
+    "HELD_RUN_AT",
+    "PAUSE_HOLD",
+    "PAUSE_REQUEST",
     "REQUEST_CANCEL",
+    "RESUME_RELEASE",
+    "RESUME_WITHDRAW",
     "REQUEST_INTERRUPT",
     "RESCUE_ONE",
     "RETRY_RESET",
     "RUN_SET_TURN",
+    "RUN_SET_WAITING",
     "SCHEDULE_ADVANCE",
     "SCHEDULE_DELETE",
     "SCHEDULE_DUE",
@@ -132,6 +154,17 @@ SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND t
   AND NOT EXISTS (SELECT 1 FROM fleet_paused_queues p
                   WHERE p.root = CAST($4 AS text) AND p.queue = runs.queue)
 """
+# The same of runs without limits (along runs_free_due), and of runs with limits that come
+# due after now ($5, as the claim judges it; along runs_limited_at): neither reads the due
+# runs of a full key's backlog.
+NEXT_DUE_UNLIMITED = NEXT_DUE.replace("WHERE state = 'queued'", "WHERE state = 'queued' AND limits IS NULL")
+NEXT_DUE_LIMITED = NEXT_DUE.replace("WHERE state = 'queued'", "WHERE state = 'queued' AND limits IS NOT NULL"
+                                    " AND run_at > NOW($5)")
+# The tasks of $2 with queued runs of queues $1 that carry limits (runs_limited_at).
+LIMITED_TASKS = """
+SELECT DISTINCT task FROM runs WHERE state = 'queued' AND limits IS NOT NULL
+  AND queue IN_ARRAY($1) AND task IN_ARRAY($2)
+"""
 COUNT_DUE_BY_TASK = """
 SELECT task, count(*) FROM runs WHERE state = 'queued' AND run_at < $2 AND queue IN_ARRAY($1)
 GROUP BY task
@@ -174,12 +207,30 @@ WHERE id = $1 AND state = 'queued'
 """
 # A child ended: its parked parent comes due now; a running parent is flagged so that
 # its park (which may be on its way) wakes at once.
-WAKE_PARENTS = """
+WAKE_PARENTS = f"""
 UPDATE runs SET
-    run_at = CASE WHEN state = 'queued' AND run_at > $2 THEN $2 ELSE run_at END,
+    run_at = CASE WHEN state = 'queued' AND run_at > $2 AND coalesce(waiting, '') <> '{PAUSED}'
+             THEN $2 ELSE run_at END,
     wake_requested = CASE WHEN state = 'running' THEN true ELSE wake_requested END
 WHERE id IN_ARRAY($1)
 """
+
+# -- pausing a run (rules.plan_pause, plan_resume) ----------------------------------
+
+# Queued -> paused: held out of every claim and wake (rules.PAUSED_AT), its due time kept
+# for a resume of a run that never started.
+PAUSE_HOLD = f"""
+UPDATE runs SET held_run_at = run_at, run_at = {PAUSED_AT}, waiting = '{PAUSED}'
+WHERE id = $1 AND state = 'queued' AND coalesce(waiting, '') <> '{PAUSED}'
+"""
+PAUSE_REQUEST = "UPDATE runs SET pause_requested = true WHERE id = $1 AND state = 'running'"
+# Paused -> due at $2 with fresh attempts (rules.resumed_run_at).
+RESUME_RELEASE = f"""
+UPDATE runs SET run_at = $2, waiting = NULL, held_run_at = NULL, attempt = 0, recoveries = 0
+WHERE id = $1 AND state = 'queued' AND waiting = '{PAUSED}'
+"""
+RESUME_WITHDRAW = "UPDATE runs SET pause_requested = false WHERE id = $1 AND state = 'running'"
+HELD_RUN_AT = "SELECT held_run_at FROM runs WHERE id = $1"
 
 _FLAG_TESTS = {"cancel_requested": "{t}cancel_requested", "interrupt": "{t}interrupt IS NOT NULL"}
 
@@ -209,7 +260,7 @@ def stop_error_case(otherwise: str, table: str = "") -> str:
 # no reading of the run outside this statement can let a retry supersede a live claim.
 RETRY_RESET = f"""
 UPDATE runs SET state = 'queued', attempt = 0, recoveries = 0, run_at = $2, result = NULL,
-    error = NULL, finished_at = NULL, owner = NULL, lease_expires_at = NULL
+    error = NULL, finished_at = NULL, owner = NULL, lease_expires_at = NULL, pause_requested = false
 WHERE id = $1 AND fence = $3 AND state IN ({", ".join(f"'{state}'" for state in RETRYABLE)})
 """
 # Running runs whose lease ran out or whose owner is no longer registered (the dialect
@@ -222,10 +273,15 @@ ORDER BY id FOR_UPDATE
 """
 # Applied only while the run is still running under the fence that was judged stuck: an
 # owner that finished meanwhile wins, and a second rescuer changes nothing. The attempt
-# stays: the next claim continues it (rules: the attempt a run is on).
+# stays: the next claim continues it (rules: the attempt a run is on). A run asked to
+# pause is taken back paused (its owner died before the step boundary it would have
+# stopped at).
 RESCUE_ONE = f"""
 UPDATE runs SET state = $3, recoveries = $4, owner = NULL,
-    lease_expires_at = NULL, run_at = $5, finished_at = $6, error = $7, last_seq = last_seq + 1
+    lease_expires_at = NULL,
+    run_at = CASE WHEN $3 = 'queued' AND pause_requested THEN {PAUSED_AT} ELSE $5 END,
+    waiting = CASE WHEN $3 = 'queued' AND pause_requested THEN '{PAUSED}' ELSE waiting END,
+    pause_requested = false, finished_at = $6, error = $7, last_seq = last_seq + 1
 WHERE id = $1 AND fence = $2 AND state = 'running'
 RETURNING {RUN_COLUMNS}
 """
@@ -276,6 +332,37 @@ QUEUES_PAUSED = "SELECT queue FROM fleet_paused_queues WHERE root = $1"
 
 # -- threads ------------------------------------------------------------------------
 
+# Flow control per key (store._flow_rules): submitters of one key take turns on its row.
+FLOW_ENSURE = "INSERT INTO flow_keys (slot) VALUES ($1) ON CONFLICT (slot) DO NOTHING"
+FLOW_LOCK = "SELECT run_id, at FROM flow_keys WHERE slot = $1 FOR_UPDATE"
+FLOW_SET = "UPDATE flow_keys SET run_id = $2, at = $3 WHERE slot = $1"
+FLOW_DEBOUNCE = "UPDATE runs SET args = $2, run_at = $3 WHERE id = $1 AND state = 'queued'"
+RUN_SET_WAITING = "UPDATE runs SET waiting = $2 WHERE id = $1 AND state = 'queued'"
+# The records no decision needs any more (store._flow_rules.unneeded: its run in none of
+# KEEPING_STATES or gone, and a throttle's MAX_PERIOD_S past its due time), by the store's
+# clock. Chosen locked, skipping the keys a submitter holds; the removal judges again in
+# a statement of its own, made after the locks were taken, so it sees the run any
+# submitter that held the key before committed (in PostgreSQL a DELETE that waited on a
+# row judges a subquery on its own older snapshot, which would miss it). A submitter
+# that made sure of the row before it went finds it gone under the lock, and makes it
+# again (SqlFlow._lock_keys).
+# A fair key's pass and V (store._fair_rules, slots "fair/...") are no flow control's
+# record: they are kept (removing V alone would let every key met after it come back
+# behind the others by all the claims served so far).
+_FLOW_UNNEEDED = f"""
+substr(flow_keys.slot, 1, 5) <> 'fair/'
+AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = flow_keys.run_id
+            AND runs.state IN ({", ".join(f"'{state}'" for state in KEEPING_STATES)}))
+AND (substr(flow_keys.slot, 1, 9) <> 'throttle:' OR flow_keys.at IS NULL
+     OR flow_keys.at < NOW(${{now}}) - CAST({MAX_PERIOD_S!r} AS double precision))
+"""
+FLOW_UNNEEDED = f"""
+SELECT slot FROM flow_keys WHERE {_FLOW_UNNEEDED.format(now=1)}
+LIMIT $2 FOR_UPDATE_SKIP_LOCKED
+"""
+FLOW_RECLAIM = f"""
+DELETE FROM flow_keys WHERE slot IN_ARRAY($1) AND {_FLOW_UNNEEDED.format(now=2)} RETURNING slot
+"""
 THREAD_ENSURE = """
 INSERT INTO threads (tenant, id, created_at) VALUES ($1, $2, $3) ON CONFLICT (tenant, id) DO NOTHING
 """
@@ -581,3 +668,15 @@ INSERT INTO rate_buckets (name, tokens, updated_at) VALUES ($1, $2, $3) ON CONFL
 """
 BUCKET_LOCK = "SELECT tokens, updated_at FROM rate_buckets WHERE name = $1 FOR_UPDATE"
 BUCKET_SET = "UPDATE rate_buckets SET tokens = $2, updated_at = $3 WHERE name = $1"
+
+# -- concurrency limits per key (tasks._concurrency, store._limit_rules) ---------------
+
+LIMIT_SET = ("INSERT INTO limit_overrides (target, max) VALUES ($1, $2)"
+             " ON CONFLICT (target) DO UPDATE SET max = excluded.max")
+LIMIT_UNSET = "DELETE FROM limit_overrides WHERE target = $1"
+LIMIT_OVERRIDES = "SELECT target, max FROM limit_overrides"
+# The limits of the runs running now (runs_limited_running), and of those queued.
+LIMITED_RUNNING = "SELECT limits FROM runs WHERE state = 'running' AND limits IS NOT NULL"
+LIMITED_QUEUED = "SELECT limits FROM runs WHERE state = 'queued' AND limits IS NOT NULL"
+# Rates per key (store._rate_rules): every key's spends whose window has not ended.
+RATE_SPENT_LIVE = "SELECT slot, until, cost FROM rate_spent WHERE until > $1"

@@ -52,7 +52,8 @@ class SqlThreads(SqlBase):
                 return run
             rows = await conn.fetch(q.THREAD_OPEN_RUNS, tenant, params.thread)
             open_runs = [run_from_row(r) for r in rows]
-            turns = {int(row[0]): float(row[30]) for row in rows if row[30] is not None}
+            # Each row is RUN_COLUMNS and then the run's turn.
+            turns = {int(row[0]): float(row[-1]) for row in rows if row[-1] is not None}
             asking = {row[0] for row in await conn.fetch(
                 q.QUESTIONS_ASKING, self.dialect.array([r.id for r in open_runs]))} if open_runs else set()
             plan = rules.plan_busy(params.thread, open_runs, params.on_busy, asking, turns)

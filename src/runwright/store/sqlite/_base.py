@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from typing import TYPE_CHECKING
 
 from ..sql._base import SqlBase
 from ._connection import StoreThread
@@ -16,4 +18,9 @@ class SqliteBase(SqlBase):
 
     path: str
     _hot: StoreThread  # the hot path's connection and its thread
+    _transacting: StoreThread  # the application's transactions' (see _transactions)
+    _transacting_turn: asyncio.Lock
     _poller: asyncio.Task[None] | None
+
+    if TYPE_CHECKING:  # the store's own (_store.py)
+        def _connect(self) -> sqlite3.Connection: ...

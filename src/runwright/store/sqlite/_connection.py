@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
 from ...errors import StoreError
+from .._moved import refusal_in
 from ..sql._dialect import SQLITE, Dialect
 
 __all__ = ["BLINK_CODES", "Connection", "StoreThread", "is_blink"]
@@ -69,6 +70,12 @@ class StoreThread:
             if not is_blink(exc):
                 raise  # a bug (no such column, a syntax error): retrying cannot help
             raise StoreError(f"sqlite {self.path}: {exc}") from exc
+        except sqlite3.IntegrityError as exc:
+            # A write to a store `runwright move` sealed: its triggers raise the line.
+            moved = refusal_in(str(exc))
+            if moved is None:
+                raise
+            raise moved from exc
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` inside BEGIN IMMEDIATE: the write lock is taken up front, so two
@@ -95,17 +102,21 @@ class Connection:
     def __init__(self, thread: StoreThread) -> None:
         self._thread = thread
 
+    def _prepare(self, sql: str) -> str:
+        """A statement as SQLite takes it: the shared dialect's."""
+        return SQLITE.prepare(sql)
+
     def _run(self, sql: str, args: Sequence[Any]) -> Callable[[sqlite3.Connection], sqlite3.Cursor]:
-        prepared = SQLITE.prepare(sql)
+        prepared = self._prepare(sql)
         return lambda conn: conn.execute(prepared, tuple(args))
 
     async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         run = self._run(sql, args)
-        return await self._thread.call(lambda conn: run(conn).fetchall())
+        return await self.call(lambda conn: run(conn).fetchall())
 
     async def fetchrow(self, sql: str, *args: Any) -> Sequence[Any] | None:
         run = self._run(sql, args)
-        return await self._thread.call(lambda conn: run(conn).fetchone())
+        return await self.call(lambda conn: run(conn).fetchone())
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
         row = await self.fetchrow(sql, *args)
@@ -113,11 +124,11 @@ class Connection:
 
     async def execute(self, sql: str, *args: Any) -> int:
         run = self._run(sql, args)
-        return await self._thread.call(lambda conn: run(conn).rowcount)
+        return await self.call(lambda conn: run(conn).rowcount)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        prepared = SQLITE.prepare(sql)
-        await self._thread.call(lambda conn: conn.executemany(prepared, [tuple(r) for r in rows]))
+        prepared = self._prepare(sql)
+        await self.call(lambda conn: conn.executemany(prepared, [tuple(r) for r in rows]))
 
     async def notify(self, topic: str, run_ids: Sequence[int] = ()) -> None:
         """Other processes see the commit through their data-version poll."""

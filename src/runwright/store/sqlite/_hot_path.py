@@ -36,8 +36,8 @@ _GET_BY_KEY = SQLITE.prepare(q.GET_BY_KEY)
 _INSERT_RUN = (
     "INSERT INTO runs (id, key, task, queue, priority, state, args, max_attempts, timeout_s,"
     " run_at, created_at, parent_id, budget, deadline_at, thread, tenant, traceparent,"
-    " version, major, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
-    " ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
+    " version, major, limits, last_seq) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), ?) + 1,"
+    " ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)"
     " ON CONFLICT (coalesce(tenant, ''), key) DO NOTHING RETURNING id")
 _PARENT = "SELECT state, cancel_requested FROM runs WHERE id = ?"
 _RUNNING_AT = "SELECT fence FROM runs WHERE id = ? AND state = 'running'"
@@ -65,7 +65,7 @@ def insert_runs(conn: sqlite3.Connection, params: Sequence[RunInsertParams], now
         row = conn.execute(_INSERT_RUN, (
             reclaimed_top, p.key, p.task, p.queue, p.priority, p.args, p.max_attempts, p.timeout_s,
             p.run_at if p.run_at is not None else now, now, p.parent_id, p.budget,
-            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major)).fetchone()
+            p.deadline_at, p.thread, p.tenant, p.traceparent, p.version, p.major, p.limits)).fetchone()
         if row is None:
             run = run_from_row(conn.execute(_GET_BY_KEY, (p.tenant or "", p.key)).fetchone())
             run.existed = True
@@ -111,15 +111,20 @@ def _finish_sql(target: RunState, release: bool) -> str:
         # child comes due at once.
         ends_as = q.stop_state_case("'queued'")
         attempt = "attempt" if release else f"attempt + ({ends_as} = 'queued')"
+        # A requeue while a pause is asked for pauses the run (rules.plan_pause).
         return (f"UPDATE runs SET state = {ends_as}, owner = NULL, lease_expires_at = NULL,"
                 f" attempt = {attempt}, error = {q.stop_error_case('coalesce(?, error)')},"
                 f" finished_at = CASE WHEN {ends_as} = 'queued' THEN NULL ELSE ? END,"
-                f" run_at = CASE WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0,"
-                f" last_seq = last_seq + 1"
+                f" run_at = CASE WHEN pause_requested AND {ends_as} = 'queued' THEN {rules.PAUSED_AT}"
+                f" WHEN wake_requested THEN min(?, ?) ELSE ? END, wake_requested = 0,"
+                f" waiting = CASE WHEN {ends_as} = 'queued' THEN"
+                f" (CASE WHEN pause_requested THEN '{rules.PAUSED}' ELSE ? END) END,"
+                f" pause_requested = 0, last_seq = last_seq + 1"
                 f" WHERE id = ? AND fence = ? AND state = 'running'"
-                f" RETURNING parent_id, last_seq, state, interrupt")
+                f" RETURNING parent_id, last_seq, state, interrupt, waiting")
     return (f"UPDATE runs SET state = '{target.value}', owner = NULL, lease_expires_at = NULL,"
-            f" result = ?, error = ?, finished_at = ?, wake_requested = 0, last_seq = last_seq + 1"
+            f" result = ?, error = ?, finished_at = ?, wake_requested = 0, waiting = NULL,"
+            f" pause_requested = 0, last_seq = last_seq + 1"
             f" WHERE id = ? AND fence = ? AND state = 'running'"
             f" RETURNING parent_id, last_seq, state, interrupt")
 
@@ -134,7 +139,10 @@ _FINISH_SQL = {(state, release): _finish_sql(state, release)
 def _finish_args(p: RunFinishParams, now: float) -> tuple[Any, ...]:
     if p.state is RunState.QUEUED:
         run_at = p.run_at if p.run_at is not None else now
-        return (p.error, now, run_at, now, run_at, p.run_id, p.fence)
+        # A pause is woken by nothing but a resume: a wake requested meanwhile (a child's
+        # end) does not make it due (min(run_at, run_at)).
+        woken_at = run_at if p.waiting == rules.PAUSED else now
+        return (p.error, now, run_at, woken_at, run_at, p.waiting, p.run_id, p.fence)
     return (p.result, p.error, now, p.run_id, p.fence)
 
 
@@ -146,7 +154,8 @@ _END_MANY = (
     "WITH v(id, fence, state, result, error) AS MATERIALIZED (SELECT value ->> 0, value ->> 1,"
     " value ->> 2, value ->> 3, value ->> 4 FROM json_each(?2))"
     " UPDATE runs SET state = v.state, owner = NULL, lease_expires_at = NULL, result = v.result,"
-    " error = v.error, finished_at = ?1, wake_requested = 0, last_seq = last_seq + 1"
+    " error = v.error, finished_at = ?1, wake_requested = 0, waiting = NULL, pause_requested = 0,"
+    " last_seq = last_seq + 1"
     " FROM v WHERE runs.id = v.id AND runs.fence = v.fence AND runs.state = 'running'"
     " RETURNING runs.id, parent_id, last_seq, state, interrupt")
 
@@ -167,8 +176,10 @@ def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams], now
         if row is None:
             refused.append(p.run_id)
             continue
-        parent_id, seq, state, interrupt = row
-        if state == p.state:
+        parent_id, seq, state, interrupt = row[:4]
+        if _paused_by_request(p, row):
+            events.append((p.run_id, seq, "paused", "{}", now))
+        elif state == p.state:
             events.append((p.run_id, seq, p.kind, p.event_data, now))
         else:  # a stop request came as it finished: it ends that way instead
             events.append((p.run_id, seq, state, "{}", now))
@@ -180,6 +191,11 @@ def finish_runs(conn: sqlite3.Connection, params: Sequence[RunFinishParams], now
     if parents:
         conn.execute(_WAKE_PARENTS, (json.dumps(parents), now))
     return refused
+
+
+def _paused_by_request(p: RunFinishParams, row: tuple[Any, ...]) -> bool:
+    """A requeue that met a pause request: the run is paused, and its log says so."""
+    return len(row) > 4 and row[4] == rules.PAUSED and p.waiting != rules.PAUSED
 
 
 def _end_many(conn: sqlite3.Connection, ends: Sequence[RunFinishParams],

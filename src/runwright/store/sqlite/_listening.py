@@ -24,7 +24,10 @@ class SqliteListening(SqliteBase):
             # Read the starting version before returning: a commit made after listen()
             # returns must be seen as a change, never taken for the baseline.
             baseline = await self._hot.call(_data_version)
-            self._poller = asyncio.get_running_loop().create_task(self._poll_changes(baseline))
+            # Two callers may both have found none and waited here: the second keeps the
+            # first's poller (a second one would be left running when the store closes).
+            if self._poller is None:
+                self._poller = asyncio.get_running_loop().create_task(self._poll_changes(baseline))
 
     async def _poll_changes(self, last: int) -> None:
         """Wake the hub when another connection commits (PRAGMA data_version changes)."""

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Sequence
 
 from ...core._clock import SYSTEM_CLOCK, Clock
+from ...core._resilience import through_blinks
 from ...core._waiting import halt
 from ...errors import SchemaError, StoreUnreachable
 from ...runs import Run
@@ -32,6 +33,7 @@ from . import _hot_path as hot_path
 from ._connection import Connection, StoreThread
 from ._listening import SqliteListening
 from ._runs import SqliteRuns
+from ._transactions import SqliteTransactions
 
 __all__ = ["SqliteStore"]
 
@@ -39,12 +41,25 @@ MIGRATIONS = load_migrations("runwright.store.sqlite")
 WHOLE_SCHEMA = load_schema("runwright.store.sqlite", MIGRATIONS)
 
 
-class SqliteStore(SqliteRuns, SqliteListening, SqlStore):
+class SqliteStore(SqliteRuns, SqliteTransactions, SqliteListening, SqlStore):
     """Store on one SQLite file (WAL mode). See `runwright.store._interface.Store`."""
 
     dialect = SQLITE
     migrations = MIGRATIONS
     whole_schema = WHOLE_SCHEMA
+
+    async def _text_columns(self, conn: Any) -> list[tuple[str, str]]:
+        # SQLite keeps text in a column of any declared type: every column but the
+        # numeric ones.
+        tables = [row[0] for row in await conn.fetch(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name <> 'schema_versions' ORDER BY name")]
+        found = []
+        for table in tables:
+            for column in await conn.fetch(f"SELECT name, type FROM pragma_table_info('{table}')"):
+                if str(column[1]).upper() not in ("INTEGER", "REAL", "BOOLEAN", "INT"):
+                    found.append((table, column[0]))
+        return found
     schema_version_known = MIGRATIONS[-1].version
     has_sessions = False  # embedded: no server, no session to cut
 
@@ -59,6 +74,8 @@ class SqliteStore(SqliteRuns, SqliteListening, SqlStore):
         self._hot = StoreThread(path, "runwright-sqlite")
         self._shared = StoreThread(path, "runwright-sqlite-shared")
         self._shared_turn = asyncio.Lock()
+        self._transacting = StoreThread(path, "runwright-sqlite-tx")  # the application's transactions
+        self._transacting_turn = asyncio.Lock()
         self._poller: asyncio.Task[None] | None = None
 
     # -- connections ----------------------------------------------------------------
@@ -92,7 +109,19 @@ class SqliteStore(SqliteRuns, SqliteListening, SqlStore):
         except sqlite3.Error as exc:
             await self.close()  # a later open starts afresh
             raise StoreUnreachable(f"sqlite: cannot open {self.path}: {exc}") from exc
-        await self._check_schema_known()
+        # The file opened: a lock held by other processes (a burst of writers) is a blink
+        # to ride out here too, not a failed start; a schema it cannot work with is said at
+        # once (a SchemaError is a StoreError, which through_blinks would wait out).
+        refused = await through_blinks(self._schema_refusal)
+        if refused is not None:
+            raise refused
+
+    async def _schema_refusal(self) -> SchemaError | None:
+        try:
+            await self._check_schema_known()
+        except SchemaError as exc:
+            return exc
+        return None
 
     def bus(self, root: str) -> Bus:
         """The fleet's bus in this file: `fleet_slots` and a polled `fleet_messages`, on a
@@ -105,7 +134,7 @@ class SqliteStore(SqliteRuns, SqliteListening, SqlStore):
         if self._poller is not None:
             await halt(self._poller)
             self._poller = None
-        for thread in (self._hot, self._shared):
+        for thread in (self._hot, self._shared, self._transacting):
             await thread.stop()
 
     async def sessions_cut(self) -> int:
@@ -133,12 +162,18 @@ class SqliteStore(SqliteRuns, SqliteListening, SqlStore):
                 # still roll back, or the next transaction on this connection cannot begin.
                 await conn.execute("BEGIN IMMEDIATE")
                 yield conn
+                # Shielded: a caller cancelled while its COMMIT waited for the thread had
+                # that COMMIT dropped from the thread's queue, never run, and the
+                # transaction left open; the next BEGIN on this connection failed ("cannot
+                # start a transaction within a transaction") and a worker's heartbeat died.
+                await asyncio.shield(conn.execute("COMMIT"))
             except BaseException:
                 # SQLite may have rolled back already (a full disk, an I/O error). Queued
-                # on the same thread, this runs after a BEGIN still in flight.
-                await conn.call(lambda raw: raw.in_transaction and raw.execute("ROLLBACK"))
+                # on the same thread, this runs after a BEGIN or COMMIT still in flight
+                # (a no-op after a COMMIT that went through); shielded, so that a second
+                # cancel cannot drop it.
+                await asyncio.shield(conn.call(lambda raw: raw.in_transaction and raw.execute("ROLLBACK")))
                 raise
-            await conn.execute("COMMIT")
 
     # -- the dialect's half of the shared operations ------------------------------------
 

@@ -43,7 +43,17 @@ CREATE TABLE runs (
     trimmed_seq      INTEGER NOT NULL DEFAULT 0,
     -- its place in its thread's order when it went ahead of waiting runs (NULL: its id;
     -- migration 16)
-    turn             REAL
+    turn             REAL,
+    -- what it waits on while queued and not yet due (runs.WaitReason; migration 18)
+    waiting          TEXT,
+    -- the run it was forked from (RunHandle.fork; migration 21)
+    forked_from      INTEGER,
+    -- a stop at the next step boundary that pauses it, and the due time a paused run
+    -- had when it was paused (migration 22)
+    pause_requested  INTEGER NOT NULL DEFAULT 0,
+    held_run_at      REAL,
+    -- its concurrency limits, JSON [[name, key, max], ...] (NULL: none; migration 23)
+    limits           TEXT
 );
 
 -- The claim reads due runs of a queue in (priority, run_at, id) order; the partial index
@@ -54,6 +64,8 @@ CREATE INDEX runs_running ON runs (owner, lease_expires_at) WHERE state = 'runni
 CREATE INDEX runs_state ON runs (state, id);
 
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
+-- A run's forks (migration 21).
+CREATE INDEX runs_forked_from ON runs (forked_from) WHERE forked_from IS NOT NULL;
 CREATE INDEX runs_deadline ON runs (deadline_at) WHERE deadline_at IS NOT NULL
     AND state IN ('queued', 'running');
 -- The summary's latency sample: the latest ended runs, a range of this index.
@@ -165,6 +177,29 @@ CREATE TABLE questions (
 -- The pending questions, oldest first: what an approver's inbox lists.
 CREATE INDEX questions_pending ON questions (asked_at) WHERE answered_at IS NULL;
 
+-- A signal sent to a run (run.signal, signal-with-start), numbered per run in the order
+-- sent. Pending until a wait of the run takes it: `position` is then the journal position
+-- of that wait (one signal per position), so a replay finds the same one. `key` makes a
+-- send idempotent: one signal per key of a run. A pending signal its sender withdrew (an
+-- update given up on) is kept, marked, and never taken.
+CREATE TABLE signals (
+    run_id   INTEGER NOT NULL,
+    seq      INTEGER NOT NULL,
+    name     TEXT    NOT NULL,
+    payload  TEXT    NOT NULL,
+    sent_at  REAL    NOT NULL,
+    key      TEXT,
+    sent_by  TEXT,
+    position INTEGER,
+    taken_at REAL,
+    withdrawn_at REAL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX signals_key ON signals (run_id, key) WHERE key IS NOT NULL;
+CREATE UNIQUE INDEX signals_position ON signals (run_id, position) WHERE position IS NOT NULL;
+-- What a wait takes: the oldest pending signal of a name.
+CREATE INDEX signals_pending ON signals (run_id, name, seq) WHERE position IS NULL AND withdrawn_at IS NULL;
+
 
 -- A named lease: one process at a time does what it guards (the retention sweep), and
 -- a holder that dies loses it when it lapses.
@@ -242,3 +277,74 @@ CREATE TABLE fleet_messages (
     body    TEXT NOT NULL,
     sent_at REAL NOT NULL
 );
+
+-- A run's wait for an event, registered (fenced) under its journal position before it
+-- waits, so a replay finds the same one. A publish of `name` in `tenant` ('' = no tenant)
+-- whose data fits `match_json` delivers to it while it is `waiting`, as a signal of the
+-- run, and marks it `delivered` (`event_id`); a wait whose timeout passed is `closed`.
+CREATE TABLE event_waits (
+    run_id        INTEGER NOT NULL,
+    position      INTEGER NOT NULL,
+    tenant        TEXT    NOT NULL,
+    name          TEXT    NOT NULL,
+    match_json    TEXT    NOT NULL,
+    registered_at REAL    NOT NULL,
+    state         TEXT    NOT NULL,
+    event_id      TEXT,
+    PRIMARY KEY (run_id, position)
+) WITHOUT ROWID;
+-- What a publish reads: the waiting registrations of its tenant and name.
+CREATE INDEX event_waits_waiting ON event_waits (tenant, name, run_id) WHERE state = 'waiting';
+
+-- A published event, kept by its id within its tenant: published again, it delivers
+-- nothing again (the runs it woke and could not deliver to are its first publish's).
+CREATE TABLE published_events (
+    tenant       TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    data         TEXT NOT NULL,
+    published_at REAL NOT NULL,
+    published_by TEXT,
+    woken        TEXT NOT NULL,
+    full_runs    TEXT NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+-- What retention forgets first: the ids published longest ago.
+CREATE INDEX published_events_at ON published_events (published_at);
+
+-- Concurrency limits per key (migration 23): the limited claim counts running runs by
+-- the limits of runs_limited_running and walks runs_limited_due; neither holds a run
+-- without limits.
+CREATE INDEX runs_limited_running ON runs (id) WHERE state = 'running' AND limits IS NOT NULL;
+CREATE INDEX runs_limited_due ON runs (queue, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- An operator's max for a limit ("<name>") or one key of it ("<name>:<key>").
+CREATE TABLE limit_overrides (
+    target TEXT PRIMARY KEY,
+    max    INTEGER NOT NULL
+);
+-- Flow control per key at submission (migration 24): a key's latest run and its due time.
+CREATE TABLE flow_keys (
+    slot   TEXT PRIMARY KEY,
+    run_id INTEGER,
+    at     REAL
+);
+-- The claim of runs without limits walks only those (migration 25): a backlog of limited
+-- runs held behind a full key is never stepped over by it.
+CREATE INDEX runs_free_due ON runs (queue, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NULL;
+-- A limited claim that holds a full key back reads each other key's first runs along it.
+CREATE INDEX runs_limited_keys ON runs (limits, priority, run_at, id)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- When a worker's next limited run comes due, its due ones held back by their keys.
+CREATE INDEX runs_limited_at ON runs (queue, run_at)
+    WHERE state = 'queued' AND limits IS NOT NULL;
+-- Rates per key (migration 26): one row per start under a rate, until its window ends.
+CREATE TABLE rate_spent (
+    slot   TEXT NOT NULL,
+    until  REAL NOT NULL,
+    run_id INTEGER NOT NULL,
+    cost   REAL NOT NULL,
+    PRIMARY KEY (slot, until, run_id)
+);
+CREATE INDEX rate_spent_until ON rate_spent (until);

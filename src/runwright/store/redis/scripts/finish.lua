@@ -4,9 +4,10 @@
 -- ARGV[1]  now ('' = the server's clock)
 -- ARGV[2]  s, the number of stop requests (rules.REQUEUE_STOPS, in precedence order);
 --          then per stop: the run field that carries it, the state it ends as, its error
--- then    the finishes, one JSON array of arrays of 9 values: run id, fence, target state,
+-- then    the finishes, one JSON array of arrays of 10 values: run id, fence, target state,
 --          result, error, run_at (strings, or null), release (a boolean), event kind,
---          event data. One argument, not 9 per run: packing them was a tenth of a worker.
+--          event data, waiting (a requeue's WaitReason, or null). One argument, not 10 per
+--          run: packing them was a tenth of a worker.
 -- Returns  the ids whose fence was refused
 --
 -- A run changes only if the caller's fence is still current and it is still running
@@ -30,7 +31,8 @@ for _, stop in ipairs(stops) do STOPPED[stop.ends_as] = true end
 -- field asked for costs its share of the hash, and most ends need only these.
 local FIELDS = {'state', 'fence', 'owner', 'tenant', 'queue', 'interrupt', 'thread_no', 'parent_id',
                 'deadline_at', 'last_seq'}
-local REQUEUE_FIELDS = {'priority', 'task', 'major', 'error', 'wake_requested', 'attempt'}
+local REQUEUE_FIELDS = {'priority', 'task', 'major', 'error', 'wake_requested', 'attempt',
+                        'pause_requested', 'limits'}
 for _, stop in ipairs(stops) do REQUEUE_FIELDS[#REQUEUE_FIELDS + 1] = stop.flag end
 
 local function set(value) return value ~= nil and value ~= '0' end
@@ -60,7 +62,7 @@ local refused = {}
 for _, f in ipairs(cjson.decode(ARGV[i])) do
   local id, fence, target = f[1], f[2], f[3]
   local result, err, run_at = given(f[4]), given(f[5]), given(f[6])
-  local release, kind, data = f[7], f[8], f[9]
+  local release, kind, data, waiting = f[7], f[8], f[9], given(f[10])
   local run = load_fields(id, FIELDS)
   if not owns(run, fence) then
     if not confirmed(run, fence, target) then refused[#refused + 1] = tonumber(id) end
@@ -71,21 +73,29 @@ for _, f in ipairs(cjson.decode(ARGV[i])) do
       for n, name in ipairs(REQUEUE_FIELDS) do run[name] = more[n] or nil end
     end
     local state, final_error = outcome(run, target, err)
-    local sets, drops = {'state', state, 'wake_requested', '0'}, {'owner', 'lease_expires_at'}
+    local sets, drops = {'state', state, 'wake_requested', '0'}, {'owner', 'lease_expires_at', 'pause_requested'}
     leave_owner(id, run)
     shift(run, state)
     put(sets, drops, 'result', result)
     put(sets, drops, 'error', final_error)
     if state == 'queued' and not release then put(sets, drops, 'attempt', int(run.attempt + 1)) end
-    if state == 'queued' then
+    if state == 'queued' and set(run.pause_requested) then
+      -- A requeue asked to pause: held, out of the due sets, until a resume (rules.plan_pause).
+      put(sets, drops, 'run_at', PAUSED_AT)
+      put(sets, drops, 'finished_at', nil)
+      put(sets, drops, 'waiting', PAUSED)
+      if waiting ~= PAUSED then kind, data = 'paused', '{}' end
+    elseif state == 'queued' then
       run_at = run_at or num(now)  -- a requeue without a time is due now
-      if set(run.wake_requested) then run_at = num(math.min(tonumber(run_at), now)) end
+      if set(run.wake_requested) and waiting ~= PAUSED then run_at = num(math.min(tonumber(run_at), now)) end
       run.run_at = run_at
       put(sets, drops, 'run_at', run_at)
       put(sets, drops, 'finished_at', nil)
-      enqueue(id, run)
+      put(sets, drops, 'waiting', waiting)
+      if waiting ~= PAUSED then enqueue(id, run) end
     else
       put(sets, drops, 'finished_at', num(now))
+      put(sets, drops, 'waiting', nil)
       if state == 'interrupted' and run.interrupt == 'rollback' then forget_messages(id, run) end
       ended(id, run, now)
     end

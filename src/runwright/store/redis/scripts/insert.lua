@@ -6,7 +6,7 @@
 -- ARGV[3..] per run, INSERT_FIELDS values: identity (JSON [tenant, key]), key, task, queue,
 --          priority, args, max_attempts, timeout_s, run_at, parent_id, budget, deadline_at,
 --          thread, tenant, submitted event data, thread identity (JSON [tenant, thread]),
---          traceparent, version, major; NIL for a missing value
+--          traceparent, version, major, limits; NIL for a missing value
 -- then    m, the number of fenced parents, and m pairs: parent id, fence
 -- Returns  per run {existed (0/1), the run's hash as a flat list}; or {'lost', parent id,
 --          fence} when a parent is not running at the fence its child was submitted

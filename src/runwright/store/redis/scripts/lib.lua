@@ -171,14 +171,80 @@ local function log(id, kind, data, now)
   return seq
 end
 
+-- One command for many members, in chunks (unpack is bounded by Lua's C stack).
+local function call_many(command, key, members)
+  for i = 1, #members, 1000 do
+    redis.call(command, key, unpack(members, i, math.min(#members, i + 999)))
+  end
+end
+
+-- A queued run that carries concurrency limits (its `limits` text) is in its due set as
+-- any other, and also in the due set of its text within it, ldue:<n>:<text>:<due set>
+-- (n: the text's length in bytes, which keeps text and due set apart), by run_at. The
+-- runs of one key carry one text (their task's declaration), so the limited claim
+-- (claim.lua) looks only at the heads of texts whose keys have room: lheads:<due set>
+-- holds each text with queued runs as "<its first run's padded id><text>" scored by that
+-- run's run_at, so that it is in claim order (run_at, then id), and the backlog
+-- of a full key is stepped over as one text, never run by run. lqueued counts the runs
+-- with limits in each due set: one holding none else is not walked by the limited claim.
+-- Every script that adds a run to a due set or takes one out does it through these
+-- (enqueue, dequeue, limited_left), so the sets never disagree. Key layout 5 (_store.py).
+local function due_rest(due)  -- a due set's key after "<prefix>due:"
+  return string.sub(due, #P + 5)
+end
+local function text_key(due, text)
+  return P .. 'ldue:' .. #text .. ':' .. text .. ':' .. due_rest(due)
+end
+local function heads_key(due) return P .. 'lheads:' .. due_rest(due) end
+-- The first run of a text's due set (its padded id, run_at), or nil.
+local function text_head(due, text)
+  local head = redis.call('ZRANGE', text_key(due, text), 0, 0, 'WITHSCORES')
+  return head[1], head[2]
+end
+-- After runs of `text` came or went: the text's place among its due set's, by its head
+-- (`before`: its head's padded id before, or nil).
+local function limited_head(due, text, before)
+  local head, run_at = text_head(due, text)
+  if before and before ~= head then redis.call('ZREM', heads_key(due), before .. text) end
+  if head then redis.call('ZADD', heads_key(due), run_at, head .. text) end
+end
+-- `n` runs with limits came into (n > 0) or left (n < 0) due set `due`.
+local function limited_count(due, n)
+  if redis.call('HINCRBY', P .. 'lqueued', due, n) <= 0 then redis.call('HDEL', P .. 'lqueued', due) end
+end
+-- Runs of `text` (padded ids) the claim took out of due set `due` (it ZREMs them there,
+-- and counts them out of lqueued); `before`: the text's head before.
+local function limited_left(due, text, members, before)
+  call_many('ZREM', text_key(due, text), members)
+  limited_head(due, text, before)
+end
+
 local function enqueue(id, run)
-  redis.call('ZADD', due_key(run.priority, run.queue, run.task, run.major), run.run_at, pad(id))
+  local due = due_key(run.priority, run.queue, run.task, run.major)
+  local added = redis.call('ZADD', due, run.run_at, pad(id))
   redis.call('SADD', P .. 'dues:' .. run.queue, due_head(run.priority, run.major) .. ':' .. run.task)
+  if run.limits then
+    local padded = pad(id)
+    local before, before_at = text_head(due, run.limits)
+    redis.call('ZADD', text_key(due, run.limits), run.run_at, padded)
+    if added == 1 then limited_count(due, 1) end
+    -- A run that comes after the text's head (a backlog submitted) leaves it as it was.
+    local behind = before and before ~= padded and (tonumber(before_at) < tonumber(run.run_at) or
+      (tonumber(before_at) == tonumber(run.run_at) and before < padded))
+    if not behind then limited_head(due, run.limits, before) end
+  end
   requeued = true
 end
 
 local function dequeue(id, run)
-  redis.call('ZREM', due_key(run.priority, run.queue, run.task, run.major), pad(id))
+  local due = due_key(run.priority, run.queue, run.task, run.major)
+  local removed = redis.call('ZREM', due, pad(id))
+  if run.limits then
+    local before = text_head(due, run.limits)
+    redis.call('ZREM', text_key(due, run.limits), pad(id))
+    if removed == 1 then limited_count(due, -1) end
+    if before == pad(id) then limited_head(due, run.limits, before) end  -- else the head stays
+  end
 end
 
 local function owns(run, fence)
@@ -215,15 +281,16 @@ local function disown(id, run)
   redis.call('HDEL', run_key(id), 'owner', 'lease_expires_at')
 end
 
--- One command for many members, in chunks (unpack is bounded by Lua's C stack).
-local function call_many(command, key, members)
-  for i = 1, #members, 1000 do
-    redis.call(command, key, unpack(members, i, math.min(#members, i + 999)))
-  end
-end
-
 local function settle_owners()
   call_many('ZREM', P .. 'running', leaving)
+  -- A limited run that stops running (an end, a give-back, a takeover) leaves lheld, the
+  -- limits of the runs running now that the limited claim counts (claim.lua), in the
+  -- same script as its state: its slot is free, and claimers are woken for it.
+  for i = 1, #leaving, 1000 do
+    if redis.call('HDEL', P .. 'lheld', unpack(leaving, i, math.min(#leaving, i + 999))) > 0 then
+      requeued = true
+    end
+  end
   for owner, ids in pairs(disowning) do
     call_many('SREM', P .. 'owned:' .. owner, ids)
     if redis.call('SCARD', P .. 'owned:' .. owner) == 0 then redis.call('SREM', P .. 'owners', owner) end
@@ -246,13 +313,40 @@ end
 local function wake_parent(parent_id, now)
   local parent = load(parent_id)
   if not parent then return end
-  if parent.state == 'queued' and tonumber(parent.run_at) > now then
+  if parent.state == 'queued' and tonumber(parent.run_at) > now and parent.waiting ~= PAUSED then
     parent.run_at = num(now)
     redis.call('HSET', run_key(parent_id), 'run_at', parent.run_at)
     enqueue(parent_id, parent)
   elseif parent.state == 'running' then
     redis.call('HSET', run_key(parent_id), 'wake_requested', '1')
   end
+end
+
+-- Signals (signal_send, signal_start, signal_take): a run's signals are the hash
+-- sigs:<id>, seq -> JSON {name, payload, sent_at, key, sent_by, position, taken_at} (text
+-- values: cjson would round a time to 14 digits); sigpend:<id>:<name> the pending seqs of
+-- a name, oldest first; sigkeys:<id> key -> seq; sigpos:<id> journal position -> seq; the
+-- run's hash counts them (signal_seq, the last seq given; signals_pending). A run parked
+-- on a signal wait comes due now; one running is flagged, so a park on its way wakes.
+local function keep_signal(id, seq, name, payload, key, by, event, now)
+  local signal = {name = name, payload = payload, sent_at = num(now), key = opt(key), sent_by = opt(by)}
+  local text = cjson.encode(signal)
+  redis.call('HSET', P .. 'sigs:' .. id, seq, text)
+  redis.call('ZADD', P .. 'sigpend:' .. id .. ':' .. name, seq, seq)
+  if signal.key then redis.call('HSET', P .. 'sigkeys:' .. id, signal.key, seq) end
+  redis.call('HSET', run_key(id), 'signal_seq', seq)
+  redis.call('HINCRBY', run_key(id), 'signals_pending', 1)
+  log(id, 'signalled', event, now)
+  local run = load_fields(id, {'state', 'waiting', 'run_at', 'priority', 'queue', 'task', 'major',
+                                 'limits'})
+  if run.state == 'queued' and run.waiting == 'signal' and tonumber(run.run_at) > now then
+    run.run_at = num(now)
+    redis.call('HSET', run_key(id), 'run_at', run.run_at)
+    enqueue(id, run)
+  elseif run.state == 'running' then
+    redis.call('HSET', run_key(id), 'wake_requested', '1')
+  end
+  return text
 end
 
 -- A run ended for good: it no longer holds its thread, has no deadline to watch, and its
@@ -307,9 +401,9 @@ local function thread_no_of(ident, now, create)
   return no
 end
 
--- Insert one new run from ARGV[i .. i+18] (see insert.lua), with its `submitted` event.
+-- Insert one new run from ARGV[i .. i+19] (see insert.lua), with its `submitted` event.
 -- Returns the run's id, or the existing run's id and true when its (tenant, key) exists.
-local INSERT_FIELDS = 19
+local INSERT_FIELDS = 20
 local function insert_one(i, now)
   local ident = ARGV[i]
   local existing = redis.call('HGET', P .. 'keys', ident)
@@ -321,12 +415,12 @@ local function insert_one(i, now)
                budget = opt(ARGV[i + 10]), deadline_at = opt(ARGV[i + 11]),
                thread = opt(ARGV[i + 12]), tenant = opt(ARGV[i + 13]),
                traceparent = opt(ARGV[i + 16]), version = opt(ARGV[i + 17]),
-               major = opt(ARGV[i + 18])}
+               major = opt(ARGV[i + 18]), limits = opt(ARGV[i + 19])}
   local fields = {'id', id, 'state', 'queued', 'attempt', '0', 'fence', '0', 'recoveries', '0',
                   'cancel_requested', '0', 'wake_requested', '0', 'last_seq', '0', 'created_at', num(now)}
   for _, name in ipairs({'key', 'task', 'queue', 'priority', 'args', 'max_attempts', 'timeout_s',
                          'run_at', 'parent_id', 'budget', 'deadline_at', 'thread', 'tenant',
-                         'traceparent', 'version', 'major'}) do
+                         'traceparent', 'version', 'major', 'limits'}) do
     if run[name] then fields[#fields + 1] = name; fields[#fields + 1] = run[name] end
   end
   if run.thread then

@@ -42,7 +42,11 @@ for i = 4 + dead_count, #ARGV, 8 do
     if finished_at then redis.call('HSET', key, 'finished_at', finished_at) else redis.call('HDEL', key, 'finished_at') end
     if err then redis.call('HSET', key, 'error', err) else redis.call('HDEL', key, 'error') end
     run.run_at = ARGV[i + 4]
-    if state == 'queued' then enqueue(id, run) else ended(id, run, now) end
+    if state == 'queued' and run.pause_requested == '1' then
+      -- Asked to pause, its owner died before the step boundary it would have stopped at.
+      redis.call('HSET', key, 'run_at', PAUSED_AT, 'waiting', PAUSED)
+    elseif state == 'queued' then enqueue(id, run) else ended(id, run, now) end
+    redis.call('HDEL', key, 'pause_requested')
     log(id, ARGV[i + 7], string.format('{"recoveries": %d}', tonumber(ARGV[i + 3])), now)
     out[#out + 1] = redis.call('HGETALL', key)
   end

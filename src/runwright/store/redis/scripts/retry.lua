@@ -31,7 +31,7 @@ end
 local key = run_key(id)
 move(id, run, 'queued')
 redis.call('HSET', key, 'attempt', 0, 'recoveries', 0, 'run_at', num(now))
-redis.call('HDEL', key, 'result', 'error', 'finished_at', 'owner', 'lease_expires_at')
+redis.call('HDEL', key, 'result', 'error', 'finished_at', 'owner', 'lease_expires_at', 'pause_requested')
 -- The journal is made whole again (steps_old back into steps), the positions dropped,
 -- and the last snapshot that remains, if any, archives what precedes it again.
 local steps, old = P .. 'steps:' .. id, P .. 'steps_old:' .. id

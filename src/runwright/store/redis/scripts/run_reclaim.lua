@@ -1,4 +1,5 @@
--- run_reclaim: remove ended runs with their journal, log and questions (retention).
+-- run_reclaim: remove ended runs with their journal, log, questions, signals and event waits
+-- (retention).
 --
 -- KEYS[1]  <prefix>ids
 -- ARGV[1]  the scan cursor to keep (the lowest run id the next pass looks at; '' = leave it)
@@ -48,13 +49,23 @@ local function remove(id, run, ident)
   redis.call('HDEL', P .. 'keys', ident)
   redis.call('ZREM', P .. 'runs', id)
   if run.parent_id then redis.call('SREM', P .. 'children:' .. run.parent_id, id) end
+  -- A removed original keeps its set while a fork of it is kept (they still name it).
+  if run.forked_from then redis.call('SREM', P .. 'forks:' .. run.forked_from, id) end
   if run.thread_no then redis.call('ZREM', P .. 'truns:' .. run.thread_no, id) end
   for _, position in ipairs(redis.call('ZRANGE', P .. 'qs:' .. id, 0, -1)) do
     redis.call('DEL', P .. 'q:' .. id .. ':' .. position)
     redis.call('ZREM', P .. 'qpending', id .. ':' .. position)
   end
+  local names = {}
+  for _, text in ipairs(redis.call('HVALS', P .. 'sigs:' .. id)) do names[cjson.decode(text).name] = true end
+  for name in pairs(names) do redis.call('DEL', P .. 'sigpend:' .. id .. ':' .. name) end
+  local waits = redis.call('HGETALL', P .. 'evw:' .. id)
+  for i = 1, #waits, 2 do
+    redis.call('HDEL', P .. cjson.decode(waits[i + 1]).waiting, id .. ':' .. waits[i])
+  end
   redis.call('DEL', run_key(id), P .. 'ev:' .. id, P .. 'steps:' .. id, P .. 'steps_old:' .. id,
-             P .. 'children:' .. id, P .. 'qs:' .. id, P .. 'emarks:' .. id)
+             P .. 'children:' .. id, P .. 'qs:' .. id, P .. 'emarks:' .. id, P .. 'sigs:' .. id,
+             P .. 'sigkeys:' .. id, P .. 'sigpos:' .. id, P .. 'evw:' .. id)
 end
 
 -- rules.merge_ranges, here where the ranges are read and written in one step: the
