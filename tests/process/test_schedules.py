@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import signal
 import time
 
+import asyncpg
 import pytest
 from croniter import croniter
 
@@ -58,3 +60,43 @@ async def test_three_workers_fire_each_time_once_across_a_sigkill(app: rw.App, f
 
 async def _at_least(app: rw.App, count: int) -> bool:
     return len(await fired(app)) >= count
+
+
+def _process_stopped(pid: int) -> bool:
+    """True when `pid` is stopped (SIGSTOP: state T in /proc)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] == "T"
+
+
+# A stop that came between a fire's two writes (its run, then its schedule's next fire
+# time) once cancelled the second: the run was made but the schedule still named its
+# time as to come. The race is made here: the worker is stopped right after its insert,
+# the schedule's row is locked, and the worker is asked to stop and let go on.
+@pytest.mark.parametrize("backend", ["postgres"])
+async def test_a_worker_stopped_mid_fire_moves_the_schedule_past_the_run_it_made(
+        app: rw.App, fleet: WorkerFleet, store_url: str) -> None:
+    anchor = time.time()
+    clock = f"{anchor}:{START}:{SPEED}"
+    spec = app.schedule_spec("every10", cron="*/10 * * * *", task=apps.record, args={"n": 0}, tz="UTC",
+                             misfire="catch_up", catch_up_limit=1000, queue=None, priority=None)
+    await app.save_schedule(spec, now=START + (time.time() - anchor) * SPEED)
+    worker = fleet.start(env={"RUNWRIGHT_SCHEDULE_CLOCK": clock,
+                              "RUNWRIGHT_CRASH_POINTS": "schedule.after_insert=stop"})
+    await wait_until(lambda: _process_stopped(worker.pid), "the worker stops right after a fire's insert")
+    made = await fired(app)
+    assert made, "the fire's runs are inserted"
+    base, _, query = store_url.partition("?schema=")
+    pg = await asyncpg.connect(base, server_settings={"search_path": query})
+    try:
+        async with pg.transaction():
+            await pg.execute("SELECT 1 FROM schedules WHERE name = 'every10' FOR UPDATE")
+            worker.signal(signal.SIGTERM)
+            worker.signal(signal.SIGCONT)
+            # Long enough for the stop to reach its side tasks, were it to cancel the fire.
+            await asyncio.sleep(0.5)
+        assert await worker.wait_exit() == 0
+    finally:
+        await pg.close()
+    (schedule,) = await app.store.schedule_list()
+    assert max(r.run_at for r in made) < schedule.next_fire_at, (
+        f"the schedule still names a time it fired: next {schedule.next_fire_at}, runs {made}")

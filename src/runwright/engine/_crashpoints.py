@@ -18,6 +18,7 @@ Actions: `raise` (an unexpected error right there), `kill` (SIGKILL this process
                                PostgreSQL, where a wait_signal's take writes its entry too)
     steer.after_absorb         an agent put a steered message in its thread; its follower not yet ended
     worker.before_finish       a run's function returned; its terminal write not yet made
+    schedule.after_insert      a schedule's fire inserted its runs; its next fire time not yet moved
     sweep.before_collect       a retention pass removed its rows; the blobs they named not yet collected
 """
 

@@ -24,6 +24,7 @@ from ..runs import Run
 from ..store._interface import Store
 from ..store._params import RunInsertParams, ScheduleAdvanceParams, ScheduleDueParams
 from ..tasks._submission import key_conflict
+from ._crashpoints import crash_point
 
 __all__ = ["Scheduler", "save_schedule", "save_schedules"]
 
@@ -75,6 +76,8 @@ class Scheduler:
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
             run_at=fire, version=self._version, now=now, limits=limits) for fire in times]
         runs = await self._store.run_insert_many(inserts) if inserts else []
+        if inserts:
+            crash_point("schedule.after_insert", schedule.name)
         await self._store.schedule_advance(ScheduleAdvanceParams(
             schedule.name, schedule.next_fire_at, upcoming))
         for run, params in zip(runs, inserts):

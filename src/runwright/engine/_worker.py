@@ -60,6 +60,7 @@ __all__ = ["SWEEP_LEASE_TICKS", "NotReady", "Worker", "WorkerConfig", "WorkerCra
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
+FINISH_TICK_S = 3.0  # how long a stop lets a schedule tick under way finish (< STOP_SIDES_S)
 # A side task that a store failure ended starts again after this, doubled each time up to
 # the most (the failure may stand: a permission taken away, a table locked for long).
 SIDE_BACKOFF_S, SIDE_BACKOFF_MAX_S = 0.5, 30.0
@@ -693,7 +694,17 @@ class Worker:
                               limits=self._limits_of)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
-            await self._store_call(scheduler.tick)
+            # A stop lets a tick under way finish (for up to FINISH_TICK_S): a fire's run
+            # and the move of its schedule's next fire time are two writes, and a fleet
+            # stopped gracefully leaves no fire half made behind a paused schedule.
+            tick = asyncio.ensure_future(self._store_call(scheduler.tick))
+            try:
+                await asyncio.shield(tick)
+            except asyncio.CancelledError:
+                if not tick.done():
+                    await asyncio.wait([tick], timeout=FINISH_TICK_S)
+                    tick.cancel()  # past the bound: as after a crash, the next tick repeats it
+                raise
 
     def _limits_of(self, task: str, args: str) -> str | None:
         """The concurrency limits of a run of `task` that a schedule fires (no tenant)."""
