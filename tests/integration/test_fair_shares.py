@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 import runwright as rw
 from runwright.observe import _metrics as metrics
@@ -56,6 +57,15 @@ async def test_fair_and_weights_are_checked(app):
     # does not: a key names a tenant or a customer.
     assert (await metrics.summary(app))["weights"] == {"tenants": 2, "tenants:acme": 3}
     assert "weights" not in await metrics.summary(app.tenant("other"))
+    # Prometheus has them by the Fair's name only (a key is a submitter's value).
+    await app.set_weight("tenants:globex", 5)
+    registry = CollectorRegistry()
+    metrics._weight_gauges(await app.weights(), registry)
+    text = generate_latest(registry).decode()
+    assert 'runwright_fair_weight{fair="tenants"} 2.0' in text, text
+    assert 'runwright_fair_keys_weighted{fair="tenants"} 2.0' in text, text
+    assert "acme" not in text and "globex" not in text
+    await app.set_weight("tenants:globex", None)
     await app.set_weight("tenants", None)
     assert (await metrics.summary(app))["weights"] == {"tenants:acme": 3}
 

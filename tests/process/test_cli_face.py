@@ -557,6 +557,9 @@ async def test_limits_weight_sets_and_unsets_a_fair_keys_weight_and_refuses_in_o
     assert listed.returncode == 0 and "fair keys' weights" in listed.stdout, listed.stdout
     assert any(line.split() == ["│", "tenants:acme", "│", "3", "│"] for line in listed.stdout.splitlines()), \
         listed.stdout
+    as_json = runwright("limits", "--json", url=store_url)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"limits": [], "weights": {"tenants:acme": 3}}
     assert runwright("limits", "unweight", "tenants:acme", url=store_url).returncode == 0
     assert (await app.store.limit_overrides()) == {}
     for args, says in ((["weight", "tenants:acme", "0"], "weight is an int in 1..10000"),

@@ -28,7 +28,8 @@ def limits(
         None, metavar="MAX", click_type=Integer(0, 1_000_000),
         help="set: the most runs of one key running at once (a rate's: started in its window); "
              "weight: the key's weight, 1..10000 (default 1)."),
-    as_json: bool = typer.Option(False, "--json", help="list: one JSON array, for scripts."),
+    as_json: bool = typer.Option(False, "--json", help="list: one JSON object, for scripts: "
+                                 '{"limits": [...], "weights": {"NAME[:KEY]": W}}.'),
     url: str | None = URL,
 ) -> None:
     """List the keys of concurrency limits and rates with their runs running and queued, the
@@ -41,8 +42,9 @@ def limits(
                 raise InvalidInput("`runwright limits list` takes no LIMIT")
         found, weights = with_app(url, lambda app: _listed(app))
         if as_json:  # a rate's spends (one a start in its window) are left out: its `spent` sums them
-            print(json.dumps([{k: v for k, v in dataclasses.asdict(use).items() if k != "spends"}
-                              for use in found]))
+            print(json.dumps({"limits": [{k: v for k, v in dataclasses.asdict(use).items() if k != "spends"}
+                                         for use in found],
+                              "weights": weights}))
             return
         from rich.table import Table
 

@@ -65,6 +65,7 @@ async def scrape(app: App) -> bytes:
             oldest.labels(queue).set(now - oldest_due if oldest_due is not None else 0)
     workers.set(len(alive))
     _limit_gauges(await app.limits(), store_registry)
+    _weight_gauges(await app.weights(), store_registry)
     # The store's word at scrape time (a worker's rescuer also sets it at each orphan check):
     # a server that runs no worker reports it too.
     UNRUNNABLE.set(await app.count_unrunnable())
@@ -114,6 +115,25 @@ def _rate_gauges(uses: Sequence[Any], registry: CollectorRegistry) -> None:
         spent.labels(name).set(s)
         queued.labels(name).set(q)
         full.labels(name).set(f)
+
+
+def _weight_gauges(weights: dict[str, int], registry: CollectorRegistry) -> None:
+    """The operator's weights of fair keys (`set_weight`) by the Fair's name, never by key:
+    the weight set for every key of a name, and how many of its keys have one of their own."""
+    every = Gauge("runwright_fair_weight", "The weight the operator set for every key of a fair name "
+                  "(1 when none).", ["fair"], registry=registry)
+    keyed = Gauge("runwright_fair_keys_weighted", "Keys of a fair name with a weight of their own.",
+                  ["fair"], registry=registry)
+    names: dict[str, list[int]] = defaultdict(lambda: [1, 0])
+    for target, weight in weights.items():
+        name, separator, _key = target.partition(":")
+        if separator:
+            names[name][1] += 1
+        else:
+            names[name][0] = weight
+    for name, (weight, count) in names.items():
+        every.labels(name).set(weight)
+        keyed.labels(name).set(count)
 
 
 def limits_summary(uses: Sequence[Any]) -> list[dict[str, object]]:
