@@ -112,8 +112,10 @@ def test_a_scheduled_fire_of_a_batched_task_keys_its_limits_by_the_item() -> Non
         return None
 
     assert index.concurrency is not None
-    fired = app.worker()._limits_of("index", json.dumps({"items": [{"order": "o-1"}]}))
-    assert fired == index.concurrency.of({"order": "o-1"}, None) and "o-1" in fired
+    fired = app.worker()._flow_of("index", json.dumps({"items": [{"order": "o-1"}]}))
+    assert fired is not None and fired.limits is not None and fired.flow is not None
+    assert fired.limits == index.concurrency.of({"order": "o-1"}, None) and "o-1" in fired.limits
+    assert json.loads(fired.flow)[2] == "o-1", "its batch key is the item's too"
 
 
 class Event(pydantic.BaseModel):  # at the top level: a hint is resolved in its module

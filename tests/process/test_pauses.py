@@ -57,7 +57,13 @@ async def test_a_run_paused_on_a_failing_step_succeeds_once_the_fix_is_deployed(
     old = fleet.start(concurrency=2, app_spec="tests.process.pause_apps:broken")
     await old.wait_started()
     handle = await app.submit("invoice", order="A-17")
-    await wait_until(lambda: _paused(app, handle.id), "its attempts ran out and it was paused")
+    try:
+        await wait_until(lambda: _paused(app, handle.id), "its attempts ran out and it was paused")
+    except AssertionError as exc:  # once seen on a loaded machine (Redis): say where it stood
+        stood = await app.read_run(handle.id)
+        kinds = [(e.kind, e.data) for e in await app.events_page(handle.id)]
+        raise AssertionError(f"{exc}; the run: {stood}; its events: {kinds}; "
+                             f"its workers: {await app.store.worker_list()}") from exc
     run = await app.read_run(handle.id)
     assert run.state is RunState.QUEUED and run.waiting == "paused" and run.attempt == 2
     assert run.error_info()["type"] == "RuntimeError"

@@ -34,6 +34,7 @@ from ..store._liveness import this_machine
 from ..store._params import (
     RunClaimParams,
     RunExtendParams,
+    RunInsertParams,
     RunLimitedTasksParams,
     RunNextDueParams,
     RunRescueParams,
@@ -42,6 +43,7 @@ from ..store._params import (
     WorkerWatchParams,
 )
 from ..tasks._fair import FairLimitsOf
+from ..tasks._submission import Submission, insert_params
 from ._completer import Completer
 from ._crashpoints import crash_point
 from ._executor import Active, Stop, run_attempt
@@ -691,7 +693,7 @@ class Worker:
     async def _scheduler(self) -> None:
         """Fire due schedules (every worker does this: no leader to lose)."""
         scheduler = Scheduler(self.store, self.schedule_clock, self.runtime.registry.version,
-                              limits=self._limits_of)
+                              flow=self._flow_of)
         while True:
             await asyncio.sleep(jittered(self.config.schedule_tick_s))
             # A stop lets a tick under way finish (for up to FINISH_TICK_S): a fire's run
@@ -706,15 +708,17 @@ class Worker:
                     tick.cancel()  # past the bound: as after a crash, the next tick repeats it
                 raise
 
-    def _limits_of(self, task: str, args: str) -> str | None:
-        """The concurrency limits of a run of `task` that a schedule fires (no tenant)."""
+    def _flow_of(self, task: str, args: str) -> RunInsertParams | None:
+        """A run of `task` that a schedule fires (no tenant), as a submission of its stored
+        arguments makes it: its concurrency limits, rates, fair key and flow control (with
+        a debounce's merge or a batch's append); None when the task declares none."""
         spec = self.runtime.registry.tasks.get(task)
-        if spec is None or spec.concurrency is None:
+        if spec is None or (spec.concurrency is None and spec.flow is None):
             return None
         arguments = load(args)
-        if spec.batch_items is not None:  # a batched task's limit keys are of its (first) item
+        if spec.batch_items is not None:  # a batched task's keys are of its (one) item
             arguments = arguments[spec.batch_items][0]
-        return spec.concurrency.of(arguments, None)
+        return insert_params(spec, arguments, Submission(), now_s=self.clock(), limits=self.runtime.limits)
 
     async def _sweeper(self) -> None:
         """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
