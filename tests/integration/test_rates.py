@@ -5,6 +5,7 @@ summary, Prometheus by the rate's name)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -104,3 +105,19 @@ async def test_a_rate_raised_live_lets_held_runs_start(app):
         await app.set_limit("slow", 3)
         for h in handles[1:]:
             await h.result(timeout_s=30)
+
+
+async def test_a_worker_wakes_when_a_window_ends_not_at_its_poll(app):
+    """Runs held by their rate start as their windows end: with a poll of 60 s, six runs
+    at 2 per 0.3 s take three windows, not two polls (the worker sleeps until the next
+    window's end, RunNextDueParams runs="rate_end")."""
+    @app.task(rate=rw.Rate(key="k", max=2, per_s=0.3, name="brisk"))
+    async def brisk(n: int) -> int:
+        return n
+
+    handles = [await app.submit(brisk, n=n) for n in range(6)]
+    async with running_worker(app, poll_s=60):
+        async with asyncio.timeout(30):  # two polls would be 120 s
+            assert [await h.result(timeout_s=30) for h in handles] == list(range(6))
+    starts = sorted([(await h.refresh()).started_at for h in handles])
+    assert starts[-1] - starts[0] >= 0.3 * 2 - 0.05, f"they kept their rate: {starts}"

@@ -62,6 +62,7 @@ __all__ = ["SWEEP_LEASE_TICKS", "NotReady", "Worker", "WorkerConfig", "WorkerCra
 
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
+RATE_WAKE_S = 0.01  # the soonest an idle worker wakes for a rate's window to end
 FINISH_TICK_S = 3.0  # how long a stop lets a schedule tick under way finish (< STOP_SIDES_S)
 # A side task that a store failure ended starts again after this, doubled each time up to
 # the most (the failure may stand: a permission taken away, a table locked for long).
@@ -204,6 +205,7 @@ class Worker:
         self._tasks: list[str] = []
         self._limited: list[str] = []
         self._fair = False  # some of _limited are fair (tasks._fair)
+        self._rated = False  # some of _limited declare rates (tasks._rates)
         self._majors: dict[str, list[int]] = {}  # each task: the majors whose runs it runs
         self._loops: list[asyncio.Task[None]] = []  # the side tasks and the completer, once started
         self._loop: asyncio.AbstractEventLoop | None = None  # the one `run` works in
@@ -245,6 +247,7 @@ class Worker:
         specs = self.runtime.registry.tasks
         self._limited = [name for name in self._tasks if specs[name].concurrency is not None]
         self._fair = any(isinstance(specs[name].concurrency, FairLimitsOf) for name in self._limited)
+        self._rated = any(getattr(specs[name].concurrency, "rates", None) for name in self._limited)
         self._majors = self.runtime.registry.runnable_majors()
         if not self._tasks:
             raise ConfigError("this app registers no task: a worker would have nothing to do")
@@ -526,7 +529,7 @@ class Worker:
         """The next due time for a worker with limited tasks: a limited run due already
         that the claim just made did not take is held back by its limit, and the end of a
         run of its key wakes this worker (QUEUED), not the clock; only a limited run due
-        later sets a time."""
+        later sets a time, or, for rates, the end of a window."""
         unlimited = [task for task in self._tasks if task not in self._limited]
         found = []
         if unlimited:
@@ -536,6 +539,15 @@ class Worker:
             queues, self._limited, self._majors, self._fleet_root, runs="limited_later"))
         if later is not None and later > self.clock():
             found.append(later)
+        if self._rated:
+            # A run held by its rate may start when a window ends: no run's time, and no
+            # run's end, says when (a start that fills a window wakes nobody at its end).
+            # Not sooner than RATE_WAKE_S, though: a window that ends every millisecond
+            # (a busy rate) must not spin this loop.
+            ended = await self._store_call(self.store.run_next_due_at, RunNextDueParams(
+                queues, self._limited, runs="rate_end"))
+            if ended is not None:
+                found.append(max(ended, self.clock() + RATE_WAKE_S))
         due = [when for when in found if when is not None]
         return min(due) if due else None
 
@@ -588,6 +600,7 @@ class Worker:
                                                RunLimitedTasksParams(list(self.config.queues), others))
                 if found:
                     self._limited = sorted(set(self._limited) | set(found))
+                    self._rated = True  # they may carry rates too: wake for their windows
                     event(INFO, "claiming runs queued with concurrency limits their task no longer declares",
                           worker=self.id, tasks=",".join(sorted(set(found) - declared)))
             await asyncio.sleep(jittered(STRAY_LOOK_S))

@@ -394,9 +394,11 @@ class RunNextDueParams:
     # Of which runs (a worker whose tasks declare concurrency limits asks twice): "any",
     # every queued run; "unlimited", those without limits (what the claim's own path
     # takes); "limited_later", those with limits that come due after now (the store's
-    # clock), for when the next comes due while the due ones are held back by their keys.
-    # Neither reads a full key's backlog of due runs to answer.
-    runs: Literal["any", "unlimited", "limited_later"] = "any"
+    # clock), for when the next comes due while the due ones are held back by their keys;
+    # "rate_end", not a run's time but the next end (after now) of a start's window under
+    # any rate (rw.Rate), for when due runs are held back by their rates: room may come then.
+    # None reads a full key's backlog of due runs to answer.
+    runs: Literal["any", "unlimited", "limited_later", "rate_end"] = "any"
     now: float | None = None
 
 

@@ -279,6 +279,11 @@ class RedisRuns(RedisBase):
         return out
 
     async def run_next_due_at(self, params: RunNextDueParams) -> float | None:
+        if params.runs == "rate_end":  # the claim script keeps every window's end in rate_ends
+            now = await self._now(params.now)
+            ends = await self._call(lambda: self.redis.zrangebyscore(
+                self.key("rate_ends"), f"({now!r}", "+inf", start=0, num=1, withscores=True))
+            return float(ends[0][1]) if ends else None
         keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
         # "unlimited" needs nothing apart: a limited task's runs are in its own due sets.
         later = "" if params.runs != "limited_later" else ("*" if params.now is None else repr(params.now))

@@ -114,7 +114,9 @@ class SqlRuns(SqlBase):
             keys = ["*"] if params.majors is None else rules.claim_keys(params.majors)
             args = [self.dialect.array(params.queues), self.dialect.array(params.tasks),
                     self.dialect.array(keys), params.fleet]
-            if params.runs == "limited_later":
+            if params.runs == "rate_end":
+                value = await conn.fetchval(q.RATE_NEXT_END, self.clock.judged(params.now))
+            elif params.runs == "limited_later":
                 value = await conn.fetchval(q.NEXT_DUE_LIMITED, *args, self.clock.judged(params.now))
             else:
                 statement = q.NEXT_DUE_UNLIMITED if params.runs == "unlimited" else q.NEXT_DUE

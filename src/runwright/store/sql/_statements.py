@@ -57,6 +57,7 @@ __all__ = [
     "NEXT_DUE",
     "NEXT_DUE_LIMITED",
     "NEXT_DUE_UNLIMITED",
+    "RATE_NEXT_END",
     "OWNS_RUN",
     "QUEUES_PAUSED",
     "QUEUE_PAUSE",
@@ -160,6 +161,8 @@ SELECT min(run_at) FROM runs WHERE state = 'queued' AND queue IN_ARRAY($1) AND t
 NEXT_DUE_UNLIMITED = NEXT_DUE.replace("WHERE state = 'queued'", "WHERE state = 'queued' AND limits IS NULL")
 NEXT_DUE_LIMITED = NEXT_DUE.replace("WHERE state = 'queued'", "WHERE state = 'queued' AND limits IS NOT NULL"
                                     " AND run_at > NOW($5)")
+# When the next window of a start under a rate ends, after now (rate_spent_until).
+RATE_NEXT_END = "SELECT min(until) FROM rate_spent WHERE until > NOW($1)"
 # The tasks of $2 with queued runs of queues $1 that carry limits (runs_limited_at).
 LIMITED_TASKS = """
 SELECT DISTINCT task FROM runs WHERE state = 'queued' AND limits IS NOT NULL

@@ -120,7 +120,8 @@ end
 -- Rates per key (store._rate_rules), [name, key, max, per_s, cost] in a limits text: a
 -- key's spends are rate:<slot>, scored by when each one's window ends, as
 -- "<id>:<fence>:<cost>" (a run started again spends again). A key's log is read once a
--- claim, and what the claim spends is added to it.
+-- claim, and what the claim spends is added to it, and to rate_ends (every key's spends,
+-- "<slot>|<id>:<fence>", by the same score: when the next window of any key ends).
 local spent_by_slot = {}
 local function spent_of(slot)
   local spent = spent_by_slot[slot]
@@ -129,6 +130,7 @@ local function spent_of(slot)
   -- Ended spends are dropped a while after their end (_rate_rules.PRUNE_AFTER_S): a claim
   -- given an earlier time than one before it still finds those its window holds.
   redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - 60))
+  redis.call('ZREMRANGEBYSCORE', P .. 'rate_ends', '-inf', num(now - 60))
   spent = 0
   for _, member in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. num(now), '+inf')) do
     spent = spent + tonumber(string.match(member, '([^:]+)$'))
@@ -163,6 +165,9 @@ local function spend(limits, id, fence)
       local cost = tonumber(l[5])
       redis.call('ZADD', P .. 'rate:' .. slot, num(now + tonumber(l[4])),
                  id .. ':' .. fence .. ':' .. num(cost))
+      -- Every key's window ends in one set: a worker whose rated runs are held sleeps
+      -- until the next (RunNextDueParams runs="rate_end"), not until its poll.
+      redis.call('ZADD', P .. 'rate_ends', num(now + tonumber(l[4])), slot .. '|' .. id .. ':' .. fence)
       spent_by_slot[slot] = spent_by_slot[slot] + cost
     end
   end
