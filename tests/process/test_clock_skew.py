@@ -79,7 +79,8 @@ async def test_a_worker_whose_clock_runs_behind_takes_over_and_leases_by_the_sto
     await victim.wait_started()
     handle = await app.submit(apps.hold, tag="behind")
     await wait_until(lambda: all_in(app, [handle], {RunState.RUNNING}), "the victim runs it")
-    await wait_until(lambda: handle.id in fleet.events_by_run("start"), "the run started")
+    # In its hold: the first start's mark is made just after its ledger line (apps.hold).
+    await wait_until(lambda: (fleet.ledger / f"started-{handle.id}").exists(), "the run started and holds")
     # Its next start holds again (see apps.first_start): the run stays with the one that
     # takes it over, for the test to look at that owner's lease.
     (fleet.ledger / f"started-{handle.id}").unlink()
