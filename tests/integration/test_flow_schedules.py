@@ -112,3 +112,22 @@ async def test_a_fire_of_a_task_without_flow_control_is_inserted_as_before(app):
     made = await scheduler.tick(now=T0 + 3 * HOUR + 1)
     assert [r.key for r in made] == [f"schedule:hourly:2026-06-01T0{h}:00:00" for h in (1, 2, 3)]
     assert all(r.limits is None for r in made)
+
+
+async def test_a_debounce_merge_that_raises_refuses_that_fire_not_the_scheduler(app, caplog):
+    def merge(standing: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+        raise ValueError("cannot merge these")
+
+    @app.task(debounce=rw.Debounce(key="all", window_s=2 * HOUR, merge=merge))
+    async def settle(n: int) -> int:
+        return n
+
+    scheduler = await _hourly(app, settle, {"n": 1})
+    caplog.set_level(logging.INFO, logger="runwright")
+    (first,) = await scheduler.tick(now=T0 + HOUR + 1)
+    assert await scheduler.tick(now=T0 + 2 * HOUR + 1) == []  # its merge raised: this fire is not made
+    assert await _next_fire_at(app) == T0 + 3 * HOUR, "the schedule moved on all the same"
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any("did not fire" in line and "ValueError: cannot merge these" in line for line in said), said
+    (run,) = await app.list_runs(task="settle")
+    assert run.id == first.id and run.arguments() == {"n": 1}, "the standing run is left as it was"

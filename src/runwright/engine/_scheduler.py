@@ -124,4 +124,8 @@ class Scheduler:
             event(logging.INFO, f"schedule {schedule.name!r} skipped a fire: {exc}", schedule=schedule.name,
                   key=params.key, run_id=exc.run_id)
             return None
+        except InvalidInput as exc:  # a merge that failed, or merged arguments refused: this fire's
+            event(logging.ERROR, f"schedule {schedule.name!r} did not fire: {exc}", schedule=schedule.name,
+                  key=params.key)
+            return None
         return run

@@ -60,6 +60,20 @@ if TYPE_CHECKING:
 
 __all__ = ["SWEEP_LEASE_TICKS", "NotReady", "Worker", "WorkerConfig", "WorkerCrashed"]
 
+
+def _refusing(merge: Callable[[str, str], str], task: str) -> Callable[[str, str], str]:
+    """A fire's merge (a debounce's, the user's code): what it raises refuses that fire
+    (InvalidInput, which the scheduler logs), not the worker's scheduler."""
+    def merged(standing: str, new: str) -> str:
+        try:
+            return merge(standing, new)
+        except InvalidInput:
+            raise
+        except Exception as exc:
+            raise InvalidInput(f"the merge of task {task!r} raised {type(exc).__name__}: {exc}") from exc
+
+    return merged
+
 DEBUG, INFO, WARNING, ERROR = logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR
 STOP_SIDES_S = 5.0  # how long a stop waits for its cancelled side tasks
 RATE_WAKE_S = 0.01  # the soonest an idle worker wakes for a rate's window to end
@@ -731,7 +745,10 @@ class Worker:
         arguments = load(args)
         if spec.batch_items is not None:  # a batched task's keys are of its (one) item
             arguments = arguments[spec.batch_items][0]
-        return insert_params(spec, arguments, Submission(), now_s=self.clock(), limits=self.runtime.limits)
+        made = insert_params(spec, arguments, Submission(), now_s=self.clock(), limits=self.runtime.limits)
+        if made.merge is not None:
+            made.merge = _refusing(made.merge, task)
+        return made
 
     async def _sweeper(self) -> None:
         """Retention, when configured: one worker at a time sweeps (see engine.sweeper)."""
