@@ -219,7 +219,14 @@ async def test_a_transactional_write_lands_once_through_a_storm_of_kills_and_zom
     storm.restart_the_dead(restart=False)
     for worker in storm.live:
         await worker.wait_started()  # before that, SIGTERM finds no handler
-        assert await worker.stop() == 0, f"worker {worker.name} stops cleanly after the storm"
+        code = await worker.stop()
+        # A zombie woken just now goes on with the attempt it held, whose run may have armed
+        # a kill at a crash point (txn_apps): it dies so, as in the storm, before or while
+        # it stops. Nothing else sends a SIGKILL now; any other end is a failed stop.
+        if code == -signal.SIGKILL:
+            storm.crash_deaths += 1
+            continue
+        assert code == 0, f"worker {worker.name} stops cleanly after the storm:\n{worker.log()[-3000:]}"
 
     runs = await runs_of(app, handles)
     not_succeeded = [(r.id, r.state.value, r.error) for r in runs if r.state is not RunState.SUCCEEDED]
