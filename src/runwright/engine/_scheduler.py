@@ -18,7 +18,7 @@ fire (said at INFO), and the schedule moves on all the same.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ..core._clock import SYSTEM_CLOCK, Clock
 from ..core._schedules import Schedule, fire_key, fires_due, next_fire_after
@@ -77,12 +77,13 @@ class Scheduler:
             event(logging.ERROR, f"schedule {schedule.name!r} did not fire: {exc}", schedule=schedule.name)
             times = []
             made = None
+        # What a submission of the schedule's arguments carries (None: nothing of the kind).
+        carried: dict[str, Any] = {} if made is None else {
+            "limits": made.limits, "flow": made.flow, "merge": made.merge, "items": made.items}
         inserts = [RunInsertParams(
             key=fire_key(schedule.name, schedule.tz, fire), task=schedule.task, args=schedule.args,
             queue=schedule.queue, priority=schedule.priority, max_attempts=schedule.max_attempts,
-            run_at=fire, version=self._version, now=now,
-            limits=None if made is None else made.limits, flow=None if made is None else made.flow,
-            merge=None if made is None else made.merge, items=None if made is None else made.items)
+            run_at=fire, version=self._version, now=now, **carried)
             for fire in times]
         if made is None or made.flow is None:
             runs: list[Run | None] = list(await self._store.run_insert_many(inserts) if inserts else [])
