@@ -1144,7 +1144,10 @@ async def test_every_page_fits_a_laptop_and_a_phone(server: str, worker_app: rw.
             if route == "#/runs":
                 await page.locator(f"#runs tr[data-id='{handle.id}']").wait_for()
                 created = page.locator(f"#runs tr[data-id='{handle.id}'] td").nth(7)
-                assert (await created.bounding_box() or {"height": 99})["height"] < 30  # one line
+                # The live list may redraw the row between the wait and the measure (no box
+                # then): measured again until the cell is there.
+                box = await wait_until(created.bounding_box, "the created cell is laid out")
+                assert box["height"] < 30  # one line
                 await shot(page, "runs-phone", backend)
             if route == f"#/runs/{handle.id}":
                 args = page.locator("#run-fields dd[data-field=args]")
